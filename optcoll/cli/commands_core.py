@@ -1,0 +1,196 @@
+"""Core commands: look at models and instances, verify and simulate schedules, list bounds."""
+from __future__ import annotations
+
+import sys
+
+import click
+
+from optcoll.cli.output import emit_json, percent, table
+from optcoll.units import format_size, format_time
+
+json_option = click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+
+
+@click.group()
+def model() -> None:
+    """Machine models: list, show, draw."""
+
+
+@model.command("list")
+@json_option
+def model_list(as_json: bool) -> None:
+    """The built-in machine models."""
+    from optcoll.machines.catalog import builtin_model_names, load_machine
+
+    rows = []
+    for name in builtin_model_names():
+        machine = load_machine(name)
+        rows.append({"name": name, "npus": machine.num_npus, "switches": len(machine.switches),
+                     "links": machine.num_links, "description": machine.description})
+    if as_json:
+        emit_json(rows)
+    else:
+        click.echo(table(["name", "NPUs", "switches", "links", "description"],
+                         [list(r.values()) for r in rows]))
+
+
+@model.command("show")
+@click.argument("ref")
+@json_option
+def model_show(ref: str, as_json: bool) -> None:
+    """Figures of a model (built-in NAME or FILE.toml): sizes, degrees, diameter, cuts."""
+    from optcoll.machines.catalog import load_machine
+    from optcoll.machines.describe import describe_machine, render_description
+
+    machine = load_machine(ref)
+    info = describe_machine(machine)
+    if as_json:
+        emit_json(info)
+    else:
+        click.echo(render_description(info))
+
+
+@model.command("draw")
+@click.argument("ref")
+@click.option("-o", "--out", required=True, type=click.Path(dir_okay=False), help="SVG file to write.")
+def model_draw(ref: str, out: str) -> None:
+    """Draw a model as an SVG picture."""
+    from optcoll.machines.catalog import load_machine
+    from optcoll.machines.draw import draw_machine
+
+    draw_machine(load_machine(ref), out)
+    click.echo(f"wrote {out}")
+
+
+@click.group()
+def instance() -> None:
+    """Problem instances: show."""
+
+
+@instance.command("show")
+@click.argument("path", type=click.Path(dir_okay=False))
+@json_option
+def instance_show(path: str, as_json: bool) -> None:
+    """What an instance asks for, and what is recorded for it."""
+    from optcoll.instances.instancefile import load_instance
+
+    inst = load_instance(path)
+    c = inst.collective
+    info = {"name": inst.name, "machine": inst.machine_ref, "npus": inst.machine.num_npus,
+            "collective": c.kind, "root": c.root, "ranks": len(c.ranks),
+            "size_bytes": c.size_bytes, "chunks_per_rank": c.chunks_per_rank,
+            "chunks": c.num_chunks, "chunk_bytes": c.chunk_bytes, "model": inst.model.to_dict(),
+            "budget": vars(inst.budget), "results": inst.results}
+    if as_json:
+        emit_json(info)
+        return
+    click.echo(inst.describe())
+    click.echo(f"  M = {format_size(c.size_bytes)}, N = {len(c.ranks)}, C = {c.chunks_per_rank}, "
+               f"chunk = {format_size(c.chunk_bytes)} ({c.num_chunks} chunks)")
+    click.echo(f"  model: {inst.model.to_dict()}")
+    click.echo(f"  budget: time limit {format_time(inst.budget.time_limit)}, "
+               f"{inst.budget.threads} threads, seed {inst.budget.seed}")
+    if inst.results:
+        click.echo(f"  recorded results: {', '.join(sorted(inst.results))}")
+
+
+def _load(instance_path: str, schedule_path: str):
+    from optcoll.instances.instancefile import load_instance
+    from optcoll.schedules.jsonfile import load_schedule
+
+    inst = load_instance(instance_path)
+    return inst, load_schedule(schedule_path, inst.machine)
+
+
+@click.command()
+@click.argument("instance_path", metavar="INSTANCE", type=click.Path(dir_okay=False))
+@click.argument("schedule_path", metavar="SCHEDULE", type=click.Path(dir_okay=False))
+@json_option
+def verify(instance_path: str, schedule_path: str, as_json: bool) -> None:
+    """Check a schedule: exit 0 and its time when valid, exit 1 and the reason when not."""
+    from optcoll.bounds import best_lower_bound
+    from optcoll.verify import verify as run_verify
+
+    inst, schedule = _load(instance_path, schedule_path)
+    result = run_verify(inst.machine, inst.collective, schedule, inst.model)
+    if not result.valid:
+        v = result.violation
+        if as_json:
+            emit_json({"valid": False, "kind": v.kind, "message": v.message, "time": v.time,
+                       "chunk": v.chunk, "link": v.link, "transfer": v.transfer})
+        else:
+            click.echo(f"INVALID [{v.kind}]: {v.message}")
+        sys.exit(1)
+    bound = best_lower_bound(inst.machine, inst.collective, inst.model) \
+        if schedule.model == "timed" else None
+    gap = result.time / bound.value - 1 if bound and bound.value > 0 else None
+    if as_json:
+        emit_json({"valid": True, "time": result.time, "transfers": len(schedule),
+                   "lower_bound": bound.value if bound else None,
+                   "lower_bound_source": bound.name if bound else None, "gap": gap})
+        return
+    click.echo(f"valid: time {format_time(result.time)} ({len(schedule)} transfers)")
+    if bound:
+        click.echo(f"lower bound {format_time(bound.value)} ({bound.name}); gap {percent(gap)}")
+
+
+@click.command()
+@click.argument("instance_path", metavar="INSTANCE", type=click.Path(dir_okay=False))
+@click.argument("schedule_path", metavar="SCHEDULE", type=click.Path(dir_okay=False))
+@click.option("--gantt", type=click.Path(dir_okay=False), help="Write a Gantt chart (SVG).")
+@click.option("--limit", default=40, show_default=True, help="Timeline rows to print (0 = all).")
+@json_option
+def simulate(instance_path: str, schedule_path: str, gantt: str | None, limit: int,
+             as_json: bool) -> None:
+    """Replay a schedule: timeline, link utilisation, optionally a Gantt chart."""
+    from optcoll.verify import draw_gantt, timeline, verify as run_verify
+
+    inst, schedule = _load(instance_path, schedule_path)
+    result = run_verify(inst.machine, inst.collective, schedule, inst.model)
+    if not result.valid:
+        click.echo(f"INVALID [{result.violation.kind}]: {result.violation.message}", err=True)
+        sys.exit(1)
+    rows = timeline(inst.machine, inst.collective, schedule, result)
+    links = sorted(result.link_stats, key=lambda s: -s.utilisation)
+    if gantt:
+        draw_gantt(inst.machine, schedule, result, gantt)
+    if as_json:
+        emit_json({"time": result.time, "timeline": [vars(r) for r in rows],
+                   "links": [vars(s) for s in links]})
+        return
+    click.echo(f"time {format_time(result.time)}, {len(schedule)} transfers")
+    shown = rows if limit == 0 else rows[:limit]
+    click.echo(table(["#", "chunk", "src", "dst", "link", "start", "end", "op"],
+                     [[r.transfer, r.chunk, inst.machine.label(r.src), inst.machine.label(r.dst),
+                       r.link, format_time(r.start), format_time(r.end), r.op] for r in shown]))
+    if len(shown) < len(rows):
+        click.echo(f"... {len(rows) - len(shown)} more (use --limit 0)")
+    busy = [s for s in links if s.transfers]
+    click.echo(f"\nlink utilisation ({len(busy)} of {inst.machine.num_links} links used), busiest:")
+    click.echo(table(["link", "transfers", "busy", "utilisation"],
+                     [[f"{s.link} ({inst.machine.label(s.src)}->{inst.machine.label(s.dst)})",
+                       s.transfers, format_time(s.busy_time), f"{100 * s.utilisation:.1f} %"]
+                      for s in busy[:10]]))
+    if gantt:
+        click.echo(f"wrote {gantt}")
+
+
+@click.command()
+@click.argument("instance_path", metavar="INSTANCE", type=click.Path(dir_okay=False))
+@json_option
+def bound(instance_path: str, as_json: bool) -> None:
+    """Every lower bound for an instance, with its name, value and witness."""
+    from optcoll.bounds import lower_bounds
+    from optcoll.instances.instancefile import load_instance
+
+    inst = load_instance(instance_path)
+    bounds = sorted(lower_bounds(inst.machine, inst.collective, inst.model), key=lambda b: -b.value)
+    if as_json:
+        emit_json([{"name": b.name, "value": b.value, "unit": "s", "detail": b.detail} for b in bounds])
+        return
+    click.echo(inst.describe())
+    click.echo(table(["bound", "value", "witness"],
+                     [[b.name, format_time(b.value), b.detail] for b in bounds]))
+
+
+COMMANDS = [model, instance, verify, simulate, bound]

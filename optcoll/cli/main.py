@@ -1,0 +1,45 @@
+"""The ``optcoll`` command. Exit codes: 0 ok, 1 a check failed, 2 bad input, 130 interrupted."""
+from __future__ import annotations
+
+import sys
+
+import click
+
+import optcoll
+from optcoll.errors import InputError
+
+EXIT_OK, EXIT_CHECK_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+
+class OptcollGroup(click.Group):
+    """Turns user errors into one line and an exit code instead of a traceback."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except InputError as exc:
+            click.echo(f"optcoll: error: {exc.one_line()}", err=True)
+            sys.exit(EXIT_BAD_INPUT)
+        except KeyboardInterrupt:
+            click.echo("optcoll: interrupted", err=True)
+            sys.exit(EXIT_INTERRUPTED)
+
+
+@click.group(cls=OptcollGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(optcoll.__version__, prog_name="optcoll")
+def cli() -> None:
+    """Provably optimal or tightly bounded collective-communication schedules."""
+
+
+def _register() -> None:
+    from optcoll.cli import commands_core
+
+    for command in commands_core.COMMANDS:
+        cli.add_command(command)
+
+
+_register()
+
+
+def main() -> None:
+    cli(prog_name="optcoll")

@@ -1,0 +1,38 @@
+"""Atomic writes: results and schedules are written to a temporary file and renamed into place,
+so an interrupt, a crash or a full disk never leaves a half-written file where a good one was."""
+from __future__ import annotations
+
+import gzip
+import os
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO
+
+
+def open_text(path: Path, mode: str) -> IO[str]:
+    """Opens a text file, transparently gzip-compressed when the name ends in ``.gz``."""
+    if path.suffix == ".gz":
+        return gzip.open(path, mode + "t", encoding="utf-8")  # type: ignore[return-value]
+    return open(path, mode, encoding="utf-8")
+
+
+def write_atomic(path: str | os.PathLike, writer: Callable[[IO[str]], None]) -> None:
+    """Runs ``writer(handle)`` into a temporary file beside ``path``, then renames it over ``path``."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=path.suffix)
+    os.close(fd)
+    tmp_path = Path(tmp)
+    try:
+        with open_text(tmp_path, "w") as handle:
+            writer(handle)
+            handle.flush()
+        os.replace(tmp_path, path)
+    except BaseException:
+        tmp_path.unlink(missing_ok=True)
+        raise
+
+
+def write_text_atomic(path: str | os.PathLike, text: str) -> None:
+    write_atomic(path, lambda handle: handle.write(text))

@@ -1,0 +1,72 @@
+"""An instance: a machine + a collective + the time model + a budget for producers."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from optcoll.collectives.collective import Collective
+from optcoll.errors import InputError
+from optcoll.machines.machine import Machine
+
+OCCUPANCIES = ("link", "serialization")
+
+
+@dataclass(frozen=True)
+class TimeModel:
+    """DESIGN.md section 5. Defaults make it the TACOS-compatible timed model.
+
+    ``occupancy = "link"``: a link is busy for α + b/B per transfer (TACOS);
+    ``"serialization"``: busy for b/B only, α is pipelined propagation (ASTRA-sim congestion-aware).
+    ``send_ports``/``recv_ports``: at most that many transfers leaving/entering a node at once
+    (1 and 1 give the classic one-port model); None means every link may be used at once.
+    ``reduce_cost``: γ in seconds per byte, added to the arrival of every reduce transfer.
+    """
+
+    kind: str = "timed"
+    occupancy: str = "link"
+    send_ports: int | None = None
+    recv_ports: int | None = None
+    reduce_cost: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("timed", "step"):
+            raise InputError(f"unknown time model {self.kind!r}; use timed or step", field="model.kind")
+        if self.occupancy not in OCCUPANCIES:
+            raise InputError(f"unknown occupancy {self.occupancy!r}; use link or serialization",
+                             field="model.occupancy")
+        for name in ("send_ports", "recv_ports"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+                raise InputError(f"must be a positive integer, got {value!r}", field=f"model.{name}")
+        if not self.reduce_cost >= 0:
+            raise InputError(f"must be non-negative, got {self.reduce_cost}", field="model.reduce_cost")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "occupancy": self.occupancy, "send_ports": self.send_ports,
+                "recv_ports": self.recv_ports, "reduce_cost": self.reduce_cost}
+
+
+@dataclass(frozen=True)
+class Budget:
+    """What a producer may spend: wall-clock seconds, threads, and the seed for anything random."""
+
+    time_limit: float = 60.0
+    threads: int = 2
+    seed: int = 0
+
+
+@dataclass(frozen=True, eq=False)
+class Instance:
+    name: str
+    machine: Machine
+    collective: Collective
+    model: TimeModel = TimeModel()
+    budget: Budget = Budget()
+    #: Where the instance came from (a file path) and how its machine was named, for reports.
+    source: str | None = None
+    machine_ref: str | None = None
+    #: Recorded ground truth and other results as read from the file (written by tools).
+    results: dict[str, Any] = field(default_factory=dict)
+
+    def describe(self) -> str:
+        return f"{self.name}: {self.collective.describe()} on {self.machine.name} ({self.model.kind} model)"

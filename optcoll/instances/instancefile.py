@@ -1,0 +1,238 @@
+"""Instance files (TOML): a machine reference, a collective, size, C, time model and budget.
+
+    [instance]
+    name = "dgx1-allgather"          # optional; defaults to the file name
+    machine = "dgx1"                 # a built-in model name or a path relative to this file
+    collective = "allgather"
+    size = "1 GiB"                   # M, the full buffer as nccl-tests counts it
+    chunks_per_rank = 1
+    root = 0                         # rooted collectives only
+    ranks = [0, 1, 2, 3]             # optional sub-communicator (default: every NPU)
+
+    [model]                          # optional, DESIGN.md section 5
+    kind = "timed"                   # or "step"
+    occupancy = "link"               # or "serialization"
+    send_ports = 1                   # optional port limits
+    recv_ports = 1
+    reduce_cost = "0.01 ns/B"        # γ, time per reduced byte
+
+    [budget]                         # optional
+    time_limit = "60 s"
+    threads = 2
+    seed = 0
+
+    [custom]                         # collective = "custom" only
+    pre = [[0], [1], [2]]            # holders of each chunk at t = 0
+    post = [[1], [2], [3]]           # who must hold each chunk at the end
+    chunk_size = "1 MiB"
+    combining = false
+
+    [results]                        # written by optcoll (recorded ground truth); never hand-edited
+"""
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from optcoll.collectives.builtins import KINDS, canonical_kind, make_collective, make_custom
+from optcoll.errors import InputError
+from optcoll.instances.instance import Budget, Instance, TimeModel
+from optcoll.machines.catalog import load_machine
+from optcoll.units import parse_size, parse_time
+
+_SECTIONS = {"instance", "model", "budget", "custom", "results"}
+_INSTANCE_KEYS = {"name", "machine", "collective", "size", "chunks_per_rank", "root", "ranks",
+                  "description"}
+_MODEL_KEYS = {"kind", "occupancy", "send_ports", "recv_ports", "reduce_cost"}
+_BUDGET_KEYS = {"time_limit", "threads", "seed"}
+_CUSTOM_KEYS = {"pre", "post", "chunk_size", "combining"}
+
+
+def read_toml(path: Path) -> dict[str, Any]:
+    """Parses a TOML file; every failure is an InputError naming the file."""
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise InputError("file not found", source=str(path)) from None
+    except IsADirectoryError:
+        raise InputError("is a directory, not a TOML file", source=str(path)) from None
+    try:
+        return tomllib.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise InputError(f"not UTF-8 text (byte {exc.start})", source=str(path)) from None
+    except tomllib.TOMLDecodeError as exc:
+        raise InputError(f"malformed TOML: {exc}", source=str(path)) from None
+
+
+def _table(data: dict, key: str, allowed: set[str], source: str) -> dict[str, Any]:
+    table = data.get(key, {})
+    if not isinstance(table, dict):
+        raise InputError("must be a table", source=source, field=key)
+    unknown = sorted(set(table) - allowed) if key != "results" else []
+    if unknown:
+        raise InputError(f"unknown key {unknown[0]!r}; allowed: {', '.join(sorted(allowed))}",
+                         source=source, field=f"{key}.{unknown[0]}")
+    return table
+
+
+def _int(table: dict, key: str, section: str, source: str, default: int | None = None,
+         minimum: int | None = None) -> int | None:
+    value = table.get(key, default)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InputError(f"must be an integer, got {value!r}", source=source, field=f"{section}.{key}")
+    if minimum is not None and value < minimum:
+        raise InputError(f"must be at least {minimum}, got {value}", source=source,
+                         field=f"{section}.{key}")
+    return value
+
+
+def _located(source: str, field: str):
+    """Context manager: re-raise an InputError with the file and field filled in."""
+    class _Ctx:
+        def __enter__(self):
+            return self
+
+        def __exit__(self, kind, exc, tb):
+            if isinstance(exc, InputError):
+                raise exc.located(source, field) from None
+            return False
+    return _Ctx()
+
+
+def _reduce_cost(value: Any, source: str) -> float:
+    if value is None:
+        return 0.0
+    if not isinstance(value, str) or not value.strip().endswith("/B"):
+        raise InputError(f"must be a time per byte such as '0.01 ns/B', got {value!r}",
+                         source=source, field="model.reduce_cost")
+    with _located(source, "model.reduce_cost"):
+        return parse_time(value.strip()[:-2])
+
+
+def _node_lists(value: Any, source: str, field: str) -> list[list[int]]:
+    if not isinstance(value, list) or not all(
+            isinstance(item, list) and all(isinstance(v, int) and not isinstance(v, bool) for v in item)
+            for item in value):
+        raise InputError("must be a list of lists of NPU ids", source=source, field=field)
+    return value
+
+
+def instance_from_dict(data: dict[str, Any], source: str, base_dir: Path,
+                       default_name: str = "instance") -> Instance:
+    unknown = sorted(set(data) - _SECTIONS)
+    if unknown:
+        raise InputError(f"unknown section [{unknown[0]}]; allowed: {', '.join(sorted(_SECTIONS))}",
+                         source=source, field=unknown[0])
+    if "instance" not in data:
+        raise InputError("missing [instance] table", source=source, field="instance")
+    inst = _table(data, "instance", _INSTANCE_KEYS, source)
+    for key in ("machine", "collective"):
+        if not isinstance(inst.get(key), str):
+            raise InputError("missing or not a string", source=source, field=f"instance.{key}")
+    machine_ref = inst["machine"]
+    candidate = base_dir / machine_ref
+    ref = str(candidate) if machine_ref.endswith(".toml") and candidate.exists() else machine_ref
+    with _located(source, "instance.machine"):
+        machine = load_machine(ref)
+    with _located(source, "instance.collective"):
+        kind = canonical_kind(inst["collective"])
+    ranks_value = inst.get("ranks")
+    if ranks_value is None:
+        ranks = list(range(machine.num_npus))
+    else:
+        if not isinstance(ranks_value, list) or not all(
+                isinstance(r, int) and not isinstance(r, bool) for r in ranks_value):
+            raise InputError("must be a list of NPU ids", source=source, field="instance.ranks")
+        bad = [r for r in ranks_value if not 0 <= r < machine.num_npus]
+        if bad:
+            raise InputError(f"NPU {bad[0]} does not exist in machine {machine.name!r} "
+                             f"(NPUs 0..{machine.num_npus - 1})", source=source, field="instance.ranks")
+        ranks = list(ranks_value)
+    chunks = _int(inst, "chunks_per_rank", "instance", source, default=1, minimum=1)
+    root = _int(inst, "root", "instance", source)
+    if kind == "custom":
+        custom = _table(data, "custom", _CUSTOM_KEYS, source)
+        pre = _node_lists(custom.get("pre"), source, "custom.pre")
+        post = _node_lists(custom.get("post"), source, "custom.post")
+        if "chunk_size" not in custom:
+            raise InputError("missing", source=source, field="custom.chunk_size")
+        with _located(source, "custom.chunk_size"):
+            chunk_bytes = parse_size(custom["chunk_size"])
+        combining = custom.get("combining", False)
+        if not isinstance(combining, bool):
+            raise InputError("must be true or false", source=source, field="custom.combining")
+        with _located(source, "custom"):
+            collective = make_custom(ranks, pre, post, chunk_bytes, combining=combining)
+    else:
+        if "custom" in data:
+            raise InputError(f"[custom] only applies to collective = \"custom\", not {kind!r}",
+                             source=source, field="custom")
+        if "size" not in inst:
+            raise InputError("missing (e.g. size = \"1 GiB\")", source=source, field="instance.size")
+        with _located(source, "instance.size"):
+            size = parse_size(inst["size"])
+        if root is None and KINDS[kind][1]:
+            raise InputError(f"{kind} needs a root NPU", source=source, field="instance.root")
+        with _located(source, "instance.root" if root is not None else "instance"):
+            collective = make_collective(kind, ranks, size, chunks, root)
+    model_table = _table(data, "model", _MODEL_KEYS, source)
+    with _located(source, "model"):
+        model = TimeModel(kind=model_table.get("kind", "timed"),
+                          occupancy=model_table.get("occupancy", "link"),
+                          send_ports=_int(model_table, "send_ports", "model", source),
+                          recv_ports=_int(model_table, "recv_ports", "model", source),
+                          reduce_cost=_reduce_cost(model_table.get("reduce_cost"), source))
+    budget_table = _table(data, "budget", _BUDGET_KEYS, source)
+    time_limit = budget_table.get("time_limit", "60 s")
+    with _located(source, "budget.time_limit"):
+        limit = parse_time(time_limit, allow_zero=False)
+    budget = Budget(limit, _int(budget_table, "threads", "budget", source, 2, 1),
+                    _int(budget_table, "seed", "budget", source, 0, 0))
+    name = inst.get("name", default_name)
+    if not isinstance(name, str) or not name:
+        raise InputError("must be a non-empty string", source=source, field="instance.name")
+    instance = Instance(name, machine, collective, model, budget, source, machine_ref,
+                        dict(data.get("results", {})))
+    with _located(source, "instance"):
+        require_reachable(instance)
+    return instance
+
+
+def require_reachable(instance: Instance) -> None:
+    """Every needed (chunk, destination) must be reachable from the chunk's holders.
+
+    A disconnected network for a collective that needs connectivity is bad input, reported
+    before any producer runs (otherwise solvers would search forever). For combining collectives
+    every contributor must reach every destination; otherwise one holder suffices.
+    """
+    from scipy.sparse import csr_matrix
+    from scipy.sparse.csgraph import connected_components
+
+    collective, machine = instance.collective, instance.machine
+    n = machine.num_nodes
+    graph = csr_matrix((np.ones(machine.num_links), (machine.link_src, machine.link_dst)), shape=(n, n))
+    if connected_components(graph, directed=True, connection="strong")[0] == 1:
+        return
+    reach = np.isfinite(machine.hop_counts())
+    need_c, need_v = collective.needs
+    for c, v in zip(need_c.tolist(), need_v.tolist()):
+        holders = collective.pre.of(c)
+        ok = reach[holders, v].all() if collective.combining else reach[holders, v].any()
+        if not ok:
+            missing = holders[~reach[holders, v]]
+            raise InputError(f"disconnected network: {machine.label(v)} cannot receive chunk {c} "
+                             f"from {', '.join(machine.label(int(u)) for u in missing)}")
+
+
+def load_instance(path: str | os.PathLike) -> Instance:
+    path = Path(path)
+    if path.suffix != ".toml" and not path.exists():
+        raise InputError("file not found", source=str(path))
+    data = read_toml(path)
+    return instance_from_dict(data, str(path), path.parent, default_name=path.stem)

@@ -1,0 +1,162 @@
+"""The native, versioned JSON file form of a schedule (``.json`` or gzip-compressed ``.json.gz``).
+
+Column-wise so large schedules stay compact::
+
+    {"format": "optcoll-schedule", "version": 1, "machine": "dgx1", "model": "timed",
+     "time_unit": "s", "rounds": null, "meta": {...},
+     "transfers": {"chunk": [...], "src": [...], "dst": [...], "link": [...],
+                   "start": [...], "op": ["copy", ...], "step": [...]}}
+
+``link`` may be omitted when src→dst has one link (or ``lane`` picks among parallel links);
+when both are given they must agree, which catches a schedule written for another machine.
+"""
+from __future__ import annotations
+
+import gzip
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from optcoll.errors import InputError
+from optcoll.fileio import open_text, write_atomic
+from optcoll.machines.machine import Machine
+from optcoll.schedules.schedule import OP_NAMES, OPS, Schedule
+
+FORMAT, VERSION = "optcoll-schedule", 1
+
+
+def schedule_to_dict(schedule: Schedule, machine: Machine) -> dict[str, Any]:
+    timed = schedule.rounds is None
+    transfers: dict[str, Any] = {
+        "chunk": schedule.chunk.tolist(),
+        "src": machine.link_src[schedule.link].tolist(),
+        "dst": machine.link_dst[schedule.link].tolist(),
+        "link": schedule.link.tolist(),
+        "op": [OP_NAMES[int(o)] for o in schedule.op],
+    }
+    if timed:
+        transfers["start"] = schedule.start.tolist()
+    if not timed or schedule.step.any():
+        transfers["step"] = schedule.step.tolist()
+    return {"format": FORMAT, "version": VERSION, "machine": machine.name,
+            "model": schedule.model, "time_unit": "s",
+            "rounds": list(schedule.rounds) if schedule.rounds is not None else None,
+            "meta": schedule.meta, "transfers": transfers}
+
+
+def _column(transfers: dict, name: str, n: int, source: str, kind: type, default=None) -> list:
+    if name not in transfers:
+        if default is None:
+            raise InputError("missing column", source=source, field=f"transfers.{name}")
+        return [default] * n
+    column = transfers[name]
+    if not isinstance(column, list) or len(column) != n:
+        raise InputError(f"must be a list of {n} values", source=source, field=f"transfers.{name}")
+    for i, value in enumerate(column):
+        if isinstance(value, bool) or not isinstance(value, kind):
+            raise InputError(f"value {value!r} is not a {kind.__name__ if isinstance(kind, type) else 'number'}",
+                             source=source, field=f"transfers.{name}[{i}]")
+    return column
+
+
+def schedule_from_dict(data: Any, machine: Machine, source: str = "<schedule>") -> Schedule:
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise InputError(f"not an optcoll schedule (expected \"format\": \"{FORMAT}\")", source=source,
+                         field="format")
+    if data.get("version") != VERSION:
+        raise InputError(f"unsupported version {data.get('version')!r} (this optcoll reads {VERSION})",
+                         source=source, field="version")
+    transfers = data.get("transfers")
+    if not isinstance(transfers, dict) or not isinstance(transfers.get("chunk"), list):
+        raise InputError("must be an object of columns with a 'chunk' list", source=source,
+                         field="transfers")
+    n = len(transfers["chunk"])
+    chunk = _column(transfers, "chunk", n, source, int)
+    rounds = data.get("rounds")
+    model = data.get("model", "timed" if rounds is None else "step")
+    if model not in ("timed", "step"):
+        raise InputError(f"unknown model {model!r}; use timed or step", source=source, field="model")
+    if model == "step":
+        if not isinstance(rounds, list) or not all(isinstance(r, int) and not isinstance(r, bool) and r >= 1
+                                                   for r in rounds):
+            raise InputError("a step schedule needs rounds: a list of positive integers",
+                             source=source, field="rounds")
+        step = _column(transfers, "step", n, source, int)
+        start = [float("nan")] * n
+    else:
+        rounds = None
+        start = _column(transfers, "start", n, source, (int, float))
+        step = _column(transfers, "step", n, source, int, default=0)
+    ops = _column(transfers, "op", n, source, str, default="copy")
+    for i, op in enumerate(ops):
+        if op not in OPS:
+            raise InputError(f"unknown op {op!r} (use copy or reduce)", source=source,
+                             field=f"transfers.op[{i}]")
+    link = _resolve_links(transfers, n, machine, source)
+    meta = data.get("meta") or {}
+    if not isinstance(meta, dict):
+        raise InputError("must be an object", source=source, field="meta")
+    start_arr = np.array(start, dtype=float)
+    if model == "timed" and not np.all(np.isfinite(start_arr)):
+        bad = int(np.flatnonzero(~np.isfinite(start_arr))[0])
+        raise InputError("start time is not a finite number", source=source, field=f"transfers.start[{bad}]")
+    return Schedule(np.array(chunk, dtype=np.int64), link, start_arr,
+                    np.array([OPS[o] for o in ops], dtype=np.uint8), np.array(step, dtype=np.int64),
+                    tuple(rounds) if rounds is not None else None, meta)
+
+
+def _resolve_links(transfers: dict, n: int, machine: Machine, source: str) -> np.ndarray:
+    has_link, has_pair = "link" in transfers, "src" in transfers and "dst" in transfers
+    if not has_link and not has_pair:
+        raise InputError("each transfer needs a link id or src and dst", source=source,
+                         field="transfers.link")
+    if has_link:
+        link = np.array(_column(transfers, "link", n, source, int), dtype=np.int64)
+        bad = np.flatnonzero((link < 0) | (link >= machine.num_links))
+        if bad.size:
+            i = int(bad[0])
+            raise InputError(f"link {int(link[i])} does not exist in machine {machine.name!r} "
+                             f"({machine.num_links} links)", source=source, field=f"transfers.link[{i}]")
+        if not has_pair:
+            return link
+    src = _column(transfers, "src", n, source, int)
+    dst = _column(transfers, "dst", n, source, int)
+    if has_link:
+        mismatch = np.flatnonzero((machine.link_src[link] != np.array(src, dtype=np.int64)) |
+                                  (machine.link_dst[link] != np.array(dst, dtype=np.int64)))
+        if mismatch.size:
+            i = int(mismatch[0])
+            raise InputError(f"names link {int(link[i])} as {src[i]}->{dst[i]}, but in machine "
+                             f"{machine.name!r} that link is {machine.link_src[link[i]]}->"
+                             f"{machine.link_dst[link[i]]} (schedule made for another machine?)",
+                             source=source, field=f"transfers[{i}]")
+        return link
+    lanes = _column(transfers, "lane", n, source, int, default=0)
+    resolved = np.empty(n, dtype=np.int64)
+    for i, (u, v, lane) in enumerate(zip(src, dst, lanes)):
+        ids = machine.links_between(u, v)
+        if not ids or not 0 <= lane < len(ids):
+            raise InputError(f"no link {u}->{v} (lane {lane}) in machine {machine.name!r}",
+                             source=source, field=f"transfers[{i}]")
+        resolved[i] = ids[lane]
+    return resolved
+
+
+def load_schedule(path: str | os.PathLike, machine: Machine) -> Schedule:
+    path = Path(path)
+    try:
+        with open_text(path, "r") as handle:
+            data = json.load(handle)
+    except FileNotFoundError:
+        raise InputError("file not found", source=str(path)) from None
+    except (json.JSONDecodeError, UnicodeDecodeError, gzip.BadGzipFile, EOFError) as exc:
+        raise InputError(f"not valid JSON: {exc}", source=str(path)) from None
+    return schedule_from_dict(data, machine, str(path))
+
+
+def save_schedule(path: str | os.PathLike, schedule: Schedule, machine: Machine) -> None:
+    data = schedule_to_dict(schedule, machine)
+    write_atomic(path, lambda handle: json.dump(data, handle, separators=(",", ":")))

@@ -1,0 +1,104 @@
+"""Unit-bearing values as people write them in files: "50 GiB/s", "400 Gbit/s", "0.5 us", "1 GiB".
+
+Decimal (k, M, G, T = 1e3...) and binary (Ki, Mi, Gi, Ti = 2^10...) prefixes are both accepted and
+never confused. Inside optcoll everything is bytes, seconds and bytes/second as floats.
+"""
+from __future__ import annotations
+
+import math
+import re
+
+from optcoll.errors import InputError
+
+_PREFIX = {
+    "": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15,
+    "Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30, "Ti": 2.0**40, "Pi": 2.0**50,
+}
+_BYTE_UNITS = {"B": 1.0, "byte": 1.0, "bytes": 1.0, "bit": 1 / 8, "bits": 1 / 8, "b": 1 / 8}
+_TIME_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9, "ps": 1e-12}
+_NUMBER = r"(?P<num>[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)"
+_QUANTITY = re.compile(_NUMBER + r"\s*(?P<unit>[A-Za-zµ/]*)\s*$")
+
+
+def _split(text: object, kind: str) -> tuple[float, str]:
+    if isinstance(text, bool) or not isinstance(text, str):
+        raise InputError(f"expected a {kind} with a unit as a string, e.g. {_EXAMPLES[kind]!r}, got {text!r}")
+    match = _QUANTITY.match(text.strip())
+    if not match:
+        raise InputError(f"cannot read {text!r} as a {kind}, e.g. {_EXAMPLES[kind]!r}")
+    return float(match["num"]), match["unit"]
+
+
+_EXAMPLES = {"size": "1 GiB", "bandwidth": "50 GiB/s", "time": "0.5 us"}
+
+
+def _bytes_factor(unit: str, text: str, kind: str) -> float:
+    for name, factor in _BYTE_UNITS.items():
+        if unit.endswith(name):
+            prefix = unit[: -len(name)]
+            if prefix in _PREFIX:
+                return _PREFIX[prefix] * factor
+    raise InputError(f"unknown unit in {text!r} for a {kind} (use B, KiB, MB, GiB, Gbit, ...)")
+
+
+def _finite(value: float, text: str, kind: str, *, allow_zero: bool) -> float:
+    if not math.isfinite(value):
+        raise InputError(f"{kind} {text!r} is not a finite number")
+    if value < 0 or (value == 0 and not allow_zero):
+        raise InputError(f"{kind} {text!r} must be {'non-negative' if allow_zero else 'positive'}")
+    return value
+
+
+def parse_size(text: object) -> float:
+    """Bytes in a size such as "1 GiB", "64 KB", "512 B"."""
+    number, unit = _split(text, "size")
+    if not unit:
+        raise InputError(f"size {text!r} has no unit (write e.g. '{text} B' or '{text} MiB')")
+    return _finite(number * _bytes_factor(unit, str(text), "size"), str(text), "size", allow_zero=False)
+
+
+def parse_bandwidth(text: object) -> float:
+    """Bytes per second in a bandwidth such as "50 GiB/s", "400 Gbit/s", "25 GB/s"."""
+    number, unit = _split(text, "bandwidth")
+    if "/" not in unit:
+        if unit.endswith("bps"):
+            unit = unit[:-3] + "bit/s"
+        else:
+            raise InputError(f"bandwidth {text!r} needs a unit per second such as GiB/s or Gbit/s")
+    amount, _, per = unit.partition("/")
+    if per != "s":
+        raise InputError(f"bandwidth {text!r} must be per second ('/s')")
+    return _finite(number * _bytes_factor(amount, str(text), "bandwidth"), str(text), "bandwidth",
+                   allow_zero=False)
+
+
+def parse_time(text: object, *, allow_zero: bool = True) -> float:
+    """Seconds in a duration such as "0.5 us", "700 ns", "1.2 ms"."""
+    number, unit = _split(text, "time")
+    if unit not in _TIME_UNITS:
+        raise InputError(f"time {text!r} needs a unit: one of {', '.join(_TIME_UNITS)}")
+    return _finite(number * _TIME_UNITS[unit], str(text), "time", allow_zero=allow_zero)
+
+
+def format_size(nbytes: float) -> str:
+    """A byte count in binary units, exact where possible ("1 GiB", "1.5 MiB", "100 B")."""
+    for prefix in ("Pi", "Ti", "Gi", "Mi", "Ki"):
+        if nbytes >= _PREFIX[prefix]:
+            return f"{nbytes / _PREFIX[prefix]:.6g} {prefix}B"
+    return f"{nbytes:.6g} B"
+
+
+def format_bandwidth(bps: float) -> str:
+    return f"{bps / 2**30:.6g} GiB/s"
+
+
+def format_time(seconds: float) -> str:
+    """Seconds in the most readable unit; "inf" for an unbounded time."""
+    if not math.isfinite(seconds):
+        return "inf"
+    if seconds == 0:
+        return "0 s"
+    for unit, factor in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6), ("ns", 1e-9)):
+        if abs(seconds) >= factor:
+            return f"{seconds / factor:.6g} {unit}"
+    return f"{seconds / 1e-12:.6g} ps"
