@@ -24,6 +24,9 @@ def write_atomic(path: str | os.PathLike, writer: Callable[[IO[str]], None]) -> 
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=path.suffix)
     os.close(fd)
     tmp_path = Path(tmp)
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp_path, 0o666 & ~umask)  # mkstemp makes 0600; results are ordinary files
     try:
         with open_text(tmp_path, "w") as handle:
             writer(handle)

@@ -7,32 +7,38 @@ from __future__ import annotations
 
 import math
 import re
+from decimal import Decimal
 
 from optcoll.errors import InputError
 
+# Decimal factors so "500 ns" is exactly the float nearest 5e-7, not 500 * 1e-9.
 _PREFIX = {
-    "": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15,
-    "Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30, "Ti": 2.0**40, "Pi": 2.0**50,
+    "": Decimal(1), "k": Decimal("1e3"), "K": Decimal("1e3"), "M": Decimal("1e6"),
+    "G": Decimal("1e9"), "T": Decimal("1e12"), "P": Decimal("1e15"),
+    "Ki": Decimal(2**10), "Mi": Decimal(2**20), "Gi": Decimal(2**30), "Ti": Decimal(2**40),
+    "Pi": Decimal(2**50),
 }
-_BYTE_UNITS = {"B": 1.0, "byte": 1.0, "bytes": 1.0, "bit": 1 / 8, "bits": 1 / 8, "b": 1 / 8}
-_TIME_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9, "ps": 1e-12}
+_BYTE_UNITS = {"B": Decimal(1), "byte": Decimal(1), "bytes": Decimal(1), "bit": Decimal("0.125"),
+               "bits": Decimal("0.125"), "b": Decimal("0.125")}
+_TIME_UNITS = {"h": Decimal(3600), "min": Decimal(60), "s": Decimal(1), "ms": Decimal("1e-3"), "us": Decimal("1e-6"), "µs": Decimal("1e-6"),
+               "ns": Decimal("1e-9"), "ps": Decimal("1e-12")}
 _NUMBER = r"(?P<num>[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)"
 _QUANTITY = re.compile(_NUMBER + r"\s*(?P<unit>[A-Za-zµ/]*)\s*$")
 
 
-def _split(text: object, kind: str) -> tuple[float, str]:
+def _split(text: object, kind: str) -> tuple[Decimal, str]:
     if isinstance(text, bool) or not isinstance(text, str):
         raise InputError(f"expected a {kind} with a unit as a string, e.g. {_EXAMPLES[kind]!r}, got {text!r}")
     match = _QUANTITY.match(text.strip())
     if not match:
         raise InputError(f"cannot read {text!r} as a {kind}, e.g. {_EXAMPLES[kind]!r}")
-    return float(match["num"]), match["unit"]
+    return Decimal(match["num"]), match["unit"]
 
 
 _EXAMPLES = {"size": "1 GiB", "bandwidth": "50 GiB/s", "time": "0.5 us"}
 
 
-def _bytes_factor(unit: str, text: str, kind: str) -> float:
+def _bytes_factor(unit: str, text: str, kind: str) -> Decimal:
     for name, factor in _BYTE_UNITS.items():
         if unit.endswith(name):
             prefix = unit[: -len(name)]
@@ -41,7 +47,8 @@ def _bytes_factor(unit: str, text: str, kind: str) -> float:
     raise InputError(f"unknown unit in {text!r} for a {kind} (use B, KiB, MB, GiB, Gbit, ...)")
 
 
-def _finite(value: float, text: str, kind: str, *, allow_zero: bool) -> float:
+def _finite(exact: Decimal, text: str, kind: str, *, allow_zero: bool) -> float:
+    value = float(exact)
     if not math.isfinite(value):
         raise InputError(f"{kind} {text!r} is not a finite number")
     if value < 0 or (value == 0 and not allow_zero):
@@ -84,7 +91,7 @@ def format_size(nbytes: float) -> str:
     """A byte count in binary units, exact where possible ("1 GiB", "1.5 MiB", "100 B")."""
     for prefix in ("Pi", "Ti", "Gi", "Mi", "Ki"):
         if nbytes >= _PREFIX[prefix]:
-            return f"{nbytes / _PREFIX[prefix]:.6g} {prefix}B"
+            return f"{nbytes / float(_PREFIX[prefix]):.6g} {prefix}B"
     return f"{nbytes:.6g} B"
 
 

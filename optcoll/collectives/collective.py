@@ -14,6 +14,8 @@ from functools import cached_property
 
 import numpy as np
 
+from optcoll.units import format_size
+
 
 @dataclass(frozen=True, eq=False)
 class ChunkSets:
@@ -99,4 +101,5 @@ class Collective:
     def describe(self) -> str:
         root = f"(root {self.root})" if self.root is not None else ""
         return (f"{self.kind}{root} over {self.num_ranks} ranks, {self.num_chunks} chunks of "
-                f"{self.chunk_bytes:g} B (C = {self.chunks_per_rank}, M = {self.size_bytes:g} B)")
+                f"{format_size(self.chunk_bytes)} (C = {self.chunks_per_rank}, "
+                f"M = {format_size(self.size_bytes)})")

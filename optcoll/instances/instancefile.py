@@ -45,8 +45,7 @@ from optcoll.machines.catalog import load_machine
 from optcoll.units import parse_size, parse_time
 
 _SECTIONS = {"instance", "model", "budget", "custom", "results"}
-_INSTANCE_KEYS = {"name", "machine", "collective", "size", "chunks_per_rank", "root", "ranks",
-                  "description"}
+_INSTANCE_KEYS = {"name", "machine", "collective", "size", "chunks_per_rank", "root", "ranks"}
 _MODEL_KEYS = {"kind", "occupancy", "send_ports", "recv_ports", "reduce_cost"}
 _BUDGET_KEYS = {"time_limit", "threads", "seed"}
 _CUSTOM_KEYS = {"pre", "post", "chunk_size", "combining"}

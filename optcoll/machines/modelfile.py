@@ -1,0 +1,417 @@
+"""TOML machine-model files: a generator call or an explicit graph, plus optional failures.
+
+A generator call::
+
+    [machine]
+    name = "torus4x4"                  # default: the file name without .toml
+    description = "..."                # default: the generator's own description
+
+    [topology]
+    kind = "torus2d"                   # any key of generators.GENERATORS
+    dims = [4, 4]
+    bandwidth = "50 GiB/s"             # per link per direction
+    latency = "0.5 us"                 # per link
+
+An explicit graph (NPUs are 0..npus-1, switches are named)::
+
+    [machine]
+    name = "star4"
+    npus = 4
+    labels = ["a", "b", "c", "d"]      # optional, one per NPU
+    positions = [[0, 0], ...]          # optional drawing layout, one per NPU then per switch
+
+    [[switches]]
+    name = "sw"
+    multicast = false                  # optional, default false
+    reduce = false                     # optional, default false
+
+    [[links]]
+    src = 0                            # NPU index or switch name
+    dst = "sw"
+    bandwidth = "25 GB/s"
+    latency = "0.5 us"
+    count = 1                          # optional: parallel links, default 1
+    bidirectional = true               # optional: also dst -> src, default false
+
+Failures, applied after building (NPU indices and switch names as built)::
+
+    [failures]
+    npus = [3]                         # failed NPUs (the survivors are renumbered densely)
+    links = [[0, 1], { src = 0, dst = 4, count = 1, bidirectional = false }]
+
+``[u, v]`` removes every link between u and v in both directions; a table removes ``count``
+links (default: all) src → dst, and dst → src too unless ``bidirectional = false``.
+
+Every value with a unit is a string ("50 GiB/s", "400 Gbit/s", "0.5 us"): a bare number is an
+error. Every problem is an ``InputError`` naming the file and the field path; unknown keys are
+errors too, so a typo is never silently ignored. ``machine_to_toml`` writes the explicit form
+(exactly, link ids preserved), so any machine, e.g. one with failures applied, can be saved.
+"""
+from __future__ import annotations
+
+import difflib
+import os
+import tomllib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import tomli_w
+
+from optcoll.errors import InputError
+from optcoll.machines.generators import GENERATORS, AstraDim, GeneratorSpec
+from optcoll.machines.machine import Machine, MachineBuilder
+from optcoll.units import parse_bandwidth, parse_time
+
+_TOP = ("machine", "topology", "switches", "links", "failures")
+_MACHINE = ("name", "description", "npus", "labels", "positions")
+_SWITCH = ("name", "multicast", "reduce")
+_LINK = ("src", "dst", "bandwidth", "latency", "count", "bidirectional")
+_FAILURES = ("npus", "links")
+_FAILED_LINK = ("src", "dst", "count", "bidirectional")
+_ASTRA_DIM = ("topology", "npus_count", "bandwidth", "latency", "multicast", "reduce")
+
+
+class _Reader:
+    """Typed access to TOML values; every failure names ``source`` and the field path."""
+
+    def __init__(self, source: str):
+        self.source = source
+
+    def error(self, path: str, message: str) -> InputError:
+        return InputError(message, source=self.source, field=path or None)
+
+    def table(self, value: Any, path: str, allowed: tuple[str, ...],
+              required: tuple[str, ...] = ()) -> dict[str, Any]:
+        if not isinstance(value, dict):
+            raise self.error(path, f"must be a table, got {_kind(value)}")
+        for key in value:
+            if key not in allowed:
+                close = difflib.get_close_matches(key, allowed, n=1)
+                hint = f" (did you mean {close[0]!r}?)" if close else ""
+                raise self.error(_join(path, key), f"unknown key{hint}; allowed: {', '.join(allowed)}")
+        for key in required:
+            if key not in value:
+                raise self.error(_join(path, key), "missing")
+        return value
+
+    def list(self, value: Any, path: str) -> list[Any]:
+        if not isinstance(value, list):
+            raise self.error(path, f"must be an array, got {_kind(value)}")
+        return value
+
+    def int(self, value: Any, path: str, minimum: int | None = None) -> int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise self.error(path, f"must be an integer, got {_kind(value)} {value!r}")
+        if minimum is not None and value < minimum:
+            raise self.error(path, f"must be at least {minimum}, got {value}")
+        return value
+
+    def bool(self, value: Any, path: str) -> bool:
+        if not isinstance(value, bool):
+            raise self.error(path, f"must be true or false, got {_kind(value)} {value!r}")
+        return value
+
+    def str(self, value: Any, path: str) -> str:
+        if not isinstance(value, str):
+            raise self.error(path, f"must be a string, got {_kind(value)} {value!r}")
+        return value
+
+    def unit(self, parse: Callable[[Any], float], value: Any, path: str) -> float:
+        try:
+            return parse(value)
+        except InputError as exc:
+            raise exc.located(self.source, path) from None
+
+    def bandwidth(self, value: Any, path: str) -> float:
+        return self.unit(parse_bandwidth, value, path)
+
+    def latency(self, value: Any, path: str) -> float:
+        return self.unit(parse_time, value, path)
+
+    def node(self, value: Any, path: str, num_npus: int, switches: dict[str, int]) -> int:
+        """An NPU index or a switch name, as a node id."""
+        if isinstance(value, str):
+            if value not in switches:
+                known = ", ".join(switches) or "none"
+                raise self.error(path, f"no switch named {value!r} (switches: {known})")
+            return switches[value]
+        return self.npu(value, path, num_npus)
+
+    def npu(self, value: Any, path: str, num_npus: int) -> int:
+        index = self.int(value, path)
+        if not 0 <= index < num_npus:
+            raise self.error(path, f"NPU {index} does not exist (NPUs are 0..{num_npus - 1})")
+        return index
+
+
+def _kind(value: Any) -> str:
+    return {bool: "a boolean", int: "an integer", float: "a number", str: "a string",
+            list: "an array", dict: "a table"}.get(type(value), type(value).__name__)
+
+
+def _join(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else key
+
+
+# -- generator calls -------------------------------------------------------------------------------
+
+
+def _per_dim(one: Callable[[Any, str], float], value: Any, path: str) -> float | list[float]:
+    if isinstance(value, list):
+        return [one(v, f"{path}[{i}]") for i, v in enumerate(value)]
+    return one(value, path)
+
+
+def _astra_dims(r: _Reader, value: Any, path: str) -> list[AstraDim]:
+    dims = []
+    for i, item in enumerate(r.list(value, path)):
+        where = f"{path}[{i}]"
+        table = r.table(item, where, _ASTRA_DIM, ("topology", "npus_count", "bandwidth", "latency"))
+        dims.append(AstraDim(r.str(table["topology"], f"{where}.topology"),
+                             r.int(table["npus_count"], f"{where}.npus_count"),
+                             r.bandwidth(table["bandwidth"], f"{where}.bandwidth"),
+                             r.latency(table["latency"], f"{where}.latency"),
+                             r.bool(table.get("multicast", False), f"{where}.multicast"),
+                             r.bool(table.get("reduce", False), f"{where}.reduce")))
+    return dims
+
+
+def _convert(r: _Reader, type_: str, value: Any, path: str) -> Any:
+    if type_ == "int":
+        return r.int(value, path)
+    if type_ == "ints":
+        return [r.int(v, f"{path}[{i}]") for i, v in enumerate(r.list(value, path))]
+    if type_ == "bool":
+        return r.bool(value, path)
+    if type_ == "bandwidth":
+        return r.bandwidth(value, path)
+    if type_ == "latency":
+        return r.latency(value, path)
+    if type_ == "bandwidths":
+        return _per_dim(r.bandwidth, value, path)
+    if type_ == "latencies":
+        return _per_dim(r.latency, value, path)
+    if type_ == "astra_dims":
+        return _astra_dims(r, value, path)
+    raise AssertionError(f"generator parameter type {type_!r} has no converter")
+
+
+def _generated(r: _Reader, topology: Any) -> Machine:
+    if not isinstance(topology, dict):
+        raise r.error("topology", f"must be a table, got {_kind(topology)}")
+    if "kind" not in topology:
+        raise r.error("topology.kind", f"missing; one of: {', '.join(GENERATORS)}")
+    kind = r.str(topology["kind"], "topology.kind")
+    spec: GeneratorSpec | None = GENERATORS.get(kind)
+    if spec is None:
+        close = difflib.get_close_matches(kind, list(GENERATORS), n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise r.error("topology.kind",
+                      f"unknown generator kind {kind!r}{hint}; known: {', '.join(GENERATORS)}")
+    names = tuple(p.name for p in spec.params)
+    r.table(topology, "topology", ("kind", *names), tuple(p.name for p in spec.params if p.required))
+    args = {p.name: _convert(r, p.type, topology[p.name], f"topology.{p.name}")
+            for p in spec.params if p.name in topology}
+    try:
+        return spec.build(**args)
+    except InputError as exc:  # generators name the parameter; prefix the table
+        raise InputError(exc.detail, source=r.source,
+                         field=f"topology.{exc.field}" if exc.field else "topology") from None
+
+
+# -- explicit graphs -------------------------------------------------------------------------------
+
+
+def _explicit(r: _Reader, data: dict[str, Any], machine: dict[str, Any], name: str) -> Machine:
+    n = r.int(machine["npus"], "machine.npus", 1)
+    labels = None
+    if "labels" in machine:
+        raw = r.list(machine["labels"], "machine.labels")
+        labels = [r.str(v, f"machine.labels[{i}]") for i, v in enumerate(raw)]
+        if len(labels) != n:
+            raise r.error("machine.labels", f"must list one label per NPU ({n}), got {len(labels)}")
+    builder = MachineBuilder(name, n, "", labels)
+    switch_ids: dict[str, int] = {}
+    for i, item in enumerate(r.list(data.get("switches", []), "switches")):
+        where = f"switches[{i}]"
+        table = r.table(item, where, _SWITCH, ("name",))
+        label = r.str(table["name"], f"{where}.name")
+        if label in switch_ids:
+            raise r.error(f"{where}.name", f"duplicate switch name {label!r}")
+        builder.add_switch(label, multicast=r.bool(table.get("multicast", False), f"{where}.multicast"),
+                           reduce=r.bool(table.get("reduce", False), f"{where}.reduce"))
+        switch_ids[label] = n + len(switch_ids)
+    if "links" not in data:
+        raise r.error("links", "missing: an explicit graph lists its [[links]]")
+    for i, item in enumerate(r.list(data["links"], "links")):
+        where = f"links[{i}]"
+        table = r.table(item, where, _LINK, ("src", "dst", "bandwidth", "latency"))
+        src = r.node(table["src"], f"{where}.src", n, switch_ids)
+        dst = r.node(table["dst"], f"{where}.dst", n, switch_ids)
+        if src == dst:
+            raise r.error(where, f"is a self-loop at {table['src']!r}")
+        builder.add_link(table["src"], table["dst"],
+                         bandwidth=r.bandwidth(table["bandwidth"], f"{where}.bandwidth"),
+                         latency=r.latency(table["latency"], f"{where}.latency"),
+                         count=r.int(table.get("count", 1), f"{where}.count", 1),
+                         bidirectional=r.bool(table.get("bidirectional", False), f"{where}.bidirectional"))
+    if "positions" in machine:
+        total = n + len(switch_ids)
+        switch_labels = {v: label for label, v in switch_ids.items()}
+        points = r.list(machine["positions"], "machine.positions")
+        if len(points) != total:
+            raise r.error("machine.positions", f"must give one [x, y] per node ({total}), got {len(points)}")
+        for v, point in enumerate(points):
+            where = f"machine.positions[{v}]"
+            xy = r.list(point, where)
+            if len(xy) != 2 or any(isinstance(c, bool) or not isinstance(c, (int, float)) for c in xy):
+                raise r.error(where, f"must be [x, y] numbers, got {point!r}")
+            builder.positions[v if v < n else switch_labels[v]] = (float(xy[0]), float(xy[1]))
+    return builder.build()
+
+
+# -- failures --------------------------------------------------------------------------------------
+
+
+def _failed(r: _Reader, machine: Machine, failures: Any) -> Machine:
+    table = r.table(failures, "failures", _FAILURES)
+    switches = {s.label: machine.num_npus + i for i, s in enumerate(machine.switches)}
+    npus = []
+    for i, v in enumerate(r.list(table.get("npus", []), "failures.npus")):
+        node = r.npu(v, f"failures.npus[{i}]", machine.num_npus)
+        if node in npus:
+            raise r.error(f"failures.npus[{i}]", f"NPU {node} is listed twice")
+        npus.append(node)
+    removed: set[int] = set()
+    for i, item in enumerate(r.list(table.get("links", []), "failures.links")):
+        where = f"failures.links[{i}]"
+        if isinstance(item, list):
+            if len(item) != 2:
+                raise r.error(where, f"must be [u, v] or a table with src and dst, got {item!r}")
+            entry = {"src": item[0], "dst": item[1]}
+            src_path, dst_path = f"{where}[0]", f"{where}[1]"
+        else:
+            entry = r.table(item, where, _FAILED_LINK, ("src", "dst"))
+            src_path, dst_path = f"{where}.src", f"{where}.dst"
+        u = r.node(entry["src"], src_path, machine.num_npus, switches)
+        v = r.node(entry["dst"], dst_path, machine.num_npus, switches)
+        count = r.int(entry["count"], f"{where}.count", 1) if "count" in entry else None
+        both = r.bool(entry.get("bidirectional", True), f"{where}.bidirectional")
+        for a, b in ((u, v), (v, u)) if both else ((u, v),):
+            alive = [e for e in machine.links_between(a, b) if e not in removed]
+            if not alive or (count is not None and len(alive) < count):
+                have = f"only {len(alive)}" if alive else "no"
+                raise r.error(where, f"{have} working link(s) {machine.label(a)} -> "
+                                     f"{machine.label(b)} to fail")
+            removed.update(alive[:count])
+    return machine.without(links=sorted(removed), npus=npus) if removed or npus else machine
+
+
+# -- entry points ----------------------------------------------------------------------------------
+
+
+def machine_from_dict(data: dict[str, Any], source: str, default_name: str = "machine") -> Machine:
+    """Builds the machine a parsed model file describes."""
+    r = _Reader(source)
+    r.table(data, "", _TOP)
+    machine = r.table(data.get("machine", {}), "machine", _MACHINE)
+    name = r.str(machine["name"], "machine.name") if "name" in machine else default_name
+    if "topology" in data:
+        for key in ("switches", "links"):
+            if key in data:
+                raise r.error(key, "an explicit graph cannot be combined with [topology]")
+        for key in ("npus", "labels", "positions"):
+            if key in machine:
+                raise r.error(f"machine.{key}", "is for explicit graphs; [topology] sets it")
+        built = _generated(r, data["topology"]).renamed(name)
+    elif "npus" in machine:
+        built = _explicit(r, data, machine, name)
+    else:
+        raise r.error("", "needs either a [topology] table (a generator call) or machine.npus with [[links]]")
+    if "description" in machine:
+        built = built.renamed(name, r.str(machine["description"], "machine.description"))
+    if "failures" in data:
+        built = _failed(r, built, data["failures"])
+    return built
+
+
+def load_machine_file(path: str | os.PathLike) -> Machine:
+    """Reads a TOML model file; its name defaults to the file name without ``.toml``."""
+    path = Path(path)
+    source = str(path)
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise InputError(f"cannot read the file: {exc.strerror or exc}", source=source) from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[:exc.start].count(b"\n") + 1
+        raise InputError(f"not UTF-8 text (line {line}, byte {exc.start} is {raw[exc.start]:#04x})",
+                         source=source) from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise InputError(f"malformed TOML: {exc}", source=source) from None
+    return machine_from_dict(data, source, path.stem)
+
+
+# -- writing ---------------------------------------------------------------------------------------
+
+
+def _exact(value: float, units: tuple[tuple[str, float], ...]) -> str:
+    """The shortest "<number> <unit>" that parses back to exactly ``value``."""
+    best = None
+    for unit, factor in units:
+        number = value / factor
+        text = f"{int(number)}" if number.is_integer() and abs(number) < 2**53 else repr(number)
+        if float(text) * factor == value and (best is None or len(text) < len(best[0])):
+            best = (text, unit)
+    assert best is not None, value  # the unit with factor 1 always round-trips
+    return f"{best[0]} {best[1]}"
+
+
+_BANDWIDTH_UNITS = (("GiB/s", 2.0**30), ("GB/s", 1e9), ("MiB/s", 2.0**20), ("MB/s", 1e6), ("B/s", 1.0))
+_TIME_UNITS = (("us", 1e-6), ("ns", 1e-9), ("ms", 1e-3), ("s", 1.0))
+
+
+def machine_to_dict(machine: Machine) -> dict[str, Any]:
+    """The explicit-graph form of any machine; link ids survive (consecutive u→v, v→u links with
+    equal figures become ``bidirectional``, repeats of that unit become ``count``)."""
+    def node(v: int) -> int | str:
+        return v if v < machine.num_npus else machine.label(v)
+
+    rows = list(zip(machine.link_src.tolist(), machine.link_dst.tolist(),
+                    machine.link_bandwidth.tolist(), machine.link_latency.tolist()))
+    links, e = [], 0
+    while e < len(rows):
+        u, v, bw, lat = rows[e]
+        unit = [rows[e]]
+        if e + 1 < len(rows) and rows[e + 1] == (v, u, bw, lat):
+            unit.append(rows[e + 1])
+        count = 1
+        while rows[e + count * len(unit):e + (count + 1) * len(unit)] == unit:
+            count += 1
+        entry: dict[str, Any] = {"src": node(u), "dst": node(v), "bandwidth": _exact(bw, _BANDWIDTH_UNITS),
+                                 "latency": _exact(lat, _TIME_UNITS)}
+        if count > 1:
+            entry["count"] = count
+        if len(unit) == 2:
+            entry["bidirectional"] = True
+        links.append(entry)
+        e += count * len(unit)
+    head: dict[str, Any] = {"name": machine.name, "description": machine.description,
+                            "npus": machine.num_npus, "labels": list(machine.npu_labels)}
+    if machine.positions is not None:
+        head["positions"] = [[float(x), float(y)] for x, y in machine.positions]
+    data: dict[str, Any] = {"machine": head}
+    if machine.switches:
+        data["switches"] = [{"name": s.label, "multicast": s.multicast, "reduce": s.reduce}
+                            for s in machine.switches]
+    data["links"] = links
+    return data
+
+
+def machine_to_toml(machine: Machine) -> str:
+    return tomli_w.dumps(machine_to_dict(machine))
