@@ -1,0 +1,189 @@
+"""The event engine: any collective, any switch; the reference the vectorised engine is tested against.
+
+Starts are taken in (start, transfer id) order; before a start at t every delivery at or before
+t (within tolerance) is applied, so a chunk arriving at exactly t can be forwarded at t.
+Deliveries themselves are ordered by (arrival, transfer id).
+
+Values. For a combining collective a value is the set of contributors it sums, a Python int
+used as a bitset over node ids; every precondition holder starts with {itself}. A copy delivers
+the sender's value at the start of the transfer and replaces the receiver's; a reduce adds it to
+the receiver's and must not overlap it (double count). For a non-combining collective every
+value is the chunk itself (the int 1). Node roles:
+
+* buffer (NPUs, members or not; multicast switches; reduction switches with multicast) keeps
+  one value per chunk and may send it any number of times;
+* plain switch keeps a FIFO of received values per chunk; each send consumes the oldest;
+* reduction switch without multicast keeps a buffer but may send a chunk only as many times as
+  it has received it.
+
+Timed problems also check link occupancy and port limits here, independently of ``timing.py``,
+so the two implementations check each other in the tests.
+"""
+from __future__ import annotations
+
+import heapq
+import math
+from collections import deque
+
+import numpy as np
+
+from optcoll.machines.machine import Switch
+from optcoll.schedules.schedule import COPY, REDUCE
+from optcoll.verify import findings
+from optcoll.verify.problem import Finding, Outcome, Problem
+from optcoll.verify.timing import overlap_finding, ports_finding
+
+BUFFER, FIFO, CREDIT = 0, 1, 2
+
+
+def _bits(value: int) -> list[int]:
+    out, v = [], 0
+    while value:
+        if value & 1:
+            out.append(v)
+        value >>= 1
+        v += 1
+    return out
+
+
+def _role(switch: Switch) -> int:
+    if switch.multicast:
+        return BUFFER
+    return CREDIT if switch.reduce else FIFO
+
+
+class _State:
+    """Who holds what, per key = chunk · num_nodes + node."""
+
+    def __init__(self, p: Problem):
+        m, width = p.machine, p.num_nodes
+        self.width = width
+        self.combining = p.collective.combining
+        self.role = [BUFFER] * m.num_npus + [_role(s) for s in m.switches]
+        self.reduce_ok = [True] * m.num_npus + [s.reduce for s in m.switches]
+        pre_c, pre_v = p.collective.pre.pairs()
+        self.full = [0] * p.collective.num_chunks
+        self.value: dict[int, int] = {}
+        for c, v in zip(pre_c.tolist(), pre_v.tolist()):
+            mine = 1 << v if self.combining else 1
+            self.value[c * width + v] = mine
+            self.full[c] |= mine
+        self.fifo: dict[int, deque[int]] = {}
+        self.credit: dict[int, int] = {}
+        self.last: dict[int, tuple[float, int, int, int]] = {}  # key -> (arrival, op, value, pos)
+        post_c, post_v = p.collective.post.pairs()
+        self.post = list(zip(post_c.tolist(), post_v.tolist()))
+        self.since: dict[int, float | None] = {
+            c * width + v: 0.0 if self.value.get(c * width + v) == self.full[c] else None
+            for c, v in self.post}
+
+
+def run(p: Problem) -> Outcome:
+    st = _State(p)
+    width, eps, combining = st.width, p.eps, st.combining
+    value, fifo, credit, last, since = st.value, st.fifo, st.credit, st.last, st.since
+    role, reduce_ok, full = st.role, st.reduce_ok, st.full
+    chunk, src, dst, op = p.chunk.tolist(), p.src.tolist(), p.dst.tolist(), p.op.tolist()
+    link, start, arrive, occ = p.link.tolist(), p.start.tolist(), p.arrive.tolist(), p.occ_end.tolist()
+    timed = not p.step_model
+    busy = [-math.inf] * p.machine.num_links
+    limits = {"send": p.model.send_ports, "recv": p.model.recv_ports}
+    heaps = {side: [[] for _ in range(p.machine.num_npus)] for side, lim in limits.items() if lim}
+    num_npus = p.machine.num_npus
+    sent: dict[int, int] = {}
+
+    def deliver(i: int) -> Finding | None:
+        c, v, o, a = chunk[i], dst[i], op[i], arrive[i]
+        key, val = c * width + v, sent.pop(i)
+        kind = role[v]
+        if kind == FIFO:
+            fifo.setdefault(key, deque()).append(val)
+            return None
+        prev = last.get(key)
+        if prev is not None and a <= prev[0] + eps and (prev[1] != o or (o == COPY and prev[2] != val)):
+            return findings.ambiguous_arrival(p, i, prev[3])
+        last[key] = (a, o, val, i)
+        if o == REDUCE:
+            cur = value.get(key)
+            if cur is not None:
+                if cur & val:
+                    return findings.double_count(p, i, _bits(cur & val))
+                val |= cur
+        value[key] = val
+        if kind == CREDIT:
+            credit[key] = credit.get(key, 0) + 1
+        if key in since:
+            if val != full[c]:
+                since[key] = None
+            elif since[key] is None:
+                since[key] = a
+        return None
+
+    def launch(j: int) -> Finding | None:
+        c, u, v, t = chunk[j], src[j], dst[j], start[j]
+        if op[j] == REDUCE:
+            if not combining:
+                return findings.op_not_allowed(p, j)
+            if not reduce_ok[v]:
+                return findings.switch_reduce(p, j)
+        key = c * width + u
+        kind = role[u]
+        if kind == FIFO:
+            queue = fifo.get(key)
+            if not queue:
+                return findings.switch_forward(p, j, multicast_free=False)
+            val = queue.popleft()
+        else:
+            val = value.get(key)
+            if val is None:
+                return findings.causality(p, j)
+            if kind == CREDIT:
+                if not credit.get(key):
+                    return findings.switch_forward(p, j, multicast_free=True)
+                credit[key] -= 1
+        if timed:
+            e = link[j]
+            if busy[e] > t + eps:
+                return overlap_finding(p, j)
+            busy[e] = max(busy[e], occ[j])
+            for side, node in (("send", u), ("recv", v)):
+                if side in heaps and node < num_npus:
+                    heap = heaps[side][node]
+                    while heap and heap[0] <= t + eps:
+                        heapq.heappop(heap)
+                    if len(heap) >= limits[side]:
+                        return ports_finding(p, j, side)
+                    heapq.heappush(heap, occ[j])
+        sent[j] = val
+        return None
+
+    starts = np.lexsort((p.ids, p.start)).tolist()
+    arrivals = np.lexsort((p.ids, p.arrive)).tolist()
+    ptr, n = 0, len(arrivals)
+    for j in starts:
+        horizon = start[j] + eps
+        while ptr < n and arrive[arrivals[ptr]] <= horizon:
+            found = deliver(arrivals[ptr])
+            if found:
+                return Outcome(found, math.inf)
+            ptr += 1
+        found = launch(j)
+        if found:
+            return Outcome(found, math.inf)
+    for i in arrivals[ptr:]:
+        found = deliver(i)
+        if found:
+            return Outcome(found, math.inf)
+    return _postcondition(p, st)
+
+
+def _postcondition(p: Problem, st: _State) -> Outcome:
+    failing = [(c, v) for c, v in st.post if st.value.get(c * st.width + v) != st.full[c]]
+    if failing:
+        partial = None
+        if st.combining:
+            partial = [None if (x := st.value.get(c * st.width + v)) is None else _bits(x)
+                       for c, v in failing]
+        chunks, nodes = (np.array(col, dtype=np.int64) for col in zip(*failing))
+        return Outcome(findings.unmet(p, chunks, nodes, partial), math.inf)
+    return Outcome(None, max((t for t in st.since.values() if t is not None), default=0.0))

@@ -1,0 +1,246 @@
+"""One verification problem, prepared once and shared by both engines and the message writers.
+
+Preparing means: check that the collective fits the machine, find malformed transfers (unknown
+chunk, link or op, bad start time or step), and turn every well-formed transfer into columns of
+*engine time*: its start, its delivery and (timed model) the end of its link occupancy.
+
+The step model reuses the timed engines: a transfer of step s starts at engine time s and is
+delivered at s + 1/2, so it is visible to sends of step s+1 and not of step s, and every delivery
+of one step happens at the same instant. ``Problem.seconds`` maps engine time back to seconds.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+
+from optcoll.collectives.collective import Collective
+from optcoll.errors import InputError
+from optcoll.instances.instance import TimeModel
+from optcoll.machines.machine import Machine
+from optcoll.schedules.schedule import REDUCE, Schedule
+from optcoll.units import format_time
+from optcoll.verify.result import Violation
+
+#: Order of the checks on one transfer at one instant (lower is reported first). Kinds found on
+#: delivery, at the end or for the whole schedule never tie with these and take 0.
+PRIORITY = {"bad-time": 0, "step-order": 0, "unknown-chunk": 0, "unknown-link": 0, "unknown-op": 0,
+            "op-not-allowed": 1, "switch-reduce": 2, "causality": 3, "switch-forward": 3,
+            "link-overlap": 4, "step-capacity": 4, "send-ports": 5, "recv-ports": 6,
+            "double-count": 0, "ambiguous-arrival": 0,
+            "postcondition": 0, "missing-contribution": 0, "step-rounds": 0}
+
+#: Every violation kind the verifier reports (stable identifiers).
+VIOLATION_KINDS = tuple(PRIORITY)
+
+#: Relative tolerance on times, so schedules computed in integer quanta and converted pass.
+RELATIVE_TOLERANCE = 1e-9
+ABSOLUTE_TOLERANCE = 1e-15
+
+
+class Finding(NamedTuple):
+    """A violation with the key that orders violations: (engine time, transfer id, priority)."""
+
+    time: float
+    transfer: float
+    priority: int
+    violation: Violation
+
+
+class Outcome(NamedTuple):
+    """What an engine decides: the first violation, else the engine time the postcondition holds."""
+
+    finding: Finding | None
+    time: float
+
+
+def earliest(*findings: Finding | None) -> Finding | None:
+    present = [f for f in findings if f is not None]
+    return min(present, key=lambda f: (f.time, f.transfer, f.priority)) if present else None
+
+
+@dataclass(frozen=True, eq=False)
+class Problem:
+    """Columns of the well-formed transfers (``ids`` maps them back to schedule rows)."""
+
+    machine: Machine
+    collective: Collective
+    schedule: Schedule
+    model: TimeModel
+    step_model: bool
+    ids: np.ndarray
+    chunk: np.ndarray
+    link: np.ndarray
+    op: np.ndarray
+    src: np.ndarray
+    dst: np.ndarray
+    start: np.ndarray  # engine time
+    arrive: np.ndarray  # engine time
+    occ_end: np.ndarray  # engine time; equals ``arrive`` in the step model (no occupancy)
+    eps: float
+    #: Step model: seconds at which step s starts for s = 1..S+1 (entry 0 is t = 0, "before").
+    step_start: np.ndarray | None
+
+    @property
+    def num_nodes(self) -> int:
+        return self.machine.num_nodes
+
+    # -- time --------------------------------------------------------------------------------
+    def seconds(self, t: float | np.ndarray) -> float | np.ndarray:
+        """Engine time → seconds (step model: integral t = start of step t, else its end)."""
+        if self.step_start is None:
+            return t
+        t = np.asarray(t, dtype=float)
+        step = np.floor(t).astype(np.int64)
+        out = np.where(t == step, self.step_start[np.clip(step, 0, self.step_start.size - 1)],
+                       self.step_start[np.clip(step + 1, 0, self.step_start.size - 1)])
+        return float(out) if out.ndim == 0 else out
+
+    def when(self, t: float) -> str:
+        """'at 1.5 us' or 'in step 3'."""
+        if self.step_start is None:
+            return f"at {format_time(t)}"
+        return f"in step {int(math.floor(t))}" if t > 0 else "at the start"
+
+    # -- names -------------------------------------------------------------------------------
+    def node(self, v: int) -> str:
+        return self.machine.label(int(v))
+
+    def link_name(self, e: int) -> str:
+        e = int(e)
+        return f"link {e} ({self.node(self.machine.link_src[e])}->{self.node(self.machine.link_dst[e])})"
+
+    def nodes_text(self, nodes: list[int], limit: int = 8) -> str:
+        names = [self.node(v) for v in nodes[:limit]]
+        more = f" and {len(nodes) - limit} more" if len(nodes) > limit else ""
+        return ", ".join(names) + more
+
+    def transfer_text(self, j: int) -> str:
+        """'chunk 5 on link 12 (npu3->npu4) at 1.5 us (transfer 9)' for position j."""
+        return (f"chunk {int(self.chunk[j])} on {self.link_name(self.link[j])} "
+                f"{self.when(float(self.start[j]))} (transfer {int(self.ids[j])})")
+
+    def finding(self, kind: str, message: str, j: int, *, at: float | None = None,
+                node: int | None = None) -> Finding:
+        """A finding about position j, ordered at its start unless ``at`` (a delivery) says otherwise."""
+        t = float(self.start[j]) if at is None else at
+        step = int(math.floor(t)) if self.step_model else None
+        return Finding(t, int(self.ids[j]), PRIORITY[kind],
+                       Violation(kind, message, float(self.seconds(t)), int(self.chunk[j]),
+                                 int(self.link[j]), int(self.ids[j]), node, step))
+
+
+def _check_fit(machine: Machine, collective: Collective) -> None:
+    """The collective must name NPUs of this machine (switches never hold pre/post buffers)."""
+    n = machine.num_npus
+    for name, nodes in (("ranks", np.asarray(collective.ranks, dtype=np.int64)),
+                        ("pre", collective.pre.nodes), ("post", collective.post.nodes)):
+        bad = nodes[(nodes < 0) | (nodes >= n)]
+        if bad.size:
+            raise InputError(f"names node {int(bad[0])}, but machine {machine.name!r} has NPUs "
+                             f"0..{n - 1} (switches never hold pre/post buffers)",
+                             field=f"collective.{name}")
+    if collective.post.num_chunks != collective.pre.num_chunks:
+        raise InputError("pre and post list different numbers of chunks", field="collective.post")
+    if not (collective.chunk_bytes > 0 and math.isfinite(collective.chunk_bytes)):
+        raise InputError(f"must be positive and finite, got {collective.chunk_bytes}",
+                         field="collective.chunk_bytes")
+
+
+def _malformed(machine: Machine, collective: Collective, schedule: Schedule, step_model: bool,
+               engine_start: np.ndarray) -> tuple[np.ndarray, tuple[str, str, int, float] | None]:
+    """Mask of well-formed rows, and the first malformed row as (kind, message, row, engine time).
+
+    A bad start time or step cannot be placed in time, so it is reported first (engine time
+    -inf); an unknown chunk, link or op is ordered at its start among the other violations (it
+    delivers nothing, so nothing before its start depends on it).
+    """
+    K, L, S = collective.num_chunks, machine.num_links, schedule.num_steps
+    if step_model:
+        bad_time = (schedule.step < 1) | (schedule.step > S)
+    else:
+        bad_time = ~np.isfinite(schedule.start) | (schedule.start < 0)
+    bad_chunk = (schedule.chunk < 0) | (schedule.chunk >= K)
+    bad_link = (schedule.link < 0) | (schedule.link >= L)
+    bad_op = schedule.op > REDUCE
+    ok = ~(bad_time | bad_chunk | bad_link | bad_op)
+    if ok.all():
+        return ok, None
+
+    def describe(i: int, timed: bool = True) -> str:
+        c, e = int(schedule.chunk[i]), int(schedule.link[i])
+        chunk = f"chunk {c}" if 0 <= c < K else f"chunk id {c}"
+        link = (f"link {e} ({machine.label(int(machine.link_src[e]))}->"
+                f"{machine.label(int(machine.link_dst[e]))})" if 0 <= e < L else f"link id {e}")
+        when = ""
+        if timed:
+            when = (f" in step {int(schedule.step[i])}" if step_model
+                    else f" at {format_time(float(schedule.start[i]))}")
+        return f"transfer {i} ({chunk} on {link}{when})"
+
+    if bad_time.any():
+        i = int(np.flatnonzero(bad_time)[0])
+        if step_model:
+            return ok, ("step-order", f"{describe(i, False)} is in step {int(schedule.step[i])}, but the "
+                        f"schedule has steps 1..{S} (one per entry of rounds)", i, -math.inf)
+        return ok, ("bad-time", f"{describe(i, False)} has start time {float(schedule.start[i])!r} s; start "
+                    f"times must be finite and non-negative seconds", i, -math.inf)
+    rows = np.flatnonzero(~ok)
+    i = int(rows[np.lexsort((rows, engine_start[rows]))[0]])
+    if bad_chunk[i]:
+        kind, msg = "unknown-chunk", (f"{describe(i)} names chunk {int(schedule.chunk[i])}, but the "
+                                      f"{collective.kind} has {K} chunks (0..{K - 1})")
+    elif bad_link[i]:
+        kind, msg = "unknown-link", (f"{describe(i)} uses link {int(schedule.link[i])}, but machine "
+                                     f"{machine.name!r} has {L} links (0..{L - 1})")
+    else:
+        kind, msg = "unknown-op", (f"{describe(i)} has op {int(schedule.op[i])}; ops are 0 (copy) "
+                                   f"and 1 (reduce)")
+    return ok, (kind, msg, i, float(engine_start[i]))
+
+
+def prepare(machine: Machine, collective: Collective, schedule: Schedule, model: TimeModel,
+            step_start: np.ndarray | None = None) -> tuple[Problem, Finding | None]:
+    """The problem over well-formed transfers, and the first malformed transfer if any.
+
+    ``step_start`` (seconds per step, from the step model) makes it a step-model problem.
+    """
+    _check_fit(machine, collective)
+    step_model = step_start is not None
+    engine_start = schedule.step.astype(float) if step_model else schedule.start.astype(float)
+    ok, malformed = _malformed(machine, collective, schedule, step_model, engine_start)
+    ids = np.flatnonzero(ok)
+    chunk, link, op = schedule.chunk[ids], schedule.link[ids], schedule.op[ids].astype(np.int64)
+    start = engine_start[ids]
+    b = collective.chunk_bytes
+    if step_model:
+        arrive = start + 0.5
+        occ_end = arrive
+        eps = min(RELATIVE_TOLERANCE * max(schedule.num_steps, 1) + ABSOLUTE_TOLERANCE, 0.25)
+    else:
+        serial = b / machine.link_bandwidth
+        duration = machine.link_latency + serial
+        occupancy = duration if model.occupancy == "link" else serial
+        arrive = start + duration[link] + np.where(op == REDUCE, model.reduce_cost * b, 0.0)
+        occ_end = start + occupancy[link]
+        used = np.bincount(link, minlength=machine.num_links) > 0
+        scale = max(float(start.max(initial=0.0)), float(duration[used].max(initial=0.0)))
+        eps = RELATIVE_TOLERANCE * scale + ABSOLUTE_TOLERANCE
+        if used.any():
+            # A delivery (or link release) must never look simultaneous with its own start.
+            eps = min(eps, 0.5 * float(occupancy[used].min()), 0.5 * float(duration[used].min()))
+    problem = Problem(machine, collective, schedule, model, step_model, ids, chunk, link, op,
+                      machine.link_src[link], machine.link_dst[link], start, arrive, occ_end, eps,
+                      step_start)
+    if malformed is None:
+        return problem, None
+    kind, message, row, t = malformed
+    c, e = int(schedule.chunk[row]), int(schedule.link[row])
+    seconds = float(schedule.start[row]) if not step_model else (
+        float(problem.seconds(t)) if math.isfinite(t) else 0.0)
+    return problem, Finding(t, row, PRIORITY[kind], Violation(
+        kind, message, seconds, c if 0 <= c < collective.num_chunks else None,
+        e if 0 <= e < machine.num_links else None, row, None,
+        int(schedule.step[row]) if step_model else None))

@@ -1,0 +1,69 @@
+"""Per-link and per-node statistics of the well-formed transfers, in seconds and bytes."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from optcoll.verify.problem import Problem
+from optcoll.verify.result import LinkStats, RankStats
+
+
+@dataclass(frozen=True, eq=False)
+class Statistics:
+    starts: np.ndarray  # seconds per schedule row (NaN when malformed)
+    arrivals: np.ndarray
+    makespan: float
+    links: tuple[LinkStats, ...]
+    ranks: tuple[RankStats, ...]
+    redundant: int
+
+
+def _activity(nodes: np.ndarray, times: np.ndarray, size: int, reduce: np.ufunc, fill: float) -> np.ndarray:
+    out = np.full(size, fill)
+    reduce.at(out, nodes, times)
+    return out
+
+
+def statistics(p: Problem) -> Statistics:
+    m, b = p.machine, p.collective.chunk_bytes
+    rows = len(p.schedule)
+    start_s, arrive_s = np.asarray(p.seconds(p.start), float), np.asarray(p.seconds(p.arrive), float)
+    starts, arrivals = np.full(rows, np.nan), np.full(rows, np.nan)
+    starts[p.ids], arrivals[p.ids] = start_s, arrive_s
+    makespan = float(arrive_s.max(initial=0.0))
+
+    L, V = m.num_links, m.num_nodes
+    # Busy time: the occupancy (timed) or the bandwidth share b/B (step model has no occupancy).
+    busy_each = (b / m.link_bandwidth[p.link] if p.step_model
+                 else np.asarray(p.occ_end - p.start, dtype=float))
+    count = np.bincount(p.link, minlength=L)
+    busy = np.bincount(p.link, weights=busy_each, minlength=L)
+    util = busy / makespan if makespan > 0 else np.zeros(L)
+    links = tuple(LinkStats(e, int(m.link_src[e]), int(m.link_dst[e]), int(count[e]),
+                            float(count[e] * b), float(busy[e]), float(util[e]))
+                  for e in range(L))
+
+    sent = np.bincount(p.src, minlength=V)
+    received = np.bincount(p.dst, minlength=V)
+    nodes = np.concatenate([p.src, p.dst])
+    first = _activity(nodes, np.concatenate([start_s, start_s]), V, np.minimum, np.inf)
+    last = _activity(nodes, np.concatenate([arrive_s, arrive_s]), V, np.maximum, -np.inf)
+    ranks = tuple(RankStats(v, m.label(v), float(sent[v] * b), float(received[v] * b), int(sent[v]),
+                            int(received[v]), float(first[v]) if np.isfinite(first[v]) else None,
+                            float(last[v]) if np.isfinite(last[v]) else None)
+                  for v in range(V))
+    return Statistics(starts, arrivals, makespan, links, ranks, _redundant(p))
+
+
+def _redundant(p: Problem) -> int:
+    """Deliveries to an NPU of a chunk it already held (non-combining collectives only)."""
+    if p.collective.combining:
+        return 0
+    to_npu = p.dst < p.machine.num_npus
+    width = p.num_nodes
+    keys = np.sort(p.chunk[to_npu] * width + p.dst[to_npu])
+    distinct = keys[np.concatenate([[True], keys[1:] != keys[:-1]])] if keys.size else keys
+    pre_c, pre_v = p.collective.pre.pairs()
+    fresh = np.count_nonzero(~np.isin(distinct, pre_c * width + pre_v))
+    return int(keys.size - fresh)

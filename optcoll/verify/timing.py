@@ -1,0 +1,122 @@
+"""Checks that depend only on when transfers run, not on what they carry, vectorised.
+
+Link overlap (timed), port limits (timed) and step capacity (step model). Each returns the first
+offending transfer in (start, transfer id) order as a ``Finding``. The message writers here scan
+the columns for the transfers in the way, so both engines word a conflict identically.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from optcoll.units import format_time
+from optcoll.verify.problem import Finding, Problem
+
+
+def first_position(p: Problem, positions: np.ndarray) -> int | None:
+    """The position among ``positions`` that comes first in (start, transfer id) order."""
+    if positions.size == 0:
+        return None
+    return int(positions[np.lexsort((p.ids[positions], p.start[positions]))[0]])
+
+
+def _before(p: Problem, mask: np.ndarray, j: int) -> np.ndarray:
+    """Positions in ``mask`` that start before position j (ties by transfer id) and still run."""
+    s, k = p.start[j], p.ids[j]
+    earlier = (p.start < s) | ((p.start == s) & (p.ids < k))
+    return np.flatnonzero(mask & earlier & (p.occ_end > s + p.eps))
+
+
+# -- link overlap ------------------------------------------------------------------------------
+def overlap_finding(p: Problem, j: int) -> Finding:
+    blockers = _before(p, p.link == p.link[j], j)
+    i = int(blockers[np.lexsort((p.ids[blockers], p.start[blockers]))[-1]])
+    cost = "α + b/B" if p.model.occupancy == "link" else "b/B (serialization)"
+    return p.finding("link-overlap", (
+        f"{p.link_name(p.link[j])} is still busy with chunk {int(p.chunk[i])} (transfer "
+        f"{int(p.ids[i])}, from {format_time(float(p.start[i]))} until {format_time(float(p.occ_end[i]))}) "
+        f"when chunk {int(p.chunk[j])} starts on it {p.when(float(p.start[j]))} (transfer "
+        f"{int(p.ids[j])}); a link carries one transfer at a time, each busy for {cost}"), j)
+
+
+def link_overlap(p: Problem) -> Finding | None:
+    """Every transfer on one link takes the same time, so only neighbours in start order can clash."""
+    order = np.lexsort((p.ids, p.start, p.link))
+    link, start, end = p.link[order], p.start[order], p.occ_end[order]
+    clash = (link[1:] == link[:-1]) & (end[:-1] > start[1:] + p.eps)
+    j = first_position(p, order[1:][clash])
+    return None if j is None else overlap_finding(p, j)
+
+
+# -- port limits -------------------------------------------------------------------------------
+_SIDES = {"send": ("src", "leaving", "send_ports", "send-ports"),
+          "recv": ("dst", "entering", "recv_ports", "recv-ports")}
+
+
+def ports_finding(p: Problem, j: int, side: str) -> Finding:
+    column, direction, option, kind = _SIDES[side]
+    nodes = getattr(p, column)
+    v = int(nodes[j])
+    busy = _before(p, nodes == v, j)
+    busy = busy[np.lexsort((p.ids[busy], p.occ_end[busy]))]
+    limit = getattr(p.model, option)
+    shown = "; ".join(f"chunk {int(p.chunk[i])} on {p.link_name(p.link[i])} until "
+                      f"{format_time(float(p.occ_end[i]))}" for i in busy[:3])
+    more = f"; and {busy.size - 3} more" if busy.size > 3 else ""
+    return p.finding(kind, (
+        f"{p.node(v)} already has {busy.size} transfer(s) {direction} it in flight when "
+        f"{p.transfer_text(j)} starts, but {option} = {limit}: {shown}{more}"), j, node=v)
+
+
+def port_overflow(p: Problem, side: str) -> Finding | None:
+    """Transfers in flight at each start, per NPU, by counting starts and releases.
+
+    In flight at j = (earlier starts at the node, j included) − (releases at or before j's start,
+    within tolerance). A release that early belongs to a transfer that started before j, because
+    an occupancy lasts at least 2·eps. Switches have no port limit.
+    """
+    column, _, option, _ = _SIDES[side]
+    limit = getattr(p.model, option)
+    if limit is None:
+        return None
+    nodes = getattr(p, column)
+    pos = np.flatnonzero(nodes < p.machine.num_npus)
+    if pos.size == 0:
+        return None
+    node, start, end, ids = nodes[pos], p.start[pos], p.occ_end[pos], p.ids[pos]
+    base = np.concatenate([[0], np.cumsum(np.bincount(node, minlength=p.num_nodes))])
+    order = np.lexsort((ids, start, node))
+    started = np.empty(pos.size, dtype=np.int64)
+    started[order] = np.arange(pos.size) - base[node[order]] + 1
+    # Releases and queries in one sort per node: a release equal to a query sorts first.
+    m = pos.size
+    values = np.concatenate([end, start + p.eps])
+    is_query = np.concatenate([np.zeros(m, dtype=np.int8), np.ones(m, dtype=np.int8)])
+    owner = np.concatenate([node, node])
+    merged = np.lexsort((is_query, values, owner))
+    releases = np.cumsum(is_query[merged] == 0)
+    ended = np.empty(m, dtype=np.int64)
+    query_at = merged[is_query[merged] == 1] - m
+    ended[query_at] = releases[is_query[merged] == 1] - base[node[query_at]]
+    j = first_position(p, pos[started - ended > limit])
+    return None if j is None else ports_finding(p, j, side)
+
+
+# -- step capacity -----------------------------------------------------------------------------
+def step_capacity(p: Problem, weight: np.ndarray, rounds: np.ndarray) -> Finding | None:
+    """At most w_e·r_s transfers on link e in step s; the (cap+1)-th by transfer id is reported."""
+    step = p.start.astype(np.int64)
+    order = np.lexsort((p.ids, step, p.link))
+    key = p.link[order] * (rounds.size + 1) + step[order]
+    group_start = np.concatenate([[True], key[1:] != key[:-1]])
+    first_of_group = np.maximum.accumulate(np.where(group_start, np.arange(order.size), 0))
+    rank = np.arange(order.size) - first_of_group
+    cap = weight[p.link[order]] * rounds[step[order] - 1]
+    j = first_position(p, order[rank >= cap])
+    if j is None:
+        return None
+    e, s = int(p.link[j]), int(step[j])
+    count = int(np.count_nonzero((p.link == e) & (step == s)))
+    return p.finding("step-capacity", (
+        f"{p.link_name(e)} carries {count} transfers in step {s}, but its capacity is "
+        f"{int(weight[e] * rounds[s - 1])} (relative bandwidth {int(weight[e])} × {int(rounds[s - 1])} "
+        f"round(s)); chunk {int(p.chunk[j])} (transfer {int(p.ids[j])}) is one too many"), j)

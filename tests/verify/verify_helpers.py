@@ -1,0 +1,290 @@
+"""Small machines, closed-form schedules and a random valid-schedule generator for verifier tests.
+
+Independent of the verifier: schedules here are built from first principles (ring algorithms,
+list scheduling along random routing trees) so the verifier is checked against them, not itself.
+"""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+import numpy as np
+
+from optcoll.collectives.builtins import make_collective
+from optcoll.collectives.collective import Collective
+from optcoll.instances.instance import TimeModel
+from optcoll.machines.machine import Machine, MachineBuilder
+from optcoll.schedules.schedule import REDUCE, Schedule, ScheduleBuilder, from_arrays
+
+BW = 1e9  # bytes / s
+LAT = 1e-6  # s
+CHUNK = 1000.0  # bytes per chunk in the hand-built tests
+TAU = LAT + CHUNK / BW  # one chunk over one link: 2 us
+
+
+def ring(n: int, *, bidirectional: bool = False, latency: float = LAT, bandwidth: float = BW) -> Machine:
+    b = MachineBuilder(f"ring{n}", n)
+    for i in range(n):
+        b.add_link(i, (i + 1) % n, bandwidth=bandwidth, latency=latency)
+    if bidirectional:
+        for i in range(n):
+            b.add_link((i + 1) % n, i, bandwidth=bandwidth, latency=latency)
+    return b.build()
+
+
+def full(n: int) -> Machine:
+    b = MachineBuilder(f"full{n}", n)
+    for u in range(n):
+        for v in range(n):
+            if u != v:
+                b.add_link(u, v, bandwidth=BW, latency=LAT)
+    return b.build()
+
+
+def star(n: int, *, multicast: bool = False, reduce: bool = False) -> Machine:
+    """n NPUs around one switch ``sw`` (node n), a bidirectional cable each."""
+    b = MachineBuilder(f"star{n}", n)
+    sw = b.add_switch("sw", multicast=multicast, reduce=reduce)
+    for v in range(n):
+        b.add_link(v, sw, bandwidth=BW, latency=LAT, bidirectional=True)
+    return b.build()
+
+
+def collective(kind: str, n: int | list[int], root: int | None = None, c: int = 1) -> Collective:
+    ranks = list(range(n)) if isinstance(n, int) else n
+    per = len(ranks) * c if kind not in ("broadcast", "reduce") else c
+    return make_collective(kind, ranks, CHUNK * per, c, root)
+
+
+def ring_allgather(machine: Machine, n: int, offset: float = 0.0, tau: float = TAU) -> Schedule:
+    """Unidirectional ring: in step k node i forwards chunk i-k to i+1."""
+    b = ScheduleBuilder(machine)
+    for k in range(n - 1):
+        for i in range(n):
+            b.send((i - k) % n, i, (i + 1) % n, start=offset + k * tau)
+    return b.build()
+
+
+def ring_reducescatter(machine: Machine, n: int, tau: float = TAU) -> Schedule:
+    """Unidirectional ring: in step k node i reduces its partial of chunk i-k-1 into i+1."""
+    b = ScheduleBuilder(machine)
+    for k in range(n - 1):
+        for i in range(n):
+            b.send((i - k - 1) % n, i, (i + 1) % n, start=k * tau, op="reduce")
+    return b.build()
+
+
+def bidirectional_ring_allgather(machine: Machine, n: int) -> Schedule:
+    """Each chunk travels ⌈(n-1)/2⌉ hops clockwise and ⌊(n-1)/2⌋ counter-clockwise."""
+    b = ScheduleBuilder(machine)
+    for k in range(-(-(n - 1) // 2)):
+        for i in range(n):
+            b.send((i - k) % n, i, (i + 1) % n, start=k * TAU)
+    for k in range((n - 1) // 2):
+        for i in range(n):
+            b.send((i + k) % n, i, (i - 1) % n, start=k * TAU)
+    return b.build()
+
+
+def replace(schedule: Schedule, **columns) -> Schedule:
+    cols = {name: getattr(schedule, name).copy() for name in ("chunk", "link", "start", "op", "step")}
+    cols.update({k: np.asarray(v) for k, v in columns.items()})
+    return from_arrays(cols["chunk"], cols["link"], cols["start"], cols["op"], cols["step"],
+                       schedule.rounds, **schedule.meta)
+
+
+def subset(schedule: Schedule, keep: np.ndarray) -> Schedule:
+    return from_arrays(schedule.chunk[keep], schedule.link[keep], schedule.start[keep],
+                       schedule.op[keep], schedule.step[keep], schedule.rounds)
+
+
+# -- random machines and collectives ---------------------------------------------------------------
+def random_machine(rng: random.Random, *, max_npus: int = 5, switches: str = "any",
+                   equal_links: bool = False) -> Machine:
+    """A strongly connected random machine: a ring backbone, random extra (parallel) links and
+    up to two switches. ``switches``: "any", "multicast" (every switch multicasts), "reduce-multicast",
+    or "none". Bandwidths are 1 or 2 GB/s so step-model weights are whole numbers."""
+    n = rng.randint(2, max_npus)
+    b = MachineBuilder("random", n)
+
+    def params() -> dict:
+        if equal_links:
+            return {"bandwidth": BW, "latency": LAT}
+        return {"bandwidth": rng.choice([BW, 2 * BW]), "latency": rng.choice([0.0, 0.5 * LAT, LAT])}
+
+    bidirectional = rng.random() < 0.5
+    for i in range(n):
+        b.add_link(i, (i + 1) % n, bidirectional=bidirectional, **params())
+    for _ in range(rng.randint(0, n)):
+        u, v = rng.sample(range(n), 2)
+        b.add_link(u, v, count=rng.choice([1, 1, 2]), **params())
+    count = 0 if switches == "none" else rng.randint(0, 2)
+    for k in range(count):
+        flags = {"any": (rng.random() < 0.5, rng.random() < 0.3), "multicast": (True, rng.random() < 0.3),
+                 "reduce-multicast": (True, True)}[switches]
+        sw = b.add_switch(f"sw{k}", multicast=flags[0], reduce=flags[1])
+        for v in rng.sample(range(n), rng.randint(2, n)):
+            b.add_link(v, sw, bidirectional=True, **params())
+    return b.build()
+
+
+NON_COMBINING = ("allgather", "broadcast", "gather", "scatter", "alltoall")
+
+
+def random_collective(rng: random.Random, machine: Machine, kinds=NON_COMBINING) -> Collective:
+    ranks = sorted(rng.sample(range(machine.num_npus), rng.randint(2, machine.num_npus)))
+    kind = rng.choice(kinds)
+    root = rng.choice(ranks) if kind in ("broadcast", "gather", "scatter", "reduce") else None
+    return collective(kind, ranks, root, rng.randint(1, 2))
+
+
+def random_model(rng: random.Random) -> TimeModel:
+    return TimeModel(occupancy=rng.choice(["link", "serialization"]),
+                     send_ports=rng.choice([None, None, 1, 2]), recv_ports=rng.choice([None, None, 1, 2]))
+
+
+# -- a random valid timed schedule: list scheduling along random routing trees ---------------------
+@dataclass
+class _Slots:
+    """Per NPU port slots (free-from times); a transfer takes the slot that frees first."""
+
+    limit: int | None
+    free: dict
+
+    def earliest(self, node: int, npus: int) -> float:
+        if self.limit is None or node >= npus:
+            return 0.0
+        return min(self.free.setdefault(node, [0.0] * self.limit))
+
+    def take(self, node: int, npus: int, until: float) -> None:
+        if self.limit is None or node >= npus:
+            return
+        slots = self.free[node]
+        slots[slots.index(min(slots))] = until
+
+
+def _routing_tree(rng: random.Random, machine: Machine, sources: list[int], targets: set[int]
+                  ) -> dict[int, int]:
+    """A random arborescence from ``sources`` reaching ``targets``: node → incoming link id,
+    pruned so every leaf is a target."""
+    reached = set(sources)
+    parent: dict[int, int] = {}
+    while not targets <= reached:
+        options = [e for u in sorted(reached) for e in machine.out_links[u].tolist()
+                   if int(machine.link_dst[e]) not in reached]
+        e = rng.choice(options)
+        v = int(machine.link_dst[e])
+        parent[v] = e
+        reached.add(v)
+    useful: set[int] = set()
+    for t in targets - set(sources):
+        v = t
+        while v in parent and v not in useful:
+            useful.add(v)
+            v = int(machine.link_src[parent[v]])
+    return {v: e for v, e in parent.items() if v in useful}
+
+
+def random_schedule(rng: random.Random, machine: Machine, coll: Collective, model: TimeModel) -> Schedule:
+    """A valid timed schedule for a non-combining collective (or its copies-only dual).
+
+    Each chunk follows a random routing tree; a switch that cannot multicast gets one incoming copy
+    per outgoing transfer. Transfers are list-scheduled: each starts after its copy arrived, its
+    link is free and (with port limits) a port slot is free, plus an occasional random delay.
+    """
+    b = coll.chunk_bytes
+    dur = machine.link_times(b)
+    occ = dur if model.occupancy == "link" else b / machine.link_bandwidth
+    npus = machine.num_npus
+    link_free = np.zeros(machine.num_links)
+    send, recv = _Slots(model.send_ports, {}), _Slots(model.recv_ports, {})
+    rows: list[tuple[int, int, float]] = []
+    chunks = list(range(coll.num_chunks))
+    rng.shuffle(chunks)
+    for c in chunks:
+        sources = coll.pre.of(c).tolist()
+        targets = set(coll.post.of(c).tolist())
+        parent = _routing_tree(rng, machine, sources, targets)
+        children: dict[int, list[int]] = {}
+        for v, e in parent.items():
+            children.setdefault(int(machine.link_src[e]), []).append(v)
+
+        def copies(v: int) -> int:
+            """Incoming copies node v needs: 1, or one per send for a switch without multicast."""
+            if v < npus or machine.switch(v).multicast:
+                return 1
+            return sum(copies(w) for w in children.get(v, []))
+
+        # ready[v]: arrival times of v's copies (a buffer node keeps its first forever).
+        ready: dict[int, list[float]] = {s: [0.0] for s in sources}
+        frontier = list(sources)
+        while frontier:
+            u = frontier.pop(0)
+            used = 0
+            for w in children.get(u, []):
+                e = parent[w]
+                arrivals = []
+                for _ in range(copies(w)):
+                    if u < npus or machine.switch(u).multicast:
+                        have = ready[u][0]
+                    else:
+                        have = ready[u][used]
+                        used += 1
+                    start = max(have, link_free[e], send.earliest(u, npus), recv.earliest(w, npus))
+                    if rng.random() < 0.2:
+                        start += rng.choice([0.3, 1.0]) * dur[e]
+                    link_free[e] = start + occ[e]
+                    send.take(u, npus, start + occ[e])
+                    recv.take(w, npus, start + occ[e])
+                    rows.append((c, e, start))
+                    arrivals.append(start + dur[e])
+                ready[w] = sorted(arrivals)
+                frontier.append(w)
+    if not rows:
+        return from_arrays([], [], [])
+    chunk, link, start = zip(*rows)
+    order = list(range(len(rows)))
+    rng.shuffle(order)  # the verifier must not depend on row order
+    return from_arrays(np.array(chunk)[order], np.array(link)[order], np.array(start)[order])
+
+
+def invert(machine: Machine, schedule: Schedule, chunk_bytes: float, horizon: float) -> Schedule:
+    """SCCL inversion: a copies-only schedule on ``machine`` reversed in time with reduces, valid
+    on ``machine.reversed()`` for the dual collective (AllGather → ReduceScatter)."""
+    dur = machine.link_times(chunk_bytes)[schedule.link]
+    return from_arrays(schedule.chunk, schedule.link, horizon - (schedule.start + dur),
+                       np.full(len(schedule), REDUCE, dtype=np.uint8))
+
+
+def random_step_schedule(rng: random.Random, machine: Machine, coll: Collective,
+                         weights: np.ndarray, max_rounds: int = 2) -> Schedule:
+    """A valid step schedule: each step, holders (as of the previous step) send to non-holders
+    over links with spare capacity until every destination holds its chunks. Buffer nodes only
+    relay; switches are not used (sending from them has extra rules)."""
+    npus = machine.num_npus
+    held = {(c, v) for c in range(coll.num_chunks) for v in coll.pre.of(c).tolist()}
+    need = {(c, v) for c in range(coll.num_chunks) for v in coll.post.of(c).tolist()} - held
+    rows, rounds = [], []
+    links = [e for e in range(machine.num_links)
+             if machine.link_src[e] < npus and machine.link_dst[e] < npus]
+    while need:
+        r = rng.randint(1, max_rounds)
+        rounds.append(r)
+        s = len(rounds)
+        load = {e: 0 for e in links}
+        new = set()
+        for c, u in sorted(held):
+            for e in rng.sample(links, len(links)):
+                v = int(machine.link_dst[e])
+                if int(machine.link_src[e]) != u or (c, v) in held or (c, v) in new:
+                    continue
+                if load[e] < weights[e] * r and rng.random() < 0.7:
+                    load[e] += 1
+                    new.add((c, v))
+                    rows.append((c, e, s))
+        held |= new
+        need -= new
+    if not rows:
+        return from_arrays([], [], step=[], rounds=rounds)
+    chunk, link, step = zip(*rows)
+    return from_arrays(chunk, link, step=step, rounds=rounds)
