@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from optcoll.machines.machine import Machine
-from optcoll.units import format_bandwidth, format_time
+from optcoll.units import format_bandwidth, format_time, format_size
 
 
 @dataclass(frozen=True)
@@ -64,7 +64,7 @@ def cut_sentence(machine: Machine, nodes: Iterable[int], ranks: Iterable[int], c
     way = "enter" if reverse else "leave"
     side = "into" if reverse else "out of"
     rate = "no link" if bandwidth == 0 else format_bandwidth(bandwidth)
-    return (f"{describe_nodes(machine, nodes, ranks)}: {chunks} chunk(s) of {chunk_bytes:g} B must "
+    return (f"{describe_nodes(machine, nodes, ranks)}: {chunks} chunk(s) of {format_size(chunk_bytes)} must "
             f"{way} S over {rate} {side} S")
 
 

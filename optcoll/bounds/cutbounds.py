@@ -13,7 +13,7 @@ from optcoll.bounds.families import best_family_cut
 from optcoll.bounds.flow import bandwidth_flows
 from optcoll.collectives.collective import Collective
 from optcoll.machines.machine import Machine
-from optcoll.units import format_bandwidth
+from optcoll.units import format_bandwidth, format_size
 
 
 def _cut_name(collective: Collective) -> str:
@@ -124,6 +124,6 @@ def broadcast_maxflow_bound(machine: Machine, collective: Collective) -> Bound |
     pair = (f"{machine.label(root)} → {machine.label(v)}" if sends
             else f"{machine.label(v)} → {machine.label(root)}")
     return Bound("broadcast-maxflow", float(times[i]),
-                 f"{int(volume[v])} chunk(s) of {b:g} B must go {pair}, whose max-flow is "
+                 f"{int(volume[v])} chunk(s) of {format_size(b)} must go {pair}, whose max-flow is "
                  f"{format_bandwidth(float(bandwidths[i]))} (minimum cut "
                  f"{describe_nodes(machine, np.flatnonzero(cuts[i]), collective.ranks)})", flows.exact)

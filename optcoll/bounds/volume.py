@@ -16,7 +16,7 @@ from optcoll.bounds.nodes import link_timing
 from optcoll.bounds.paths import pair_distances
 from optcoll.collectives.collective import Collective
 from optcoll.machines.machine import Machine
-from optcoll.units import format_bandwidth, format_time
+from optcoll.units import format_bandwidth, format_time, format_size
 
 
 def capacity_bound(machine: Machine, collective: Collective, occupancy: str) -> Bound | None:
@@ -33,7 +33,7 @@ def capacity_bound(machine: Machine, collective: Collective, occupancy: str) -> 
     by_bytes = float(hops.sum()) * collective.chunk_bytes / total_bw
     by_time = float(busy.sum()) / machine.num_links
     if by_bytes >= by_time:
-        text = (f"{int(hops.sum())} chunk-hops of {collective.chunk_bytes:g} B (each chunk over a "
+        text = (f"{int(hops.sum())} chunk-hops of {format_size(collective.chunk_bytes)} (each chunk over a "
                 f"shortest path) over {format_bandwidth(total_bw)} of total link bandwidth")
         return Bound(name, by_bytes, text)
     return Bound(name, by_time, f"{format_time(float(busy.sum()))} of link occupancy along "

@@ -32,10 +32,11 @@ def cli() -> None:
 
 
 def _register() -> None:
-    from optcoll.cli import commands_core
+    from optcoll.cli import commands_bench, commands_core
 
-    for command in commands_core.COMMANDS:
-        cli.add_command(command)
+    for module in (commands_core, commands_bench):
+        for command in module.COMMANDS:
+            cli.add_command(command)
 
 
 _register()

@@ -17,7 +17,8 @@ from typing import Any
 import numpy as np
 
 from optcoll.collectives.builtins import make_collective
-from optcoll.machines.machine import Machine, MachineBuilder
+from optcoll.machines.generators import torus
+from optcoll.machines.machine import Machine
 from optcoll.schedules.schedule import Schedule, from_arrays
 from optcoll.verify.verifier import verify
 
@@ -26,28 +27,28 @@ LATENCY = 0.5e-6
 SIZE = 2.0**30  # 1 GiB AllGather output
 
 
-def torus(n: int) -> Machine:
-    """n×n torus; link 4v+d leaves node v = y·n + x towards +x, −x, +y, −y (d = 0..3)."""
-    b = MachineBuilder(f"torus{n}x{n}", n * n)
-    for y in range(n):
-        for x in range(n):
-            for nx, ny in (((x + 1) % n, y), ((x - 1) % n, y), (x, (y + 1) % n), (x, (y - 1) % n)):
-                b.add_link(y * n + x, ny * n + nx, bandwidth=BANDWIDTH, latency=LATENCY)
-    return b.build()
+def direction_links(machine: Machine, n: int) -> np.ndarray:
+    """links[v, d]: the link leaving node v = y·n + x towards +x (d = 0) and +y (d = 1)."""
+    v = np.arange(n * n)
+    x, y = v % n, v // n
+    ahead = ((y * n + (x + 1) % n), (((y + 1) % n) * n + x))
+    return np.array([[machine.links_between(int(u), int(w))[0] for w in (ahead[0][u], ahead[1][u])]
+                     for u in v.tolist()], dtype=np.int64)
 
 
-def dimension_ordered_allgather(n: int, tau: float) -> Schedule:
+def dimension_ordered_allgather(machine: Machine, n: int, tau: float) -> Schedule:
+    links = direction_links(machine, n)
     v = np.arange(n * n)
     x, y = v % n, v // n
     k = np.arange(n - 1)[:, None]
     # Ring along x: in step k node (x, y) forwards the chunk that started at (x−k, y).
     x_chunk = (y * n + (x - k) % n).ravel()
-    x_link = np.broadcast_to(4 * v, (n - 1, n * n)).ravel()
+    x_link = np.broadcast_to(links[:, 0], (n - 1, n * n)).ravel()
     x_start = np.broadcast_to(k * tau, (n - 1, n * n)).ravel()
     # Ring along y: in step k node (x, y) forwards row y−k, chunk by chunk (j = 0..n−1).
     kk, j, vv = np.meshgrid(np.arange(n - 1), np.arange(n), v, indexing="ij")
     y_chunk = (((vv // n - kk) % n) * n + j).ravel()
-    y_link = (4 * vv + 2).ravel()
+    y_link = links[vv, 1].ravel()
     y_start = ((n - 1) + kk * n + j).ravel() * tau
     return from_arrays(np.concatenate([x_chunk, y_chunk]), np.concatenate([x_link, y_link]),
                        np.concatenate([x_start, y_start]), producer="dimension-ordered rings")
@@ -56,11 +57,11 @@ def dimension_ordered_allgather(n: int, tau: float) -> Schedule:
 def bench_verify(n_side: int = 32, trace_memory: bool = True) -> dict[str, Any]:
     """Builds the instance, times ``verify`` once, and (optionally) once more under tracemalloc."""
     t0 = time.perf_counter()
-    machine = torus(n_side)
+    machine = torus([n_side, n_side], BANDWIDTH, LATENCY)
     npus = n_side * n_side
     coll = make_collective("allgather", range(npus), SIZE)
     tau = LATENCY + coll.chunk_bytes / BANDWIDTH
-    schedule = dimension_ordered_allgather(n_side, tau)
+    schedule = dimension_ordered_allgather(machine, n_side, tau)
     build = time.perf_counter() - t0
     t0 = time.perf_counter()
     result = verify(machine, coll, schedule)

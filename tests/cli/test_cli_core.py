@@ -82,3 +82,10 @@ def test_bad_schedule_and_bad_instance_through_a_real_process(ring_instance):
                           capture_output=True, text=True, cwd=REPO)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert "neg.toml: topology.bandwidth" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_bench_core_writes_a_report(run, tmp_path):
+    out = tmp_path / "bench.md"
+    code, text, _ = run("bench", "core", "--side", "4", "--out", out)
+    report = out.read_text()
+    assert code == 0 and "16-NPU" in text and "| 240 | vectorised | True |" in report
