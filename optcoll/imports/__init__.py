@@ -1,0 +1,1 @@
+"""Readers for topology descriptions other tools print (``nvidia-smi topo -m``, ...)."""
