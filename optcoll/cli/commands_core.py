@@ -94,7 +94,7 @@ def instance_show(path: str, as_json: bool) -> None:
         click.echo(f"  recorded results: {', '.join(sorted(inst.results))}")
 
 
-def _load(instance_path: str, schedule_path: str):
+def load_instance_and_schedule(instance_path: str, schedule_path: str):
     from optcoll.instances.instancefile import load_instance
     from optcoll.schedules.jsonfile import load_schedule
 
@@ -111,7 +111,7 @@ def verify(instance_path: str, schedule_path: str, as_json: bool) -> None:
     from optcoll.bounds import best_lower_bound
     from optcoll.verify import verify as run_verify
 
-    inst, schedule = _load(instance_path, schedule_path)
+    inst, schedule = load_instance_and_schedule(instance_path, schedule_path)
     result = run_verify(inst.machine, inst.collective, schedule, inst.model)
     if not result.valid:
         v = result.violation
@@ -145,7 +145,7 @@ def simulate(instance_path: str, schedule_path: str, gantt: str | None, limit: i
     """Replay a schedule: timeline, link utilisation, optionally a Gantt chart."""
     from optcoll.verify import draw_gantt, timeline, verify as run_verify
 
-    inst, schedule = _load(instance_path, schedule_path)
+    inst, schedule = load_instance_and_schedule(instance_path, schedule_path)
     result = run_verify(inst.machine, inst.collective, schedule, inst.model)
     if not result.valid:
         click.echo(f"INVALID [{result.violation.kind}]: {result.violation.message}", err=True)

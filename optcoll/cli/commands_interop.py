@@ -1,0 +1,200 @@
+"""Interop commands: MSCCL-IR XML, ASTRA-sim (network.yml, Chakra ET, predictor), nvidia-smi."""
+from __future__ import annotations
+
+import sys
+
+import click
+
+from optcoll.cli.commands_core import json_option, load_instance_and_schedule, model
+from optcoll.cli.output import emit_json
+from optcoll.units import format_time, parse_bandwidth, parse_size, parse_time
+
+
+@click.group()
+def msccl() -> None:
+    """MSCCL-IR XML: export verified schedules, validate and import XML."""
+
+
+@msccl.command("export")
+@click.argument("instance_path", metavar="INSTANCE", type=click.Path(dir_okay=False))
+@click.argument("schedule_path", metavar="SCHEDULE", type=click.Path(dir_okay=False))
+@click.option("-o", "--out", required=True, type=click.Path(dir_okay=False), help="XML file to write.")
+@click.option("--coll-names", type=click.Choice(["current", "legacy"]), default="current",
+              show_default=True, help="Collective spelling: current executor or the older runtime.")
+@click.option("--proto", type=click.Choice(["Simple", "LL", "LL128"]), default="Simple", show_default=True)
+@click.option("--inplace", is_flag=True, help="In-place buffer layout (default out-of-place).")
+@click.option("--name", default=None, help="Algorithm name (default: the instance name).")
+def msccl_export(instance_path, schedule_path, out, coll_names, proto, inplace, name) -> None:
+    """Write a verified schedule as MSCCL-IR XML (checked by re-importing it)."""
+    from optcoll.exports.msccl import save_msccl_xml
+
+    inst, schedule = load_instance_and_schedule(instance_path, schedule_path)
+    save_msccl_xml(out, inst.machine, inst.collective, schedule, model=inst.model,
+                   coll_names=coll_names, proto=proto, inplace=inplace, name=name or inst.name)
+    click.echo(f"wrote {out}")
+
+
+@msccl.command("validate")
+@click.argument("xml_path", metavar="XML", type=click.Path(dir_okay=False))
+@click.option("--runtime", type=click.Choice(["current", "legacy"]), default="current", show_default=True)
+@json_option
+def msccl_validate(xml_path, runtime, as_json) -> None:
+    """Check an MSCCL-IR XML file against the runtime's structural rules (exit 1 on findings)."""
+    from optcoll.exports.msccl import validate_msccl_xml
+
+    findings = validate_msccl_xml(xml_path, runtime=runtime)
+    if as_json:
+        emit_json({"valid": not findings, "findings": findings})
+    else:
+        click.echo("\n".join(findings) if findings else f"{xml_path}: valid MSCCL-IR")
+    sys.exit(1 if findings else 0)
+
+
+@msccl.command("import")
+@click.argument("xml_path", metavar="XML", type=click.Path(dir_okay=False))
+@click.option("--machine", "machine_ref", required=True, help="Machine model (name or .toml).")
+@click.option("--size", default=None, help="Buffer size M, e.g. '1 GiB' (default: one byte per chunk unit).")
+@click.option("-o", "--out", type=click.Path(dir_okay=False), help="Write the schedule (.json/.json.gz).")
+@json_option
+def msccl_import(xml_path, machine_ref, size, out, as_json) -> None:
+    """Read MSCCL-IR XML as a schedule on a machine, verify it and report its time."""
+    from optcoll.exports.msccl import import_msccl_xml
+    from optcoll.machines.catalog import load_machine
+    from optcoll.schedules.jsonfile import save_schedule
+    from optcoll.verify import verify
+
+    machine = load_machine(machine_ref)
+    imported = import_msccl_xml(xml_path, machine, size=parse_size(size) if size else None)
+    result = verify(machine, imported.collective, imported.schedule)
+    ok = result.valid and imported.faithful
+    if out:
+        save_schedule(out, imported.schedule, machine)
+    if as_json:
+        emit_json({"valid": ok, "time": result.time if result.valid else None,
+                   "collective": imported.collective.kind, "transfers": len(imported.schedule),
+                   "violation": result.violation.message if result.violation else None,
+                   "problems": list(imported.problems), "findings": list(imported.findings)})
+    else:
+        click.echo(f"{xml_path}: {imported.collective.describe()}, {len(imported.schedule)} transfers")
+        for line in imported.findings:
+            click.echo(f"  note: {line}")
+        for line in imported.problems:
+            click.echo(f"  PROBLEM: {line}")
+        click.echo(f"valid: time {format_time(result.time)}" if result.valid
+                   else f"INVALID [{result.violation.kind}]: {result.violation.message}")
+    sys.exit(0 if ok else 1)
+
+
+@click.group()
+def astra() -> None:
+    """ASTRA-sim 2.0: network.yml, Chakra ET traces, the analytical-backend predictor."""
+
+
+@astra.command("predict")
+@click.option("--network", "network_path", required=True, type=click.Path(dir_okay=False))
+@click.option("--system", "system_path", type=click.Path(dir_okay=False),
+              help="system.json (default: ASTRA-sim defaults with no endpoint delay).")
+@click.option("--collective", required=True, help="allreduce, reducescatter or allgather.")
+@click.option("--size", required=True, help="ASTRA-sim's comm_size, e.g. 1MiB (AllGather: per-NPU input).")
+@click.option("--backend", type=click.Choice(["unaware", "aware"]), default="unaware", show_default=True)
+@click.option("--algorithm", default=None,
+              help="ring, direct, halvingDoubling or doubleBinaryTree in every dimension "
+                   "(default with no --system: ring; overrides the system's lists).")
+@json_option
+def astra_predict(network_path, system_path, collective, size, backend, algorithm, as_json) -> None:
+    """ASTRA-sim's analytical time for its native algorithms, to the nanosecond."""
+    from dataclasses import asdict, replace
+
+    from optcoll.exports.astra.compare import NETWORK_ONLY
+    from optcoll.exports.astra.network import read_network
+    from optcoll.exports.astra.predictor import predict
+    from optcoll.exports.astra.system import parse_impl, read_system
+
+    network = read_network(network_path)
+    system = read_system(system_path) if system_path else NETWORK_ONLY
+    if algorithm or not system_path:
+        impls = (parse_impl(algorithm or "ring", "--algorithm", "algorithm"),) * len(network.dims)
+        system = replace(system, implementations={k: impls for k in ("allreduce", "reducescatter",
+                                                                     "allgather")})
+    prediction = predict(network, system, collective, int(parse_size(size)), backend)
+    if as_json:
+        emit_json(asdict(prediction))
+    else:
+        click.echo(prediction.summary())
+
+
+@astra.command("chakra")
+@click.argument("instance_path", metavar="INSTANCE", type=click.Path(dir_okay=False))
+@click.argument("schedule_path", metavar="SCHEDULE", type=click.Path(dir_okay=False))
+@click.option("--prefix", required=True, help="Output prefix: writes PREFIX.<npu>.et and PREFIX.system.json.")
+def astra_chakra(instance_path, schedule_path, prefix) -> None:
+    """Export a verified schedule as Chakra ET traces for ASTRA-sim's custom collectives."""
+    from optcoll.exports.astra.etexport import export_chakra
+
+    inst, schedule = load_instance_and_schedule(instance_path, schedule_path)
+    done = export_chakra(inst.machine, inst.collective, schedule, prefix, inst.model)
+    click.echo(f"wrote {len(done.files)} trace files and {done.system_json}")
+
+
+@astra.command("import-network")
+@click.argument("network_path", metavar="NETWORK_YML", type=click.Path(dir_okay=False))
+@click.option("-o", "--out", required=True, type=click.Path(dir_okay=False), help="Model .toml to write.")
+def astra_import_network(network_path, out) -> None:
+    """Turn an ASTRA-sim network.yml into an optcoll machine model file."""
+    from optcoll.exports.astra.network import read_machine
+    from optcoll.fileio import write_text_atomic
+    from optcoll.machines.modelfile import machine_to_toml
+
+    machine = read_machine(network_path)
+    write_text_atomic(out, machine_to_toml(machine))
+    click.echo(f"wrote {out} ({machine.num_npus} NPUs, {machine.num_links} links)")
+
+
+@astra.command("export-network")
+@click.argument("ref", metavar="MODEL")
+@click.option("-o", "--out", required=True, type=click.Path(dir_okay=False), help="network.yml to write.")
+def astra_export_network(ref, out) -> None:
+    """Write a machine model as ASTRA-sim network.yml (when it is expressible there)."""
+    from optcoll.exports.astra.network import write_network
+    from optcoll.machines.catalog import load_machine
+
+    network = write_network(load_machine(ref), out)
+    click.echo(f"wrote {out}: {network.describe()}")
+
+
+@astra.command("compare")
+@click.argument("networks", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.option("--collective", "collectives", multiple=True, default=["allgather", "reducescatter", "allreduce"],
+              show_default=True)
+@click.option("--size", "sizes", multiple=True, default=["1 MiB", "64 MiB"], show_default=True)
+@click.option("--out", default="reports/astra-compare.md", show_default=True, type=click.Path(dir_okay=False))
+def astra_compare_cmd(networks, collectives, sizes, out) -> None:
+    """Side by side: ASTRA-sim's native algorithms vs optcoll's bound, greedy and baselines."""
+    from optcoll.exports.astra.compare import astra_compare
+    from optcoll.producers.registry import SYNTHESIZERS
+
+    rows = astra_compare(list(networks), list(collectives), [int(parse_size(s)) for s in sizes], out,
+                         producers=SYNTHESIZERS)
+    click.echo(f"wrote {out} ({len(rows)} rows)")
+
+
+@model.command("from-nvidia-smi")
+@click.argument("text_path", metavar="TOPO_TXT", type=click.Path(dir_okay=False))
+@click.option("--nvlink-bandwidth", required=True, help="Per NVLink and direction, e.g. '25 GB/s'.")
+@click.option("--nvlink-latency", default="0.5 us", show_default=True)
+@click.option("--pcie-bandwidth", default=None, help="Also model PCIe paths through a host switch.")
+@click.option("-o", "--out", required=True, type=click.Path(dir_okay=False), help="Model .toml to write.")
+def model_from_nvidia_smi(text_path, nvlink_bandwidth, nvlink_latency, pcie_bandwidth, out) -> None:
+    """Read `nvidia-smi topo -m` output into a machine model file."""
+    from optcoll.fileio import write_text_atomic
+    from optcoll.imports.nvidia_smi import load_nvidia_smi
+    from optcoll.machines.modelfile import machine_to_toml
+
+    machine = load_nvidia_smi(text_path, nvlink_bandwidth=parse_bandwidth(nvlink_bandwidth),
+                              nvlink_latency=parse_time(nvlink_latency),
+                              pcie_bandwidth=parse_bandwidth(pcie_bandwidth) if pcie_bandwidth else None)
+    write_text_atomic(out, machine_to_toml(machine))
+    click.echo(f"wrote {out} ({machine.num_npus} GPUs, {machine.num_links} links)")
+
+
+COMMANDS = [msccl, astra]

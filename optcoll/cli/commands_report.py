@@ -1,0 +1,216 @@
+"""``optcoll report`` (optimality-gap reports over suites) and ``optcoll truth`` (recorded ground
+truth: update by re-solving, verify without solving). A contradiction exits 1: it means a bug."""
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import tempfile
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import click
+
+from optcoll.errors import InputError
+
+EXIT_CONTRADICTION = 1
+DEFAULT_SUITE = "quick"
+
+
+def _time_limit(ctx: click.Context, param: click.Parameter, value: str | None) -> float | None:
+    if value is None:
+        return None
+    from optcoll.units import parse_time
+
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            seconds = parse_time(value, allow_zero=False)
+        except InputError as exc:
+            raise click.BadParameter(exc.one_line()) from None
+    if not seconds > 0:
+        raise click.BadParameter("must be a positive number of seconds")
+    return seconds
+
+
+def sweep_options(command: Callable) -> Callable:
+    """The options every sweeping command shares."""
+    options = [
+        click.option("--jobs", "-j", type=click.IntRange(min=0), default=None,
+                     help="Local worker processes (default: all cores; 0 runs in this process)."),
+        click.option("--cluster", metavar="ADDRESS", default=None,
+                     help="Run on this Dask scheduler (tcp://host:8786) instead of locally."),
+        click.option("--runs", type=click.IntRange(min=1), default=None,
+                     help="Seeds per randomised synthesizer, best kept (default: the suite's, else 20)."),
+        click.option("--seed", type=click.IntRange(min=0), default=None,
+                     help="First seed (default: each instance's [budget] seed)."),
+        click.option("--time-limit", callback=_time_limit, default=None, metavar="S",
+                     help="Exact-solver time limit per instance, seconds or '2 min' "
+                          "(default: each instance's [budget])."),
+        click.option("--threads", type=click.IntRange(min=1), default=None,
+                     help="Solver threads per job (default: each instance's [budget])."),
+        click.option("--solver", type=click.Choice(["cpsat", "highs", "scip"]), default="cpsat",
+                     show_default=True, help="Exact solver for timed instances."),
+        click.option("--cache-dir", type=click.Path(file_okay=False), default=None,
+                     help="Result cache (default: $OPTCOLL_CACHE or .optcoll-cache)."),
+        click.option("--no-cache", is_flag=True, help="Compute everything afresh, store nothing."),
+        click.option("--retry-failed", is_flag=True, help="Run failed jobs again instead of "
+                     "reusing their cached failure."),
+        click.option("--progress/--no-progress", default=None,
+                     help="Progress bar with ETA on stderr (default: when stderr is a terminal)."),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+@contextlib.contextmanager
+def _cache(cache_dir: str | None, no_cache: bool) -> Iterator[Any]:
+    from optcoll.sweeps.cache import ResultCache
+
+    if no_cache:
+        with tempfile.TemporaryDirectory(prefix="optcoll-nocache-") as tmp:
+            yield ResultCache(tmp)
+    else:
+        yield ResultCache(cache_dir)
+
+
+def _settings(runs, seed, time_limit, threads, solver):
+    from optcoll.sweeps.plan import Settings
+
+    return Settings(runs=runs, seed=seed, solver=solver, time_limit=time_limit, threads=threads)
+
+
+def _suites(refs: tuple[str, ...]):
+    from optcoll.sweeps.suite import find_suite
+
+    return [find_suite(ref) for ref in (refs or (DEFAULT_SUITE,))]
+
+
+def _contradiction(exc: Exception) -> None:
+    click.echo(f"optcoll: CONTRADICTION: {exc}", err=True)
+    sys.exit(EXIT_CONTRADICTION)
+
+
+def _workers(jobs: int | None) -> int:
+    return (os.cpu_count() or 1) if jobs is None else jobs
+
+
+def _command_line(ctx: click.Context) -> str:
+    """The command as a person would retype it (options that differ from their defaults)."""
+    words = ["optcoll", ctx.command.name or "report", *ctx.params.get("suites", ())]
+    for param in ctx.command.params:
+        value = ctx.params.get(param.name)
+        if param.name == "suites" or value is None or value is False or value == param.default:
+            continue
+        flag = param.opts[0]
+        words += [flag] if value is True else [flag, str(value)]
+    return " ".join(words)
+
+
+@click.command()
+@click.pass_context
+@click.argument("suites", nargs=-1)
+@click.option("--out", type=click.Path(file_okay=False), default=None,
+              help="Write README.md, report.html, results.csv, report.json and SVG figures here.")
+@click.option("--resolve", is_flag=True,
+              help="Run the exact solver even where the instance records a proven optimum.")
+@sweep_options
+def report(ctx: click.Context, suites: tuple[str, ...], out: str | None, resolve: bool, jobs: int | None,
+           cluster: str | None, runs: int | None, seed: int | None, time_limit: float | None,
+           threads: int | None, solver: str, cache_dir: str | None, no_cache: bool,
+           retry_failed: bool, progress: bool | None) -> None:
+    """How far from optimal is each synthesizer? Gap report over SUITES (default: quick).
+
+    A SUITE is a built-in suite name (quick, standard, frontier), a directory of instance files,
+    or one instance file. Results are cached by content hash: an interrupted run continues where
+    it stopped.
+    """
+    from optcoll.reports.build import assemble, plan_report, run_plan
+    from optcoll.reports.content import terminal_blocks
+    from optcoll.reports.document import to_text
+    from optcoll.truth.record import TruthContradiction
+
+    chosen = _suites(suites)
+    settings = _settings(runs, seed, time_limit, threads, solver)
+    try:
+        plan = plan_report(chosen, settings, plots=out is not None, resolve=resolve)
+        with _cache(cache_dir, no_cache) as cache:
+            records, stats = run_plan(plan, cache, workers=_workers(jobs), cluster=cluster,
+                                      progress=progress, retry_failed=retry_failed)
+        title = f"optcoll gap report: {', '.join(s.name for s in chosen)}"
+        result = assemble(plan, records, title)
+    except TruthContradiction as exc:
+        _contradiction(exc)
+    click.echo(to_text(terminal_blocks(result, stats.line())), nl=False)
+    if out is not None:
+        from optcoll.reports.files import write_report
+
+        written = write_report(result, out, _command_line(ctx))
+        click.echo(f"wrote {len(written)} files to {out}/ (open {out}/README.md or {out}/report.html)")
+
+
+@click.group()
+def truth() -> None:
+    """Recorded ground truth of suite instances: update (re-solve), verify (no solving)."""
+
+
+@truth.command("update")
+@click.argument("suites", nargs=-1, required=True)
+@sweep_options
+def truth_update(suites: tuple[str, ...], jobs: int | None, cluster: str | None, runs: int | None,
+                 seed: int | None, time_limit: float | None, threads: int | None, solver: str,
+                 cache_dir: str | None, no_cache: bool, retry_failed: bool,
+                 progress: bool | None) -> None:
+    """Re-solve SUITES and record the best bound and schedule in each instance file.
+
+    A proven optimum is never replaced by a worse value; a verified schedule below a proven bound
+    stops everything with exit code 1 (a bug somewhere).
+    """
+    from optcoll.cli.output import percent, table
+    from optcoll.truth.record import TruthContradiction
+    from optcoll.truth.update import update_suite
+    from optcoll.units import format_time
+
+    settings = _settings(runs, seed, time_limit, threads, solver)
+    for suite in _suites(suites):
+        try:
+            with _cache(cache_dir, no_cache) as cache:
+                updated, stats = update_suite(suite, settings, cache, workers=_workers(jobs),
+                                              cluster=cluster, progress=progress,
+                                              retry_failed=retry_failed)
+        except TruthContradiction as exc:
+            _contradiction(exc)
+        rows = [[u.instance, u.after.status, format_time(u.after.best.value) if u.after.best else "-",
+                 format_time(u.after.lower_bound.value) if u.after.lower_bound else "-",
+                 percent(u.after.gap), "changed" if u.changed else "same",
+                 "; ".join(u.notes) or ""] for u in updated]
+        click.echo(f"{suite.name}: {stats.line()}")
+        click.echo(table(["instance", "status", "best", "lower bound", "gap", "record", "notes"], rows))
+
+
+@truth.command("verify")
+@click.argument("suites", nargs=-1, required=True)
+@click.option("--require-all", is_flag=True, help="Fail when an instance has no recorded truth.")
+def truth_verify(suites: tuple[str, ...], require_all: bool) -> None:
+    """Re-verify stored schedules and check recorded bounds ≤ recorded times (no solving)."""
+    from optcoll.cli.output import table
+    from optcoll.truth.check import verify_suite
+
+    bad = 0
+    for suite in _suites(suites):
+        findings = verify_suite(suite)
+        rows = []
+        for f in findings:
+            ok = f.ok and not (require_all and f.status == "missing")
+            bad += not ok
+            rows.append([f.instance, "ok" if ok else "FAIL", f.status, f.message])
+        click.echo(f"{suite.name}:")
+        click.echo(table(["instance", "check", "status", "detail"], rows))
+    if bad:
+        click.echo(f"optcoll: {bad} recorded result(s) do not hold", err=True)
+        sys.exit(EXIT_CONTRADICTION)
+
+
+COMMANDS = [report, truth]

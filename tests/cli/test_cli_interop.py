@@ -1,0 +1,52 @@
+import json
+
+from conftest import REPO
+
+QUICK = REPO / "instances" / "quick"
+DATA = REPO / "tests" / "interop_msccl" / "data"
+
+
+def test_synth_then_msccl_round_trip_keeps_the_time(run, tmp_path):
+    inst = QUICK / "dgx1-allgather-c2.toml"
+    code, out, _ = run("synth", inst, "--algo", "tacos", "--runs", "3", "--out", tmp_path / "s.json", "--json")
+    synth_time = json.loads(out)["time"]
+    assert code == 0
+    code, _, _ = run("msccl", "export", inst, tmp_path / "s.json", "-o", tmp_path / "s.xml")
+    assert code == 0
+    code, out, _ = run("msccl", "validate", tmp_path / "s.xml")
+    assert code == 0 and "valid MSCCL-IR" in out
+    code, out, _ = run("msccl", "import", tmp_path / "s.xml", "--machine", "dgx1", "--size", "1 GiB", "--json")
+    data = json.loads(out)
+    assert code == 0 and data["valid"] and abs(data["time"] - synth_time) <= 1e-9 * synth_time
+
+
+def test_msccl_validate_reports_findings_with_exit_1(run, tmp_path):
+    text = (DATA / "allgather_ring_8.xml").read_text().replace('send="1"', 'send="7"', 1)
+    (tmp_path / "broken.xml").write_text(text)
+    code, out, _ = run("msccl", "validate", tmp_path / "broken.xml", "--json")
+    assert code == 1 and json.loads(out)["findings"]
+
+
+def test_astra_network_round_trip_and_predict(run, tmp_path):
+    code, _, _ = run("astra", "export-network", "torus4x4", "-o", tmp_path / "n.yml")
+    assert code == 0
+    code, _, _ = run("astra", "import-network", tmp_path / "n.yml", "-o", tmp_path / "n.toml")
+    assert code == 0
+    code, out, _ = run("model", "show", tmp_path / "n.toml", "--json")
+    assert json.loads(out)["npus"] == 16
+    code, out, _ = run("astra", "predict", "--network", tmp_path / "n.yml", "--collective", "allgather",
+                       "--size", "1MiB", "--json")
+    assert code == 0 and json.loads(out)["total_ns"] > 0
+    code, _, err = run("astra", "export-network", "dgx1", "-o", tmp_path / "d.yml")
+    assert code == 2 and "optcoll: error" in err
+
+
+def test_chakra_and_nvidia_smi(run, tmp_path):
+    inst = QUICK / "ring8-allgather-c1.toml"
+    run("synth", inst, "--algo", "ring", "--out", tmp_path / "r.json")
+    code, out, _ = run("astra", "chakra", inst, tmp_path / "r.json", "--prefix", tmp_path / "et" / "ag")
+    assert code == 0 and len(list((tmp_path / "et").glob("ag.*.et"))) == 8
+    code, _, _ = run("model", "from-nvidia-smi", DATA / "nvidia_smi_dgx1.txt", "--nvlink-bandwidth", "25 GB/s",
+                     "-o", tmp_path / "smi.toml")
+    code, out, _ = run("model", "show", tmp_path / "smi.toml", "--json")
+    assert code == 0 and json.loads(out)["links"] == 48
