@@ -32,9 +32,10 @@ def cli() -> None:
 
 
 def _register() -> None:
-    from optcoll.cli import commands_bench, commands_core, commands_interop, commands_produce
+    from optcoll.cli import (commands_bench, commands_core, commands_interop, commands_produce,
+                             commands_report)
 
-    for module in (commands_core, commands_produce, commands_interop, commands_bench):
+    for module in (commands_core, commands_produce, commands_report, commands_interop, commands_bench):
         for command in module.COMMANDS:
             cli.add_command(command)
 

@@ -1,0 +1,234 @@
+"""What a gap report says, as document blocks: one builder for the files and the terminal."""
+from __future__ import annotations
+
+import statistics
+
+from optcoll.reports.data import EXACT, InstanceRow, ProducerResult, Report
+from optcoll.reports.document import Block, Figure, Heading, Paragraph, Table
+from optcoll.sweeps.jobs import FAILED, NOT_APPLICABLE
+from optcoll.truth.record import OPTIMAL
+from optcoll.units import format_size, format_time
+
+GREEDIES = ("tacos", "tacos+")
+
+
+def pct(gap: float | None, bounded: bool = False) -> str:
+    if gap is None:
+        return "-"
+    return ("≤ " if bounded and gap > 0 else "") + f"{100 * gap:.1f} %"
+
+
+def gap_cell(row: InstanceRow, result: ProducerResult | None) -> str:
+    if result is None or result.status == NOT_APPLICABLE:
+        return "n/a"
+    if result.status == FAILED:
+        return "failed"
+    if result.time is None:
+        return result.status
+    return pct(result.gap, bounded=row.status != OPTIMAL) + (" †" if result.recorded else "")
+
+
+def seconds(value: float | None) -> str:
+    return "-" if value is None else format_time(value)
+
+
+def _size(row: InstanceRow) -> str:
+    return format_size(row.size_bytes)
+
+
+def _status(row: InstanceRow) -> str:
+    return row.status if row.status != "bounded" else f"bounded ({pct(row.gap)})"
+
+
+def _baselines(report: Report) -> list[str]:
+    return [label for label in report.labels if label not in (EXACT, *GREEDIES)]
+
+
+def _best_baseline(row: InstanceRow, baselines: list[str]) -> str:
+    ran = [row.producers[b] for b in baselines if b in row.producers and row.producers[b].ran]
+    if not ran:
+        return "n/a"
+    best = min(ran, key=lambda r: r.time)
+    return f"{best.label} {gap_cell(row, best)}"
+
+
+def _names(names: tuple[str, ...], limit: int | None) -> str:
+    if not names:
+        return "-"
+    if limit is None or len(names) <= limit:
+        return ", ".join(names)
+    return ", ".join(names[:limit]) + f", … (+{len(names) - limit})"
+
+
+def summary_table(report: Report, limit: int | None = None) -> Table:
+    """Per producer; ``limit`` shortens the list of missed instances (terminal)."""
+    rows = []
+    for s in report.summary:
+        misses = f"{len(s.misses)} of {s.optimal_known}" if s.optimal_known else "-"
+        rows.append((s.label, str(s.instances), pct(s.mean_gap), pct(s.median_gap), pct(s.max_gap),
+                     misses, _names(s.misses, limit), str(s.not_applicable), str(s.failed)))
+    return Table(("producer", "instances", "mean gap", "median gap", "max gap",
+                  "misses the optimum", "where", "n/a", "failed"), tuple(rows), (1, 2, 3, 4))
+
+
+def compact_table(report: Report) -> Table:
+    baselines = _baselines(report)
+    rows = tuple((row.name, str(row.npus), row.collective, _size(row), str(row.chunks_per_rank),
+                  seconds(row.bound), _status(row),
+                  *(gap_cell(row, row.producers.get(label)) for label in (EXACT, *GREEDIES)),
+                  _best_baseline(row, baselines)) for row in report.rows)
+    return Table(("instance", "N", "collective", "size", "C", "lower bound", "status", EXACT,
+                  *GREEDIES, "best baseline"), rows, (1, 4, 5, 7, 8, 9))
+
+
+def gap_matrix(report: Report) -> Table:
+    rows = tuple((row.name, *(gap_cell(row, row.producers.get(label)) for label in report.labels))
+                 for row in report.rows)
+    return Table(("instance", *report.labels), rows, tuple(range(1, len(report.labels) + 1)))
+
+
+def instances_table(report: Report) -> Table:
+    rows = tuple((row.name, row.network, str(row.npus), row.collective, _size(row),
+                  str(row.chunks_per_rank), format_size(row.chunk_bytes), row.model,
+                  seconds(row.bound), row.bound_source.split(":")[0], seconds(row.best), row.best_source,
+                  _status(row))
+                 for row in report.rows)
+    return Table(("instance", "network", "N", "collective", "size M", "C", "chunk", "model",
+                  "best lower bound", "bound from", "best schedule", "schedule from", "status"),
+                 rows, (2, 5, 8, 10))
+
+
+def bounds_table(report: Report) -> Table:
+    names: list[str] = []
+    for row in report.rows:
+        names += [b["name"] for b in row.bounds if b["name"] not in names]
+    rows = []
+    for row in report.rows:
+        values = {b["name"]: b["value"] for b in row.bounds}
+        rows.append((row.name, *(seconds(values.get(n)) for n in names),
+                     seconds(row.bound), row.bound_source))
+    return Table(("instance", *names, "best proven", "its witness"), tuple(rows),
+                 tuple(range(1, len(names) + 2)))
+
+
+def _seeds(result: ProducerResult | None) -> tuple[str, ...]:
+    if result is None or not result.seeds:
+        return ("-",) * 4
+    times = result.seeds
+    return (seconds(min(times)), seconds(statistics.median(times)), seconds(max(times)), str(len(times)))
+
+
+def greedy_table(report: Report) -> Table:
+    rows = []
+    for row in report.rows:
+        cells = [row.name]
+        for label in GREEDIES:
+            cells += _seeds(row.producers.get(label))
+        rows.append(tuple(cells))
+    headers = ["instance"]
+    for label in GREEDIES:
+        headers += [f"{label} best", f"{label} median", f"{label} worst", "seeds"]
+    return Table(tuple(headers), tuple(rows), tuple(range(1, len(headers))))
+
+
+def _wall(result: ProducerResult | None) -> str:
+    if result is None or result.wall_time is None:
+        return "-"
+    return f"{result.wall_time:.2f} s" + (" (recorded)" if result.recorded else "")
+
+
+def _exact_cell(result: ProducerResult | None) -> str:
+    if result is None:
+        return "-"
+    if result.time is None:
+        return f"{result.status}: {result.reason or ''}".strip(": ")
+    return f"{seconds(result.time)} ({result.status})"
+
+
+def times_table(report: Report) -> Table:
+    baselines = _baselines(report)
+    rows = []
+    for row in report.rows:
+        base = [row.producers[b].wall_time for b in baselines
+                if b in row.producers and row.producers[b].wall_time is not None
+                and row.producers[b].ran]
+        rows.append((row.name, _exact_cell(row.producers.get(EXACT)), _wall(row.producers.get(EXACT)),
+                     *(_wall(row.producers.get(g)) for g in GREEDIES),
+                     f"{sum(base):.2f} s" if base else "-"))
+    return Table(("instance", "exact result", "solver wall time", *(f"{g} wall time" for g in GREEDIES),
+                  "all baselines wall time"), tuple(rows), (2, 3, 4, 5))
+
+
+def _pareto_blocks(report: Report) -> list[Block]:
+    out: list[Block] = []
+    for data in report.pareto:
+        if not data.points:
+            out.append(Paragraph(f"Pareto front of {data.instance}: {data.status}: {data.reason}"))
+            continue
+        rows = tuple((str(p["steps"]), str(p["rounds"]), str(p["chunks"]),
+                      f"{p['rounds']}/{p['chunks']}", p.get("formula", ""),
+                      seconds(p.get("verified_cost")), "yes" if p.get("proven") else "no",
+                      "yes" if p.get("bandwidth_optimal") else "no") for p in data.points)
+        out += [Paragraph(f"Step-model Pareto front of {data.instance} (each point's schedule "
+                          "re-verified in the step model):"),
+                Table(("S", "R", "C", "R/C", "cost", "verified cost", "proven", "bandwidth-optimal"),
+                      rows, (0, 1, 2, 5))]
+    return out
+
+
+def build_blocks(report: Report, figures: dict[str, tuple[str, str]], command: str) -> list[Block]:
+    """Every section of the report files. ``figures``: file name -> (caption, SVG text)."""
+    runs = ", ".join(str(r) for r in report.settings["runs"])
+    blocks: list[Block] = [
+        Heading(report.title, 1),
+        Paragraph(f"Generated {report.generated} by optcoll {report.environment.get('optcoll')} "
+                  f"(Python {report.environment.get('python')}, OR-Tools "
+                  f"{report.environment.get('ortools')}) from `{command}`. Suites: "
+                  f"{', '.join(report.suites)}. Greedy synthesizers: best of {runs} seeds "
+                  + (f"from seed {report.settings['seed']}." if report.settings['seed'] is not None
+                     else "from each instance's [budget] seed.")),
+        Paragraph("Gap = time / best proven lower bound − 1. Where the instance's optimum is proven "
+                  "(status optimal) the bound is the optimum and the gap is exact; otherwise it is an "
+                  "upper bound on the gap to the optimum, shown as ≤. Every time is of a schedule that "
+                  "passed optcoll's shared verifier in the timed model (DESIGN.md section 5); "
+                  "the exact column is the exact solver's result of this run, or, marked †, the "
+                  "ground truth recorded in the instance file when that is better."),
+        Heading("Summary per producer"),
+        summary_table(report),
+        Heading("Gap per instance and producer"),
+        gap_matrix(report),
+    ]
+    if "gaps.svg" in figures:
+        caption, svg = figures["gaps.svg"]
+        blocks.append(Figure("gaps.svg", caption, svg))
+    blocks += [Heading("Instances"), instances_table(report),
+               Heading("Lower bounds"), bounds_table(report),
+               Heading("Greedy synthesizers over seeds"), greedy_table(report),
+               Heading("Solver and synthesis times"), times_table(report)]
+    plots = [(n, c, s) for n, (c, s) in figures.items() if n != "gaps.svg"]
+    if plots or report.pareto:
+        blocks.append(Heading("Message size and the step model"))
+        blocks += [Figure(n, c, s) for n, c, s in plots]
+        blocks += _pareto_blocks(report)
+    if report.failures:
+        blocks += [Heading("Failures"),
+                   Table(("instance", "producer", "reason"),
+                         tuple((f["instance"], f["producer"], f["reason"]) for f in report.failures))]
+    families = [(row.name, row.family) for row in report.rows if row.family]
+    if families:
+        blocks += [Heading("Optimal within a family"),
+                   Paragraph("The exact AllReduce is solved as ReduceScatter then AllGather: its "
+                             "bound holds within that family only, so it is not a lower bound above."),
+                   Table(("instance", "family", "family optimum/bound", "status"),
+                         tuple((name, f["family"], seconds(f["bound"]), str(f.get("status")))
+                               for name, f in families))]
+    return blocks
+
+
+def terminal_blocks(report: Report, stats_line: str) -> list[Block]:
+    blocks: list[Block] = [Heading(report.title), compact_table(report), summary_table(report, 3)]
+    if report.failures:
+        blocks.append(Table(("instance", "producer", "failed because"),
+                            tuple((f["instance"], f["producer"], f["reason"]) for f in report.failures)))
+    blocks.append(Paragraph(stats_line))
+    return blocks

@@ -1,0 +1,216 @@
+"""The gap report as plain data, assembled from sweep records and recorded ground truth.
+
+Yardstick: each instance's *bound* is the largest proven lower bound known (analytic, the exact
+solver's proof, or the recorded truth); its *best* is the fastest verified schedule known. A
+producer's gap is time / bound − 1: exact when the instance is optimal (bound = optimum), an upper
+bound on the true gap otherwise. Every verified time is checked against every proven bound first
+(``TruthContradiction`` when one beats the other: a bug, never a report).
+"""
+from __future__ import annotations
+
+import statistics
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from optcoll.results.record import meets
+from optcoll.sweeps.jobs import FAILED, NOT_APPLICABLE
+from optcoll.sweeps.suite import InstanceSpec
+from optcoll.truth.record import OPTIMAL, Claim, Truth, check_consistent
+
+EXACT = "exact"
+
+
+@dataclass(frozen=True)
+class ProducerResult:
+    label: str
+    status: str  # optimal | bounded | heuristic | infeasible | unknown | failed | not-applicable | recorded
+    time: float | None
+    gap: float | None
+    wall_time: float | None
+    seeds: tuple[float, ...] = ()  # every seed's verified time (randomised synthesizers)
+    reason: str | None = None
+    params: dict[str, Any] = field(default_factory=dict)
+    recorded: bool = False  # taken from the instance's recorded truth instead of a fresh run
+
+    @property
+    def ran(self) -> bool:
+        return self.time is not None
+
+
+@dataclass(frozen=True)
+class InstanceRow:
+    suite: str
+    name: str
+    file: str
+    network: str
+    npus: int
+    collective: str
+    size_bytes: float
+    chunks_per_rank: int
+    chunk_bytes: float
+    model: str
+    bounds: tuple[dict[str, Any], ...]  # every analytic bound: name, value, detail, exact
+    bound: float | None
+    bound_source: str
+    best: float | None
+    best_source: str
+    status: str  # optimal | bounded | unsolved
+    producers: dict[str, ProducerResult]
+    family: dict[str, Any] | None = None
+
+    @property
+    def gap(self) -> float | None:
+        if self.best is None or not self.bound:
+            return None
+        return 0.0 if self.status == OPTIMAL else self.best / self.bound - 1.0
+
+
+@dataclass(frozen=True)
+class SynthSummary:
+    label: str
+    instances: int  # where it ran
+    mean_gap: float | None
+    median_gap: float | None
+    max_gap: float | None
+    optimal_known: int  # instances with a proven optimum where it ran
+    misses: tuple[str, ...]  # those where it is above the optimum
+    not_applicable: int
+    failed: int
+
+
+@dataclass(frozen=True)
+class SizesCurve:
+    label: str  # "optimal C=2", "tacos", ...
+    sizes: tuple[float, ...]
+    times: tuple[float | None, ...]
+
+
+@dataclass(frozen=True)
+class SizesData:
+    suite: str
+    instance: str
+    network: str
+    collective: str
+    curves: tuple[SizesCurve, ...]
+    bounds: tuple[float | None, ...]
+
+
+@dataclass(frozen=True)
+class ParetoData:
+    suite: str
+    instance: str
+    points: tuple[dict[str, Any], ...]
+    status: str
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
+class Report:
+    title: str
+    suites: tuple[str, ...]
+    settings: dict[str, Any]
+    rows: tuple[InstanceRow, ...]
+    labels: tuple[str, ...]  # producer columns in order: exact first, then synthesizers
+    summary: tuple[SynthSummary, ...]
+    sizes: tuple[SizesData, ...] = ()
+    pareto: tuple[ParetoData, ...] = ()
+    failures: tuple[dict[str, Any], ...] = ()
+    environment: dict[str, Any] = field(default_factory=dict)
+    generated: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        for row, raw in zip(self.rows, data["rows"]):
+            raw["gap"] = row.gap
+        return data
+
+
+def _result(record: dict[str, Any]) -> ProducerResult:
+    status = record["status"]
+    if status in (FAILED, NOT_APPLICABLE):
+        return ProducerResult(record["label"], status, None, None, record.get("wall_time"),
+                              reason=record.get("reason"), params=record.get("params", {}))
+    result = record["result"]
+    return ProducerResult(record["label"], status, result.get("time"), None, record.get("wall_time"),
+                          tuple(record.get("times", ())), params=result.get("params", {}))
+
+
+def _recorded_exact(truth: Truth) -> ProducerResult:
+    best = truth.best
+    assert best is not None
+    return ProducerResult(EXACT, truth.status, best.value, None, best.details.get("wall_time"),
+                          params={"producer": best.producer, "date": best.date,
+                                  **best.details.get("params", {})}, recorded=True)
+
+
+def build_row(suite: str, spec: InstanceSpec, records: list[dict[str, Any]], truth: Truth | None
+              ) -> InstanceRow:
+    """One instance: its records (bounds, exact, synthesizers) and its recorded truth, combined."""
+    from optcoll.truth.update import claims
+
+    inst = spec.instance
+    keyed = [{**r, "key": r.get("key", "")} for r in records]
+    bound_claims, time_claims, family = claims(keyed)
+    times = [claim for claim, _ in time_claims]
+    if truth is not None:
+        bound_claims = ([truth.lower_bound] if truth.lower_bound else []) + bound_claims
+        times = ([truth.best] if truth.best else []) + times
+        family = family or truth.family
+    check_consistent(spec.name, bound_claims, times)
+    bound = max(bound_claims, key=lambda c: c.value) if bound_claims else None
+    best = min(times, key=lambda c: c.value) if times else None
+    status = "unsolved" if best is None else (
+        OPTIMAL if bound is not None and meets(best.value, bound.value) else "bounded")
+    producers: dict[str, ProducerResult] = {}
+    for record in records:
+        if record["producer"] in (EXACT, "synth"):
+            producers[record["label"]] = _result(record)
+    fresh = producers.get(EXACT)
+    recorded = truth.best if truth is not None and truth.best is not None else None
+    if recorded is not None and recorded.producer.startswith("exact") and (
+            fresh is None or fresh.time is None or recorded.value < fresh.time):
+        producers[EXACT] = _recorded_exact(truth)  # a recorded solve beats this run's time-limited one
+    bound_value = bound.value if bound else None
+    producers = {label: _with_gap(result, bound_value) for label, result in producers.items()}
+    bounds_record = next((r for r in records if r["producer"] == "bounds" and r["status"] == "ok"), None)
+    c = inst.collective
+    return InstanceRow(
+        suite, spec.name, spec.path.name, inst.machine.name, inst.machine.num_npus,
+        c.kind + (f"(root {c.root})" if c.root is not None else "") +
+        (f" on {c.num_ranks} ranks" if c.num_ranks != inst.machine.num_npus else ""),
+        float(c.size_bytes), c.chunks_per_rank, float(c.chunk_bytes), inst.model.kind,
+        tuple(bounds_record["bounds"]) if bounds_record else (),
+        bound_value, _source(bound), best.value if best else None, _source(best), status,
+        producers, family)
+
+
+def _source(claim: Claim | None) -> str:
+    if claim is None:
+        return ""
+    if claim.producer == "analytic" or claim.source == claim.producer:
+        return claim.source
+    return f"{claim.producer}: {claim.source}"
+
+
+def _with_gap(result: ProducerResult, bound: float | None) -> ProducerResult:
+    if result.time is None or not bound:
+        return result
+    gap = result.time / bound - 1.0
+    return ProducerResult(result.label, result.status, result.time,
+                          0.0 if meets(result.time, bound) else gap, result.wall_time, result.seeds,
+                          result.reason, result.params, result.recorded)
+
+
+def summarise(rows: list[InstanceRow], labels: list[str]) -> list[SynthSummary]:
+    out = []
+    for label in labels:
+        ran = [(row, row.producers[label]) for row in rows
+               if label in row.producers and row.producers[label].ran]
+        gaps = [p.gap for _, p in ran if p.gap is not None]
+        known = [(row, p) for row, p in ran if row.status == OPTIMAL]
+        misses = tuple(row.name for row, p in known if not meets(p.time, row.best))
+        states = [row.producers[label].status for row in rows if label in row.producers]
+        out.append(SynthSummary(label, len(ran), statistics.fmean(gaps) if gaps else None,
+                                statistics.median(gaps) if gaps else None, max(gaps) if gaps else None,
+                                len(known), misses, states.count(NOT_APPLICABLE), states.count(FAILED)))
+    return out

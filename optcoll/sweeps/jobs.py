@@ -1,0 +1,174 @@
+"""Sweep jobs: one producer run on one instance, keyed by a content hash, run anywhere.
+
+A job is plain picklable data (the instance travels as its parsed file, so a Dask worker on
+another machine needs no shared filesystem). ``execute`` runs it and returns a JSON-plain record
+plus the verified schedule, if any; every exception becomes a ``failed`` record naming its reason,
+so one bad instance never stops a sweep.
+
+Producers:
+
+- ``bounds``: every analytic lower bound (``optcoll.bounds.lower_bounds``).
+- ``synth``: a synthesizer from the registry, best of ``runs`` seeds from ``seed0``.
+- ``exact``: the exact solver of the instance's model (timed: ``solve_timed``; step:
+  ``solve_step``) with ``solver``, ``time_limit``, ``threads``, ``seed``.
+- ``pareto``: the step model's Pareto front up to ``max_chunks`` chunks per rank.
+"""
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any
+
+import optcoll
+from optcoll.errors import ScheduleRejected
+from optcoll.sweeps.suite import InstanceSpec, digest
+
+PRODUCERS = ("bounds", "synth", "exact", "pareto")
+#: Statuses of a record. "failed" carries a reason; "not-applicable" too (not an error).
+FAILED, NOT_APPLICABLE = "failed", "not-applicable"
+
+
+@dataclass(frozen=True, eq=False)
+class Job:
+    spec: InstanceSpec
+    producer: str
+    params: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.producer not in PRODUCERS:
+            raise ValueError(f"unknown producer {self.producer!r}")
+
+    @property
+    def label(self) -> str:
+        """The column a report shows: the synthesizer's name, or the producer."""
+        return self.params["algo"] if self.producer == "synth" else self.producer
+
+    @property
+    def key(self) -> str:
+        """Content hash of (instance, producer, parameters, optcoll version): the cache key.
+        Code changes without a version change are not seen: use --no-cache while developing."""
+        return digest({"instance": self.spec.content_key, "producer": self.producer,
+                       "params": self.params, "optcoll": optcoll.__version__})
+
+    def describe(self) -> dict[str, Any]:
+        return {"instance": self.spec.name, "file": self.spec.path.name, "producer": self.producer,
+                "label": self.label, "params": dict(self.params), "optcoll": optcoll.__version__}
+
+
+@dataclass(frozen=True)
+class JobResult:
+    """``record`` is JSON-plain; ``schedule`` the verified schedule in optcoll's JSON form."""
+
+    record: dict[str, Any]
+    schedule: dict[str, Any] | None = None
+
+
+def failed(job: Job, reason: str, wall_time: float = 0.0, error: str = "Error") -> JobResult:
+    return JobResult({**job.describe(), "status": FAILED, "reason": reason, "error": error,
+                      "wall_time": wall_time})
+
+
+def execute(job: Job) -> JobResult:
+    """Runs one job; never raises for a producer's failure (KeyboardInterrupt still stops it)."""
+    from optcoll.producers.base import NotApplicable
+
+    start = time.perf_counter()
+    try:
+        body, schedule = _RUNNERS[job.producer](job)
+    except NotApplicable as exc:
+        return JobResult({**job.describe(), "status": NOT_APPLICABLE, "reason": exc.one_line(),
+                          "wall_time": time.perf_counter() - start})
+    except ScheduleRejected as exc:
+        return failed(job, str(exc), time.perf_counter() - start, "ScheduleRejected")
+    except Exception as exc:  # noqa: BLE001 - the sweep records the reason and goes on
+        return failed(job, f"{type(exc).__name__}: {exc}", time.perf_counter() - start,
+                      type(exc).__name__)
+    body.setdefault("wall_time", time.perf_counter() - start)
+    return JobResult({**job.describe(), **body}, schedule)
+
+
+def _schedule_dict(job: Job, schedule) -> dict[str, Any]:
+    from optcoll.schedules.jsonfile import schedule_to_dict
+
+    return schedule_to_dict(schedule, job.spec.instance.machine)
+
+
+def _bounds(job: Job) -> tuple[dict[str, Any], None]:
+    from optcoll.bounds import lower_bounds
+
+    inst = job.spec.instance
+    bounds = lower_bounds(inst.machine, inst.collective, inst.model)
+    rows = [{"name": b.name, "value": float(b.value), "detail": b.detail, "exact": bool(b.exact)}
+            for b in bounds]
+    best = max(rows, key=lambda row: row["value"])
+    return {"status": "ok", "bounds": rows, "best": best["name"]}, None
+
+
+def _synth(job: Job) -> tuple[dict[str, Any], dict[str, Any]]:
+    from optcoll.producers.registry import best_of, get_synthesizer
+    from optcoll.results.record import evaluate_schedule
+
+    inst = job.spec.instance
+    algo, runs, seed0 = job.params["algo"], job.params["runs"], job.params["seed0"]
+    start = time.perf_counter()
+    schedule, times = best_of(inst, get_synthesizer(algo), runs, seed0)
+    wall = time.perf_counter() - start
+    result = evaluate_schedule(inst, algo, schedule, wall, dict(job.params))
+    return ({"status": result.status, "result": result.to_dict(), "times": [float(t) for t in times],
+             "best_seed": schedule.meta.get("best_seed"), "wall_time": wall},
+            _schedule_dict(job, schedule))
+
+
+def _exact(job: Job) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    from optcoll.results.record import evaluate_outcome
+
+    inst = job.spec.instance
+    options = {k: job.params[k] for k in ("solver", "time_limit", "threads", "seed")}
+    if inst.model.kind == "step":
+        from optcoll.producers.exact.step import solve_step
+        outcome = solve_step(inst, **options)
+    else:
+        from optcoll.producers.exact.timed import solve_timed
+        outcome = solve_timed(inst, **options)
+    result = evaluate_outcome(inst, f"exact-{outcome.model}", outcome)
+    body = {"status": result.status, "result": result.to_dict(), "solver_status": outcome.status,
+            "wall_time": outcome.wall_time}
+    schedule = _schedule_dict(job, outcome.schedule) if outcome.schedule is not None else None
+    return body, schedule
+
+
+def _plain_point(point: Any) -> dict[str, Any]:
+    """A Pareto point as plain numbers (its schedule is verified separately, not stored)."""
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(point):
+        value = getattr(point, f.name)
+        if isinstance(value, Fraction):
+            out[f.name] = [value.numerator, value.denominator]
+        elif isinstance(value, (bool, int, float, str)):
+            out[f.name] = value
+    return out
+
+
+def _pareto(job: Job) -> tuple[dict[str, Any], None]:
+    """The front, each point's schedule run through the shared verifier in the step model on the
+    collective cut into C pieces per chunk (the solver's cost is believed only once verified)."""
+    from optcoll.instances.instance import TimeModel
+    from optcoll.producers.exact.step import pareto_front
+    from optcoll.producers.exact.step.chunking import rechunk
+    from optcoll.verify import require_valid
+
+    inst = job.spec.instance
+    points = pareto_front(inst, job.params["max_chunks"], solver=job.params["solver"],
+                          time_limit=job.params["time_limit"], threads=job.params["threads"],
+                          seed=job.params["seed"])
+    rows = []
+    for point in points:
+        collective = rechunk(inst.collective, point.chunks)
+        verified = require_valid(inst.machine, collective, point.schedule, TimeModel(kind="step"))
+        rows.append({**_plain_point(point), "verified_cost": float(verified.time)})
+    return {"status": "ok", "points": rows}, None
+
+
+_RUNNERS = {"bounds": _bounds, "synth": _synth, "exact": _exact, "pareto": _pareto}

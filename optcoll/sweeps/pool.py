@@ -1,0 +1,121 @@
+"""Local execution: worker processes with a hard deadline per job.
+
+``concurrent.futures`` cannot stop one task that overruns, so this small pool gives each worker
+its own pipe: the driver hands out one job at a time, waits on the pipes and the process
+sentinels, and kills a worker whose job outlives its hard deadline (a solver that ignores its
+time limit) or replaces one that died (out of memory); either way the job becomes a ``failed``
+record and the sweep goes on. Workers ignore SIGINT: Ctrl-C reaches the driver, which stops them.
+
+Workers are forked where the platform can (fast, and safe for ``python -m optcoll``, whose main
+module a spawned child would run again); elsewhere they are spawned.
+"""
+from __future__ import annotations
+
+import multiprocessing as mp
+import signal
+import time
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from multiprocessing.connection import Connection, wait
+
+from optcoll.sweeps.jobs import Job, JobResult, execute, failed
+
+#: A job's hard deadline in seconds (None: no deadline).
+Deadline = Callable[[Job], "float | None"]
+
+
+def _context():
+    methods = mp.get_all_start_methods()
+    return mp.get_context("fork" if "fork" in methods else "spawn")
+
+
+def _serve(conn: Connection) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        while (job := conn.recv()) is not None:
+            conn.send(execute(job))
+    except (EOFError, BrokenPipeError, OSError):
+        pass  # the driver is gone: stop quietly
+
+
+class _Worker:
+    def __init__(self, ctx) -> None:
+        self.conn, child = ctx.Pipe()
+        self.process = ctx.Process(target=_serve, args=(child,), daemon=True)
+        self.process.start()
+        child.close()
+        self.job: Job | None = None
+        self.deadline = float("inf")
+
+    def give(self, job: Job, limit: float | None) -> None:
+        self.job = job
+        self.deadline = time.monotonic() + limit if limit is not None else float("inf")
+        self.conn.send(job)
+
+    def stop(self, force: bool) -> None:
+        if force:
+            self.process.kill()
+        else:
+            try:
+                self.conn.send(None)
+            except (BrokenPipeError, OSError):
+                pass
+        self.process.join(timeout=5)
+        if self.process.is_alive():
+            self.process.kill()
+            self.process.join()
+        self.conn.close()
+
+
+def run_local(jobs: Sequence[Job], workers: int, deadline: Deadline) -> Iterator[tuple[Job, JobResult]]:
+    """Runs ``jobs`` on ``workers`` processes; yields (job, result) in completion order."""
+    ctx = _context()
+    queue = deque(jobs)
+    pool = [_Worker(ctx) for _ in range(max(1, min(workers, len(jobs))))]
+    clean = False
+    try:
+        while True:
+            for worker in pool:
+                if worker.job is None and queue:
+                    job = queue.popleft()
+                    worker.give(job, deadline(job))
+            busy = [w for w in pool if w.job is not None]
+            if not busy:
+                break
+            timeout = max(0.0, min(w.deadline for w in busy) - time.monotonic())
+            ready = set(wait([w.conn for w in busy] + [w.process.sentinel for w in busy],
+                             timeout=min(timeout, 3600.0)))
+            for i, worker in enumerate(pool):
+                job = worker.job
+                if job is None:
+                    continue
+                result: JobResult | None = None
+                if worker.conn in ready:
+                    try:
+                        result = worker.conn.recv()
+                    except (EOFError, OSError):
+                        result = None
+                    if result is not None:
+                        worker.job = None
+                        yield job, result
+                        continue
+                if worker.process.sentinel in ready or worker.conn in ready:
+                    reason = f"worker process died (exit code {worker.process.exitcode})"
+                elif time.monotonic() >= worker.deadline:
+                    reason = (f"exceeded its hard time limit of {deadline(job):.0f} s "
+                              f"(time limit {job.params.get('time_limit')} s) and was stopped")
+                else:
+                    continue
+                worker.stop(force=True)
+                pool[i] = _Worker(ctx)
+                yield job, failed(job, reason, error="Killed")
+        clean = True
+    finally:
+        for worker in pool:
+            worker.stop(force=not clean)
+
+
+def run_in_process(jobs: Sequence[Job]) -> Iterator[tuple[Job, JobResult]]:
+    """One job after another in this process (no deadlines): for debugging and profiling."""
+    for job in jobs:
+        yield job, execute(job)

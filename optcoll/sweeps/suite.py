@@ -1,0 +1,241 @@
+"""Instance suites: a directory of instance files plus an optional ``suite.toml``.
+
+A suite is named by a path to a directory (or one instance file), or by the name of a built-in
+suite (``quick``, ``standard``, ``frontier``) found like the built-in machine models: in
+``optcoll/_instances`` of an installed wheel, in ``instances/`` of a source checkout.
+
+``suite.toml`` (optional) says which instances the report's plots use::
+
+    [suite]
+    description = "..."
+    runs = 20                         # greedy seeds per instance unless --runs says otherwise
+
+    [plots.sizes]                     # time versus message size
+    instance = "dgx1-allgather-c1"    # file name without .toml
+    chunks = [1, 2, 3]                # one optimal curve per chunk count
+    from = "1 KiB"
+    to = "1 GiB"
+    points = 11                       # geometric steps
+
+    [plots.pareto]                    # the step model's Pareto front
+    instance = "dgx1-allgather-c1"
+    max_chunks = 6
+
+Every instance is carried as an ``InstanceSpec``: its parsed file (without the recorded
+``[results]``) and optional overrides of size and C, with a content hash that keys cached results.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import optcoll
+from optcoll.errors import InputError
+from optcoll.instances.instance import Instance
+from optcoll.instances.instancefile import instance_from_dict, read_toml
+from optcoll.units import parse_size
+
+SUITE_FILE = "suite.toml"
+_SUITE_KEYS = {"suite", "plots"}
+
+
+def instances_dir() -> Path:
+    """Built-in suites: ``optcoll/_instances`` when installed, ``instances/`` in a checkout."""
+    package = Path(optcoll.__file__).resolve().parent
+    installed = package / "_instances"
+    return installed if installed.is_dir() else package.parent / "instances"
+
+
+def builtin_suite_names() -> list[str]:
+    root = instances_dir()
+    return sorted(p.name for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
+
+
+def canonical_json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=_plain)
+
+
+def _plain(value: Any) -> Any:
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    raise TypeError(f"not JSON-serialisable: {type(value).__name__}")
+
+
+def digest(value: Any) -> str:
+    return hashlib.sha256(canonical_json(value).encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class InstanceSpec:
+    """One instance as a sweep sees it: where it came from, its content, and any overrides."""
+
+    path: Path
+    data: dict[str, Any]
+    size: str | None = None
+    chunks_per_rank: int | None = None
+
+    @property
+    def name(self) -> str:
+        base = self.data.get("instance", {}).get("name", self.path.stem)
+        parts = [base] + ([f"size={self.size}"] if self.size else []) + \
+            ([f"C={self.chunks_per_rank}"] if self.chunks_per_rank else [])
+        return parts[0] if len(parts) == 1 else f"{parts[0]}[{','.join(parts[1:])}]"
+
+    def derive(self, *, size: str | None = None, chunks_per_rank: int | None = None) -> "InstanceSpec":
+        return InstanceSpec(self.path, self.data, size or self.size, chunks_per_rank or self.chunks_per_rank)
+
+    @cached_property
+    def instance(self) -> Instance:
+        data = {k: v for k, v in self.data.items() if k != "results"}
+        table = dict(data["instance"]) if isinstance(data.get("instance"), dict) else {}
+        if self.size is not None:
+            table["size"] = self.size
+        if self.chunks_per_rank is not None:
+            table["chunks_per_rank"] = self.chunks_per_rank
+        if table:
+            table["name"] = self.name
+            data["instance"] = table
+        return instance_from_dict(data, str(self.path), self.path.parent, default_name=self.name)
+
+    @cached_property
+    def content_key(self) -> str:
+        """A hash of everything a result depends on: the instance's tables (not the recorded
+        results), the overrides, and the machine in explicit form (a built-in model may change)."""
+        from optcoll.machines.modelfile import machine_to_dict
+
+        data = {k: v for k, v in self.data.items() if k != "results"}
+        return digest({"instance": data, "size": self.size, "chunks_per_rank": self.chunks_per_rank,
+                       "machine": machine_to_dict(self.instance.machine)})
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled without the cached instance: a remote worker rebuilds it from the content."""
+        return {k: v for k, v in self.__dict__.items() if k != "instance"}
+
+
+def _instance_data(path: Path) -> dict[str, Any]:
+    data = read_toml(path)
+    if "instance" not in data:
+        raise InputError("not an instance file (no [instance] table)", source=str(path))
+    return data
+
+
+@dataclass(frozen=True)
+class SizesPlot:
+    instance: str
+    chunks: tuple[int, ...]
+    sizes: tuple[float, ...]
+
+
+@dataclass(frozen=True)
+class ParetoPlot:
+    instance: str
+    max_chunks: int
+
+
+@dataclass(frozen=True)
+class Suite:
+    name: str
+    directory: Path
+    specs: tuple[InstanceSpec, ...]
+    description: str = ""
+    runs: int | None = None
+    sizes: SizesPlot | None = None
+    pareto: ParetoPlot | None = None
+
+    def spec(self, name: str) -> InstanceSpec:
+        for spec in self.specs:
+            if spec.path.stem == name or spec.name == name:
+                return spec
+        raise InputError(f"no instance named {name!r} in suite {self.name!r}",
+                         source=str(self.directory / SUITE_FILE))
+
+
+def geometric_sizes(start: float, stop: float, points: int) -> tuple[float, ...]:
+    """``points`` sizes from start to stop, equal ratios, rounded to whole bytes."""
+    if points == 1:
+        return (start,)
+    ratio = (stop / start) ** (1 / (points - 1))
+    return tuple(float(round(start * ratio ** i)) for i in range(points))
+
+
+def _sizes_plot(table: Any, source: str) -> SizesPlot:
+    def err(key: str, message: str) -> InputError:
+        return InputError(message, source=source, field=f"plots.sizes.{key}")
+
+    if not isinstance(table, dict) or not isinstance(table.get("instance"), str):
+        raise err("instance", "missing or not a string")
+    chunks = table.get("chunks", [1])
+    if not isinstance(chunks, list) or not chunks or not all(
+            isinstance(c, int) and not isinstance(c, bool) and c >= 1 for c in chunks):
+        raise err("chunks", "must be a non-empty list of positive integers")
+    try:
+        start, stop = parse_size(table.get("from", "1 KiB")), parse_size(table.get("to", "1 GiB"))
+    except InputError as exc:
+        raise exc.located(source, "plots.sizes") from None
+    points = table.get("points", 11)
+    if isinstance(points, bool) or not isinstance(points, int) or points < 1 or not 0 < start <= stop:
+        raise err("points", "needs points ≥ 1 and 0 < from ≤ to")
+    return SizesPlot(table["instance"], tuple(chunks), geometric_sizes(start, stop, points))
+
+
+def _pareto_plot(table: Any, source: str) -> ParetoPlot:
+    if not isinstance(table, dict) or not isinstance(table.get("instance"), str):
+        raise InputError("missing or not a string", source=source, field="plots.pareto.instance")
+    max_chunks = table.get("max_chunks", 4)
+    if isinstance(max_chunks, bool) or not isinstance(max_chunks, int) or max_chunks < 1:
+        raise InputError("must be a positive integer", source=source, field="plots.pareto.max_chunks")
+    return ParetoPlot(table["instance"], max_chunks)
+
+
+def _config(directory: Path) -> dict[str, Any]:
+    path = directory / SUITE_FILE
+    if not path.is_file():
+        return {}
+    data = read_toml(path)
+    unknown = sorted(set(data) - _SUITE_KEYS)
+    if unknown:
+        raise InputError(f"unknown section [{unknown[0]}]; allowed: plots, suite", source=str(path))
+    return data
+
+
+def find_suite(ref: str) -> Suite:
+    """A suite from a built-in name, a directory, or a single instance file."""
+    path = Path(ref)
+    if path.is_file():
+        return Suite(path.stem, path.parent, (InstanceSpec(path, _instance_data(path)),))
+    if not path.is_dir():
+        builtin = instances_dir() / ref
+        if "/" in ref or not builtin.is_dir():
+            raise InputError(f"no suite directory or instance file {ref!r}, and no built-in suite "
+                             f"of that name; built-in: {', '.join(builtin_suite_names()) or 'none'}")
+        path = builtin
+    files = sorted(p for p in path.glob("*.toml") if p.name != SUITE_FILE)
+    if not files:
+        raise InputError("no instance files (*.toml) in this directory", source=str(path))
+    specs = tuple(InstanceSpec(p, _instance_data(p)) for p in files)
+    config = _config(path)
+    source = str(path / SUITE_FILE)
+    head = config.get("suite", {})
+    runs = head.get("runs")
+    if runs is not None and (isinstance(runs, bool) or not isinstance(runs, int) or runs < 1):
+        raise InputError("must be a positive integer", source=source, field="suite.runs")
+    plots = config.get("plots", {})
+    suite = Suite(path.name, path, specs, str(head.get("description", "")), runs,
+                  _sizes_plot(plots["sizes"], source) if "sizes" in plots else None,
+                  _pareto_plot(plots["pareto"], source) if "pareto" in plots else None)
+    for plot in (suite.sizes, suite.pareto):
+        if plot is not None:
+            suite.spec(plot.instance)
+    return suite
+
+
+def size_label(nbytes: float) -> str:
+    """A size as an exact, parseable string for instance overrides ("1048576 B")."""
+    if not math.isfinite(nbytes) or nbytes <= 0:
+        raise ValueError(nbytes)
+    return f"{int(nbytes)} B" if float(nbytes).is_integer() else f"{nbytes!r} B"

@@ -1,0 +1,66 @@
+"""``optcoll truth verify``: recorded ground truth checked without solving anything.
+
+Per instance with a record: it is for the file's current content; the stored schedule loads,
+passes the verifier and takes the recorded time; every recorded bound (and every analytic bound
+computed now) is ≤ the recorded schedule time; the status and gap follow from the numbers.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from optcoll.results.record import meets
+from optcoll.sweeps.suite import InstanceSpec, Suite
+from optcoll.truth.record import OPTIMAL, Truth, TruthContradiction, above
+from optcoll.truth.stored import load_truth, verify_stored
+
+
+@dataclass(frozen=True)
+class Finding:
+    instance: str
+    ok: bool
+    status: str  # the recorded status, "missing" or "stale"
+    message: str
+
+
+def _check(spec: InstanceSpec, truth: Truth) -> str:
+    from optcoll.bounds import lower_bounds
+
+    recorded = spec.data["results"]
+    if truth.best is not None:
+        time = verify_stored(spec, truth)
+        inst = spec.instance
+        bounds = [(f"recorded bound ({truth.lower_bound.source})", truth.lower_bound.value)] \
+            if truth.lower_bound else []
+        bounds += [(f"analytic {b.name} bound", b.value)
+                   for b in lower_bounds(inst.machine, inst.collective, inst.model)]
+        for name, value in bounds:
+            if above(value, time):
+                raise TruthContradiction(f"{spec.name}: {name} {value!r} s exceeds the recorded "
+                                         f"schedule time {time!r} s")
+    if recorded.get("status") != truth.status:
+        raise TruthContradiction(f"{spec.name}: recorded status {recorded.get('status')!r} does not "
+                                 f"follow from the numbers ({truth.status})")
+    gap = recorded.get("gap")
+    if (gap is None) != (truth.gap is None) or (gap is not None and not meets(1 + gap, 1 + truth.gap)):
+        raise TruthContradiction(f"{spec.name}: recorded gap {gap!r} does not follow from the numbers")
+    if truth.status == OPTIMAL:
+        return "optimal, schedule re-verified"
+    if truth.best is None:
+        return "no schedule recorded"
+    return f"bounded (gap {100 * (truth.gap or 0):.2f} %), schedule re-verified"
+
+
+def verify_suite(suite: Suite) -> list[Finding]:
+    findings = []
+    for spec in suite.specs:
+        truth, stale = load_truth(spec)
+        if stale:
+            findings.append(Finding(spec.name, False, "stale", stale))
+        elif truth is None:
+            findings.append(Finding(spec.name, True, "missing", "no recorded truth"))
+        else:
+            try:
+                findings.append(Finding(spec.name, True, truth.status, _check(spec, truth)))
+            except TruthContradiction as exc:
+                findings.append(Finding(spec.name, False, truth.status, str(exc)))
+    return findings

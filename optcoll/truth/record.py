@@ -1,0 +1,133 @@
+"""Recorded ground truth: the best proven lower bound and the best verified schedule, each with
+who produced it and how, and the rules for combining old and new claims.
+
+Semantics (DESIGN.md section 6): the bound is the largest *proven* lower bound ever recorded
+(analytic, or a solver's proof in the instance's model); the schedule is the fastest *verified*
+schedule ever recorded. "optimal" when they meet. A bound above a verified schedule time cannot
+happen unless something is wrong: ``combine`` refuses it with ``TruthContradiction``. A solver's
+bound that holds only within a family of schedules (AllReduce as ReduceScatter + AllGather) is
+kept apart as ``family`` and never used as a lower bound.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import date
+from typing import Any
+
+import optcoll
+from optcoll.results.record import MEET_TOLERANCE, meets
+
+OPTIMAL, BOUNDED, UNSOLVED = "optimal", "bounded", "unsolved"
+
+
+class TruthContradiction(Exception):
+    """A verified schedule beats a proven bound: a bug in a bound, a solver or the verifier."""
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A lower bound or a verified schedule time, with its provenance.
+
+    ``producer``: "analytic", "exact-timed", "exact-step" or a synthesizer name; ``source``: the
+    bound's name and witness, or the producer again; ``details``: solver, version, parameters,
+    wall time, quantum — whatever reproduces it; ``date`` and ``optcoll_version``: when and by what.
+    """
+
+    value: float
+    producer: str
+    source: str
+    details: dict[str, Any] = field(default_factory=dict)
+    date: str = field(default_factory=lambda: date.today().isoformat())
+    optcoll_version: str = optcoll.__version__
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"value": self.value, "producer": self.producer, "source": self.source,
+                "date": self.date, "optcoll_version": self.optcoll_version, **self.details}
+
+    @staticmethod
+    def from_dict(data: dict[str, Any]) -> "Claim":
+        core = ("value", "producer", "source", "date", "optcoll_version")
+        return Claim(float(data["value"]), str(data["producer"]), str(data["source"]),
+                     {k: v for k, v in data.items() if k not in core}, str(data.get("date", "")),
+                     str(data.get("optcoll_version", "")))
+
+    def describe(self) -> str:
+        return f"{self.value!r} s from {self.producer} ({self.source}, {self.date})"
+
+
+@dataclass(frozen=True)
+class Truth:
+    instance_hash: str
+    model: str
+    lower_bound: Claim | None
+    best: Claim | None
+    schedule: str | None = None  # path of the compressed schedule, relative to the instance file
+    family: dict[str, Any] | None = None
+    environment: dict[str, Any] = field(default_factory=dict)
+    updated: str = field(default_factory=lambda: date.today().isoformat())
+
+    @property
+    def status(self) -> str:
+        if self.best is None:
+            return UNSOLVED
+        if self.lower_bound is not None and meets(self.best.value, self.lower_bound.value):
+            return OPTIMAL
+        return BOUNDED
+
+    @property
+    def gap(self) -> float | None:
+        if self.best is None or self.lower_bound is None or not self.lower_bound.value:
+            return None
+        return 0.0 if self.status == OPTIMAL else self.best.value / self.lower_bound.value - 1.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"status": self.status, "time": self.best.value if self.best else None,
+                "lower_bound": self.lower_bound.value if self.lower_bound else None,
+                "gap": self.gap, "model": self.model, "schedule": self.schedule,
+                "instance_hash": self.instance_hash, "updated": self.updated,
+                "optcoll_version": optcoll.__version__,
+                "bound": self.lower_bound.to_dict() if self.lower_bound else None,
+                "best": self.best.to_dict() if self.best else None,
+                "family": self.family, "environment": self.environment}
+
+    @staticmethod
+    def from_dict(data: dict[str, Any]) -> "Truth":
+        return Truth(str(data.get("instance_hash", "")), str(data.get("model", "timed")),
+                     Claim.from_dict(data["bound"]) if "bound" in data else None,
+                     Claim.from_dict(data["best"]) if "best" in data else None,
+                     data.get("schedule"), data.get("family"), dict(data.get("environment", {})),
+                     str(data.get("updated", "")))
+
+
+def above(bound: float, time: float) -> bool:
+    """True when ``bound`` exceeds ``time`` by more than float noise."""
+    return bound > time * (1 + MEET_TOLERANCE) + 1e-15
+
+
+def check_consistent(instance: str, bounds: list[Claim], times: list[Claim]) -> None:
+    """Every bound ≤ every verified time, or a loud ``TruthContradiction`` naming both."""
+    if not bounds or not times:
+        return
+    bound = max(bounds, key=lambda c: c.value)
+    time = min(times, key=lambda c: c.value)
+    if above(bound.value, time.value):
+        raise TruthContradiction(
+            f"{instance}: the verified schedule time {time.describe()} is below the proven lower "
+            f"bound {bound.describe()}. One of them is wrong: this is a bug in a bound, a solver "
+            "or the verifier; nothing was recorded.")
+
+
+def combine(instance: str, old: Truth | None, bounds: list[Claim], times: list[Claim]
+            ) -> tuple[Claim | None, Claim | None]:
+    """The best bound and the best time over the old record and the new claims.
+
+    Old claims come first, so on a tie the recorded provenance is kept (no churn); a proven
+    optimum is therefore never replaced by a worse value, only by an equal or better one, and a
+    better one below it raises ``TruthContradiction``.
+    """
+    all_bounds = ([old.lower_bound] if old and old.lower_bound else []) + bounds
+    all_times = ([old.best] if old and old.best else []) + times
+    check_consistent(instance, all_bounds, all_times)
+    best_bound = max(all_bounds, key=lambda c: c.value) if all_bounds else None
+    best_time = min(all_times, key=lambda c: c.value) if all_times else None
+    return best_bound, best_time

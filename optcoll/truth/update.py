@@ -1,0 +1,157 @@
+"""``optcoll truth update``: solve a suite again and record what is now known.
+
+Per instance: the analytic bounds, the exact solver and every synthesizer run as one sweep
+(cached, local or Dask); the recorded schedule is re-verified first; old and new claims are
+combined (``record.combine``); a better schedule is stored compressed beside the instance file.
+A contradiction stops everything before anything is written for that instance.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from optcoll.errors import ScheduleRejected
+from optcoll.sweeps.cache import ResultCache
+from optcoll.sweeps.jobs import FAILED, Job
+from optcoll.sweeps.plan import Settings, instance_jobs, runs_for
+from optcoll.sweeps.runner import SweepStats, run_sweep
+from optcoll.sweeps.suite import InstanceSpec, Suite
+from optcoll.truth.record import Claim, Truth, TruthContradiction, combine
+from optcoll.truth.stored import load_truth, schedule_path, verify_stored
+from optcoll.truth.tomlfile import write_results
+
+_RESULT_DETAILS = ("solver", "solver_version", "quantum", "wall_time", "params", "steps", "rounds")
+
+
+@dataclass(frozen=True)
+class Updated:
+    """What happened to one instance's record."""
+
+    instance: str
+    before: Truth | None
+    after: Truth
+    schedule_written: bool
+    notes: tuple[str, ...] = ()
+
+    @property
+    def changed(self) -> bool:
+        if self.before is None:
+            return True
+        return (self.before.to_dict() | {"updated": None, "environment": None}) != \
+            (self.after.to_dict() | {"updated": None, "environment": None})
+
+
+def _details(result: dict[str, Any]) -> dict[str, Any]:
+    return {k: result[k] for k in _RESULT_DETAILS if result.get(k) is not None}
+
+
+def claims(records: list[dict[str, Any]]) -> tuple[list[Claim], list[tuple[Claim, str]], dict | None]:
+    """(bound claims, (schedule claim, job key) pairs, family record) from one instance's records.
+
+    Each record must carry its ``key``. Exact-solver bounds that hold only within a family of
+    schedules are returned as the family record, not as bounds.
+    """
+    bounds: list[Claim] = []
+    times: list[tuple[Claim, str]] = []
+    family = None
+    for record in records:
+        status, producer = record.get("status"), record["producer"]
+        if producer == "bounds" and status == "ok":
+            bounds += [Claim(b["value"], "analytic", f"{b['name']}: {b['detail']}")
+                       for b in record["bounds"]]
+            continue
+        result = record.get("result")
+        if not result or status == FAILED:
+            continue
+        details = _details(result)
+        when = {"date": result["date"]} if result.get("date") else {}
+        if result.get("time") is not None:
+            times.append((Claim(result["time"], result["producer"], result["producer"], details,
+                                **when), record["key"]))
+        if producer == "exact" and result.get("lower_bound") is not None:
+            fam = result["params"].get("family")
+            if fam:
+                family = {"family": fam, "bound": result["lower_bound"],
+                          "source": result["lower_bound_source"], "time": result.get("time"),
+                          "status": record.get("solver_status"), **details}
+            else:
+                bounds.append(Claim(result["lower_bound"], result["producer"],
+                                    result["lower_bound_source"], details, **when))
+    return bounds, times, family
+
+
+def _family(old: dict[str, Any] | None, new: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The new within-family result only when it says more: a higher bound, a faster schedule,
+    or a proof where there was none; otherwise the recorded one stays (no churn)."""
+    if old is None or new is None:
+        return new or old
+    inf = float("inf")
+    better = (new["bound"] > old["bound"] or (new.get("time") or inf) < (old.get("time") or inf)
+              or (new.get("status") == "optimal" and old.get("status") != "optimal"))
+    return new if better else old
+
+
+def _rejections(records: list[dict[str, Any]]) -> list[str]:
+    return [f"{r['instance']} {r['label']}: {r['reason']}" for r in records
+            if r.get("status") == FAILED and r.get("error") == "ScheduleRejected"]
+
+
+def update_instance(spec: InstanceSpec, records: list[dict[str, Any]], cache: ResultCache,
+                    environment: dict[str, Any]) -> Updated:
+    from optcoll.schedules.jsonfile import save_schedule, schedule_from_dict
+    from optcoll.verify import require_valid
+
+    rejected = _rejections(records)
+    if rejected:
+        raise TruthContradiction("a producer's schedule was rejected by the verifier or contradicts "
+                                 "its own proof (a bug): " + "; ".join(rejected))
+    notes = [f"{r['label']} failed: {r['reason']}" for r in records if r.get("status") == FAILED]
+    instance = spec.instance
+    old, stale = load_truth(spec)
+    if stale:
+        notes.append(stale)
+    if old is not None and old.best is not None:
+        verify_stored(spec, old)
+    bounds, times, family = claims(records)
+    bound, best = combine(spec.name, old, bounds, [claim for claim, _ in times])
+    keep_old = old is not None and best is old.best
+    written = False
+    relative = old.schedule if keep_old and old else None
+    if best is not None and not keep_old:
+        key = next(k for claim, k in times if claim is best)
+        data = cache.schedule(key)
+        if data is None:
+            raise ScheduleRejected(f"{spec.name}: the cached schedule of {best.producer} is missing; "
+                                   "run again with --no-cache")
+        schedule = schedule_from_dict(data, instance.machine, f"cache {key}")
+        time = require_valid(instance.machine, instance.collective, schedule, instance.model).time
+        if time != best.value:
+            raise TruthContradiction(f"{spec.name}: {best.producer}'s schedule verifies at {time!r} s "
+                                     f"after a round trip through JSON, not {best.value!r} s")
+        path = schedule_path(spec)
+        save_schedule(path, schedule, instance.machine)
+        relative = path.relative_to(spec.path.parent).as_posix()
+        written = True
+    truth = Truth(spec.content_key, instance.model.kind, bound, best, relative,
+                  _family(old.family if old else None, family), environment)
+    write_results(spec.path, truth.to_dict())
+    return Updated(spec.name, old, truth, written, tuple(notes))
+
+
+def update_suite(suite: Suite, settings: Settings, cache: ResultCache, *, workers: int = 1,
+                 cluster: Any = None, progress: bool | None = None,
+                 retry_failed: bool = False) -> tuple[list[Updated], SweepStats]:
+    from optcoll.results.record import environment
+
+    runs = runs_for(suite, settings)
+    per_spec: list[tuple[InstanceSpec, list[Job]]] = [
+        (spec, instance_jobs(spec, settings, runs)) for spec in suite.specs]
+    records, stats = run_sweep([job for _, jobs in per_spec for job in jobs], cache, workers=workers,
+                               cluster=cluster, progress=progress, retry_failed=retry_failed,
+                               desc=f"truth {suite.name}")
+    env = environment()
+    updated = []
+    for spec, jobs in per_spec:
+        mine = [{**records[job.key], "key": job.key} for job in jobs]
+        updated.append(update_instance(spec, mine, cache, env))
+    return updated, stats

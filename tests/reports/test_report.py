@@ -1,0 +1,145 @@
+"""Gap reports: the numbers follow from the records, the files carry the expected sections, and
+local and Dask runs give the same report."""
+import csv
+import json
+import subprocess
+
+import pytest
+from click.testing import CliRunner
+
+from optcoll.cli.commands_report import report as report_command
+from optcoll.reports.build import assemble, plan_report, run_plan
+from optcoll.reports.files import write_report
+from optcoll.results.record import meets
+from optcoll.sweeps import ResultCache, find_suite
+from optcoll.sweeps.plan import Settings
+from optcoll.truth import update_suite
+from optcoll.truth.tomlfile import read_results, write_results
+from sweep_helpers import CLI, comparable, small_suite
+
+SETTINGS = Settings(runs=2, time_limit=10.0, threads=1)
+SUITE_TOML = ('[suite]\nruns = 2\n[plots.sizes]\ninstance = "ring8-ag"\nchunks = [1, 2]\n'
+              'from = "1 KiB"\nto = "1 MiB"\npoints = 3\n')
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    root = tmp_path_factory.mktemp("report")
+    suite_dir = small_suite(root / "suite")
+    (suite_dir / "suite.toml").write_text(SUITE_TOML)
+    plan = plan_report([find_suite(str(suite_dir))], SETTINGS, plots=True)
+    records, stats = run_plan(plan, ResultCache(root / "cache"), workers=0, progress=False)
+    return root, suite_dir, plan, records, assemble(plan, records, "test report")
+
+
+def test_rows_and_summary_follow_from_the_records(built):
+    *_, report = built
+    assert [row.name for row in report.rows] == ["dgx1-ag", "ring4-a2a", "ring8-ag"]
+    for row in report.rows:
+        assert row.status == "optimal" and row.gap == 0.0
+        assert row.bound == max(b["value"] for b in row.bounds) or row.bound_source.startswith("exact")
+        for result in row.producers.values():
+            if result.time is not None:
+                assert result.time >= row.bound * (1 - 1e-9)
+                assert result.gap == pytest.approx(result.time / row.bound - 1, abs=1e-9)
+    for s in report.summary:
+        ran = [row for row in report.rows if s.label in row.producers and row.producers[s.label].ran]
+        assert s.instances == len(ran)
+        expected = tuple(row.name for row in ran if not meets(row.producers[s.label].time, row.best))
+        assert s.misses == expected
+        gaps = [row.producers[s.label].gap for row in ran]
+        if gaps:
+            assert s.max_gap == max(gaps)
+    ring = next(s for s in report.summary if s.label == "ring")
+    assert "dgx1-ag" in ring.misses  # one unidirectional ring is far from optimal on DGX-1
+
+
+def test_sizes_curves_cover_every_size(built):
+    *_, report = built
+    (data,) = report.sizes
+    labels = {c.label for c in data.curves}
+    assert {"optimal C=1", "optimal C=2", "tacos", "ring"} <= labels
+    for curve in data.curves:
+        assert curve.sizes == (1024.0, 32768.0, 1048576.0)
+        assert all(t is not None for t in curve.times)
+    optimal = {c.label: c.times for c in data.curves if c.label.startswith("optimal")}
+    assert all(t >= b * (1 - 1e-9) for t, b in zip(optimal["optimal C=1"], data.bounds))
+
+
+def test_report_files_have_the_expected_sections(built, tmp_path):
+    *_, report = built
+    written = write_report(report, tmp_path / "out", "optcoll report suite")
+    names = {p.name for p in written}
+    assert {"README.md", "report.html", "results.csv", "report.json", "gaps.svg", "sizes-suite.svg"} <= names
+    md = (tmp_path / "out/README.md").read_text()
+    for heading in ("# test report", "## Summary per producer", "## Gap per instance and producer",
+                    "## Instances", "## Lower bounds", "## Greedy synthesizers over seeds",
+                    "## Solver and synthesis times", "## Message size and the step model"):
+        assert heading in md
+    assert "![Gap to the best proven lower bound" in md and "(gaps.svg)" in md
+    page = (tmp_path / "out/report.html").read_text()
+    assert page.count("<svg") == 2 and "<table>" in page and "src=" not in page and "<script" not in page
+    rows = list(csv.DictReader((tmp_path / "out/results.csv").open()))
+    assert len(rows) == sum(len(r.producers) for r in report.rows)
+    exact = [r for r in rows if r["producer"] == "exact"]
+    assert all(r["status"] == "optimal" and float(r["gap"]) == 0.0 for r in exact)
+    data = json.loads((tmp_path / "out/report.json").read_text())
+    assert [r["name"] for r in data["rows"]] == ["dgx1-ag", "ring4-a2a", "ring8-ag"]
+    assert data["summary"][0]["label"] == "exact"
+
+
+def test_dask_report_equals_local_report(built, tmp_path):
+    import distributed
+    _, _, plan, _, local = built
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                                  dashboard_address=None) as cluster:
+        records, _ = run_plan(plan, ResultCache(tmp_path), cluster=cluster.scheduler_address,
+                              progress=False)
+    remote = assemble(plan, records, "test report")
+    assert comparable(remote.to_dict()) == comparable(local.to_dict())
+
+
+def test_recorded_optimum_is_used_instead_of_solving(built, tmp_path):
+    root, suite_dir, *_ = built
+    update_suite(find_suite(str(suite_dir)), SETTINGS, ResultCache(root / "cache"), workers=0,
+                 progress=False)
+    plan = plan_report([find_suite(str(suite_dir))], SETTINGS, plots=False)
+    assert not [job for job in plan.jobs() if job.producer == "exact"]
+    records, _ = run_plan(plan, ResultCache(root / "cache"), workers=0, progress=False)
+    report = assemble(plan, records, "t")
+    assert all(row.producers["exact"].recorded and row.status == "optimal" for row in report.rows)
+    resolved = plan_report([find_suite(str(suite_dir))], SETTINGS, plots=False, resolve=True)
+    assert len([job for job in resolved.jobs() if job.producer == "exact"]) == 3
+
+
+def test_report_command_prints_the_gap_table(built, tmp_path):
+    root, suite_dir, *_ = built
+    result = CliRunner().invoke(report_command, [str(suite_dir / "ring8-ag.toml"), "--jobs", "0",
+                                                 "--cache-dir", str(root / "cache"), "--runs", "2",
+                                                 "--time-limit", "10", "--threads", "1"],
+                                catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    assert "ring8-ag" in result.output and "misses the optimum" in result.output
+    assert "from the cache" in result.output
+
+
+def test_report_exits_1_on_a_contradiction(built, tmp_path):
+    root, suite_dir, *_ = built
+    path = tmp_path / "ring8-ag.toml"
+    path.write_text((suite_dir / "ring8-ag.toml").read_text())
+    (tmp_path / "schedules").mkdir()
+    for f in (suite_dir / "schedules").glob("ring8-ag*"):
+        (tmp_path / "schedules" / f.name).write_bytes(f.read_bytes())
+    results = read_results(path)
+    results["bound"]["value"] = results["time"] * 0.5  # fine: a lower bound may be weak
+    write_results(path, results)
+    ok = subprocess.run([*CLI, "report", str(path), "--jobs", "0", "--cache-dir", str(root / "cache"),
+                         "--runs", "2", "--time-limit", "10", "--threads", "1"], capture_output=True,
+                        text=True)
+    assert ok.returncode == 0, ok.stderr
+    results["bound"]["value"] = results["time"] * 1.01  # a "proof" above a verified schedule
+    write_results(path, results)
+    bad = subprocess.run([*CLI, "report", str(path), "--jobs", "0", "--cache-dir", str(root / "cache"),
+                          "--runs", "2", "--time-limit", "10", "--threads", "1"], capture_output=True,
+                         text=True)
+    assert bad.returncode == 1 and "CONTRADICTION" in bad.stderr

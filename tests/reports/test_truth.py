@@ -1,0 +1,166 @@
+"""Recorded ground truth: written into the instance file without touching the hand-written part,
+re-verified without solving, never made worse, and loud about contradictions."""
+import shutil
+import subprocess
+
+import pytest
+
+from optcoll.errors import InputError
+from optcoll.sweeps import ResultCache, find_suite
+from optcoll.sweeps.plan import Settings
+from optcoll.truth import (Claim, Truth, TruthContradiction, load_truth, schedule_path,
+                           update_suite, verify_suite)
+from optcoll.truth.record import combine
+from optcoll.truth.tomlfile import read_results, split_results, write_results
+from sweep_helpers import CLI, QUICK, small_suite, write_instance
+
+SETTINGS = Settings(runs=2, time_limit=10.0, threads=1)
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory):
+    """A small suite after one truth update (its cache is kept for the reruns)."""
+    root = tmp_path_factory.mktemp("truth")
+    suite_dir = small_suite(root / "suite")
+    write_instance(suite_dir, "ring4-ar", "ring4", "allreduce", "16 MiB")
+    heads = {p.name: p.read_text() for p in suite_dir.glob("*.toml")}
+    cache = ResultCache(root / "cache")
+    updated, stats = update_suite(find_suite(str(suite_dir)), SETTINGS, cache, workers=0, progress=False)
+    return suite_dir, cache, heads, updated
+
+
+def _copy(recorded, tmp_path):
+    suite_dir = tmp_path / "suite"
+    shutil.copytree(recorded[0], suite_dir)
+    return suite_dir
+
+
+def test_update_records_optimum_and_keeps_the_hand_written_part(recorded):
+    suite_dir, _, heads, updated = recorded
+    assert {u.instance: u.after.status for u in updated} == {
+        "dgx1-ag": "optimal", "ring4-a2a": "optimal", "ring8-ag": "optimal", "ring4-ar": "bounded"}
+    allreduce = read_results(suite_dir / "ring4-ar.toml")
+    assert allreduce["family"]["family"] == "reducescatter+allgather"
+    assert allreduce["lower_bound"] < allreduce["family"]["bound"] <= allreduce["time"]
+    for path in suite_dir.glob("*-ag.toml"):
+        text = path.read_text()
+        assert text.startswith(heads[path.name])  # comments and layout kept byte for byte
+        results = read_results(path)
+        assert results["status"] == "optimal" and results["gap"] == 0.0
+        assert results["lower_bound"] == results["time"]
+        assert results["bound"]["source"] and results["best"]["producer"]
+        assert results["environment"]["optcoll"] and results["updated"]
+        assert (suite_dir / results["schedule"]).is_file()
+    ring = read_results(suite_dir / "ring8-ag.toml")
+    assert ring["time"] == pytest.approx(4 * (0.5e-6 + 8 * 2**20 / (50 * 2**30)))  # 4 hops of one chunk
+
+
+def test_verify_re_verifies_stored_schedules(recorded):
+    findings = verify_suite(find_suite(str(recorded[0])))
+    assert [f.ok for f in findings] == [True] * 4
+    assert all("re-verified" in f.message for f in findings)
+
+
+def test_second_update_changes_nothing(recorded, tmp_path):
+    suite_dir = _copy(recorded, tmp_path)
+    before = {p: p.read_bytes() for p in suite_dir.rglob("*") if p.is_file()}
+    updated, stats = update_suite(find_suite(str(suite_dir)), SETTINGS, recorded[1], workers=0,
+                                  progress=False)
+    assert stats.computed == 0 and not any(u.changed or u.schedule_written for u in updated)
+    after = {p: p.read_bytes() for p in suite_dir.rglob("*") if p.is_file() and p.suffix == ".gz"}
+    assert all(before[p] == data for p, data in after.items())
+
+
+def test_combine_never_makes_a_proven_optimum_worse():
+    old = Truth("h", "timed", Claim(1.0, "exact-timed", "proof"), Claim(1.0, "exact-timed", "exact-timed"))
+    bound, best = combine("x", old, [Claim(0.5, "analytic", "cut")], [Claim(1.5, "tacos", "tacos")])
+    assert bound is old.lower_bound and best is old.best
+    bound, best = combine("x", old, [Claim(1.0, "analytic", "cut")], [Claim(1.0, "tacos", "tacos")])
+    assert best is old.best and bound is old.lower_bound  # ties keep the recorded provenance
+    with pytest.raises(TruthContradiction, match="below the proven lower bound"):
+        combine("x", old, [], [Claim(0.9, "tacos", "tacos")])
+    with pytest.raises(TruthContradiction):
+        combine("x", old, [Claim(1.2, "exact-timed", "a claimed proof")], [])
+
+
+def _tamper(path, **changes):
+    text = path.read_text()
+    head, results = split_results(text, str(path))
+    for key, value in changes.items():
+        section, field = key.split("__")
+        results[section][field] = value
+    write_results(path, results)
+
+
+def test_update_stops_loudly_on_a_contradicted_proof(recorded, tmp_path):
+    suite_dir = _copy(recorded, tmp_path)
+    path = suite_dir / "ring8-ag.toml"
+    time = read_results(path)["time"]
+    _tamper(path, bound__value=time * 1.5)  # a "proof" the real optimum contradicts
+    with pytest.raises(TruthContradiction, match="ring8-ag"):
+        update_suite(find_suite(str(suite_dir)), SETTINGS, recorded[1], workers=0, progress=False)
+    assert read_results(path)["bound"]["value"] == time * 1.5  # nothing written
+    proc = subprocess.run([*CLI, "truth", "update", str(path), "--cache-dir", str(recorded[1].root),
+                           "--jobs", "0", "--runs", "2", "--time-limit", "10", "--threads", "1"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 1 and "CONTRADICTION" in proc.stderr
+
+
+def test_verify_fails_on_a_broken_stored_schedule(recorded, tmp_path):
+    suite_dir = _copy(recorded, tmp_path)
+    from optcoll.schedules.jsonfile import load_schedule, save_schedule
+
+    spec = find_suite(str(suite_dir / "dgx1-ag.toml")).specs[0]
+    path = schedule_path(spec)
+    schedule = load_schedule(path, spec.instance.machine)
+    from optcoll.schedules.schedule import from_arrays
+    save_schedule(path, from_arrays(schedule.chunk[1:], schedule.link[1:], schedule.start[1:]),
+                  spec.instance.machine)
+    findings = {f.instance: f for f in verify_suite(find_suite(str(suite_dir)))}
+    assert not findings["dgx1-ag"].ok and "no longer verifies" in findings["dgx1-ag"].message
+    assert findings["ring8-ag"].ok
+    proc = subprocess.run([*CLI, "truth", "verify", str(suite_dir)], capture_output=True, text=True)
+    assert proc.returncode == 1 and "FAIL" in proc.stdout
+
+
+def test_truth_for_changed_instance_content_is_set_aside(recorded, tmp_path):
+    suite_dir = _copy(recorded, tmp_path)
+    path = suite_dir / "ring8-ag.toml"
+    path.write_text(path.read_text().replace('size = "64 MiB"', 'size = "32 MiB"'))
+    spec = find_suite(str(path)).specs[0]
+    truth, stale = load_truth(spec)
+    assert truth is None and "different instance content" in stale
+    assert not verify_suite(find_suite(str(path)))[0].ok
+
+
+def test_results_must_come_last(tmp_path):
+    path = tmp_path / "x.toml"
+    path.write_text('[instance]\nmachine = "ring8"\n[results]\nstatus = "optimal"\n[budget]\nseed = 0\n')
+    with pytest.raises(InputError, match=r"\[budget\] follows \[results\]"):
+        write_results(path, {"status": "bounded"})
+
+
+@pytest.mark.parametrize("name", ["quick", "standard"])
+def test_recorded_truth_of_builtin_suites_holds(name):
+    """Every stored schedule re-verifies at its recorded time; every recorded and analytic bound
+    is ≤ every recorded time (no solving)."""
+    findings = verify_suite(find_suite(name))
+    bad = [f"{f.instance}: {f.message}" for f in findings if not f.ok]
+    assert not bad, bad
+    if name == "quick":
+        assert all(f.status != "missing" for f in findings)
+        assert (QUICK / "schedules").is_dir()
+
+
+def test_family_record_changes_only_when_it_says_more():
+    from optcoll.truth.update import _family
+
+    old = {"family": "reducescatter+allgather", "bound": 2.0, "time": 2.0, "status": "optimal",
+           "wall_time": 1.0}
+    assert _family(old, {**old, "wall_time": 5.0}) is old
+    assert _family(old, None) is old and _family(None, old) is old
+    weaker = {**old, "status": "feasible", "bound": 1.5}
+    assert _family(old, weaker) is old
+    assert _family(weaker, old) is old  # a proof where there was none
+    faster = {**weaker, "time": 1.8}
+    assert _family(weaker, faster) is faster

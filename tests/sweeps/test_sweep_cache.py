@@ -1,0 +1,72 @@
+import gzip
+import json
+import pickle
+
+import pytest
+
+from optcoll.errors import InputError
+from optcoll.sweeps import Job, ResultCache, find_suite
+from optcoll.sweeps.suite import InstanceSpec, geometric_sizes, size_label
+from sweep_helpers import small_suite, write_instance
+
+
+def test_builtin_suites_load(tmp_path):
+    for name in ("quick", "standard", "frontier"):
+        suite = find_suite(name)
+        assert suite.specs
+        for spec in suite.specs:
+            assert spec.instance.collective.num_chunks > 0
+    assert find_suite("standard").sizes.chunks == (1, 2, 3)
+
+
+def test_content_key_ignores_results_but_not_content(tmp_path):
+    path = write_instance(tmp_path, "a", "ring8", "allgather", "64 MiB")
+    key = InstanceSpec(path, find_suite(str(path)).specs[0].data).content_key
+    with path.open("a") as handle:
+        handle.write('\n[results]\nstatus = "optimal"\n')
+    assert find_suite(str(path)).specs[0].content_key == key
+    assert find_suite(str(path)).specs[0].derive(size="32 MiB").content_key != key
+    write_instance(tmp_path, "a", "ring8", "allgather", "32 MiB")
+    assert find_suite(str(path)).specs[0].content_key != key
+
+
+def test_job_key_depends_on_producer_params_and_pickles(tmp_path):
+    spec = find_suite(str(small_suite(tmp_path))).specs[0]
+    a = Job(spec, "synth", {"algo": "tacos", "runs": 2, "seed0": 0})
+    b = Job(spec, "synth", {"algo": "tacos", "runs": 3, "seed0": 0})
+    assert a.key != b.key and a.key == Job(spec, "synth", {"seed0": 0, "runs": 2, "algo": "tacos"}).key
+    spec.instance  # cached; must not travel
+    clone = pickle.loads(pickle.dumps(a))
+    assert "instance" not in clone.spec.__dict__ and clone.key == a.key
+
+
+def test_cache_round_trip_and_unreadable_record(tmp_path):
+    cache = ResultCache(tmp_path / "c")
+    cache.put("ab" + "0" * 62, {"status": "ok", "x": 1.5}, {"format": "optcoll-schedule"})
+    assert cache.get("ab" + "0" * 62) == {"status": "ok", "x": 1.5}
+    assert cache.schedule("ab" + "0" * 62) == {"format": "optcoll-schedule"}
+    raw = (tmp_path / "c/results/ab" / ("ab" + "0" * 62 + ".schedule.json.gz")).read_bytes()
+    assert json.loads(gzip.decompress(raw)) == {"format": "optcoll-schedule"}
+    cache.record_path("cd" + "0" * 62).parent.mkdir(parents=True)
+    cache.record_path("cd" + "0" * 62).write_text('{"truncated')
+    assert cache.get("cd" + "0" * 62) is None
+    assert not list((tmp_path / "c").rglob(".*"))  # no temporary files left behind
+
+
+def test_suite_errors_name_the_problem(tmp_path):
+    with pytest.raises(InputError, match="no suite directory"):
+        find_suite("no-such-suite")
+    small_suite(tmp_path)
+    (tmp_path / "suite.toml").write_text('[plots.sizes]\ninstance = "missing"\n')
+    with pytest.raises(InputError, match="no instance named 'missing'"):
+        find_suite(str(tmp_path))
+    (tmp_path / "suite.toml").write_text('[plots.sizes]\ninstance = "ring8-ag"\nchunks = [0]\n')
+    with pytest.raises(InputError, match="plots.sizes.chunks"):
+        find_suite(str(tmp_path))
+
+
+def test_geometric_sizes_cover_the_range():
+    sizes = geometric_sizes(1024, 2**30, 11)
+    assert sizes[0] == 1024 and sizes[-1] == 2**30 and len(sizes) == 11
+    assert all(b == 4 * a for a, b in zip(sizes, sizes[1:]))
+    assert size_label(1024.0) == "1024 B"
