@@ -197,4 +197,28 @@ def model_from_nvidia_smi(text_path, nvlink_bandwidth, nvlink_latency, pcie_band
     click.echo(f"wrote {out} ({machine.num_npus} GPUs, {machine.num_links} links)")
 
 
-COMMANDS = [msccl, astra]
+@click.command()
+@click.option("--machine", "machine_ref", required=True, help="A multinode machine model (name or .toml).")
+@click.option("--gpus", required=True, type=int, help="GPU count (sets the number of nodes).")
+@click.option("--layer-size", required=True, type=int, help="Transformer hidden size H.")
+@click.option("--seq-len", default=2048, show_default=True)
+@click.option("--batch", default=256, show_default=True)
+@click.option("--shape", default=None, help="Only this grid, e.g. 1,4,16,1 (X,Y,Z,D).")
+@click.option("--sharing", type=click.Choice(["axonn", "none"]), default="axonn", show_default=True,
+              help="How groups crossing nodes share the NIC bandwidth in the ring model.")
+@click.option("--min-tensor-parallel", default=1, show_default=True)
+@click.option("--no-schedules", is_flag=True, help="Ring model and bounds only (fast).")
+@click.option("--top", type=int, default=None, help="Rows to show.")
+@click.option("--seed", default=0, show_default=True)
+@click.option("--out", type=click.Path(dir_okay=False), help="Also write the Markdown report here.")
+def axonn(machine_ref, gpus, layer_size, seq_len, batch, shape, sharing, min_tensor_parallel,
+          no_schedules, top, seed, out) -> None:
+    """Rank AxoNN 4D configurations: ring model vs optcoll bounds vs verified schedules."""
+    from optcoll.analysis.axonn import axonn_command
+
+    click.echo(axonn_command(machine_ref, gpus, layer_size, seq_len=seq_len, batch=batch, shape=shape,
+                             out=out, sharing=sharing, schedules=not no_schedules,
+                             min_tensor_parallel=min_tensor_parallel, top=top, seed=seed))
+
+
+COMMANDS = [msccl, astra, axonn]

@@ -50,3 +50,12 @@ def test_chakra_and_nvidia_smi(run, tmp_path):
                      "-o", tmp_path / "smi.toml")
     code, out, _ = run("model", "show", tmp_path / "smi.toml", "--json")
     assert code == 0 and json.loads(out)["links"] == 48
+
+
+def test_axonn_ranking_command(run, tmp_path):
+    out = tmp_path / "axonn.md"
+    code, text, _ = run("axonn", "--machine", "perlmutter", "--gpus", "8", "--layer-size", "512",
+                        "--no-schedules", "--out", out)
+    assert code == 0 and "## Ranking" in text and out.read_text().strip() == text.strip()
+    code, _, err = run("axonn", "--machine", "dgx1", "--gpus", "8", "--layer-size", "512", "--no-schedules")
+    assert code == 2 and "multinode" in err
