@@ -1,0 +1,220 @@
+"""Lower bounds on the rounds of a step schedule, per chunk of one rank (R/C).
+
+The flow LP fixes the weakness of SCCL's rounds bound (FIELD-NOTES section 2): every
+(chunk, destination) pair gets its own unit flow from the chunk's holders, so flow circulating in a
+cycle creates no capacity; copies of one chunk to several destinations may share a link (one copy
+serves them all), so a chunk's use of a link is the largest of its destinations' flows; a plain
+switch forwards a chunk at most as often as it receives it. Why it is a relaxation: averaging the
+paths of a schedule's C pieces of each chunk gives such flows with R/C times the link capacity.
+The counting bounds (what a node must receive over its in-links, what a sole holder must send over
+its out-links) are implied by the LP but reported by name because they explain the number.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+import numpy as np
+from scipy.optimize import linprog
+from scipy.sparse import csr_matrix
+
+from optcoll.collectives.builtins import split_allreduce
+from optcoll.collectives.collective import Collective
+from optcoll.machines.machine import Machine
+from optcoll.producers.exact.step.chunking import rechunk
+from optcoll.producers.exact.step.inversion import plan
+from optcoll.producers.exact.step.problem import StepProblem
+
+#: Above this many flow variables the LP is skipped and only the counting bounds are used: the LP
+#: grows as chunks × destinations × edges and HiGHS needs ~0.5 s at 15k variables (hypercube 2^4,
+#: torus 4x4) but ~20 s at 48k (torus 5x5).
+LP_MAX_FLOW_VARIABLES = 20_000
+#: Wall-clock limit for the LP; an LP stopped early proves nothing and is reported as skipped.
+LP_TIME_LIMIT = 30.0
+#: Largest denominator tried when reading the LP optimum back as an exact fraction.
+LP_DENOMINATOR = 10_000
+#: Slack that rounding R up from C·(R/C bound) allows for the LP solver's tolerance.
+ROUNDING_SLACK = 1e-6
+
+
+@dataclass(frozen=True)
+class RoundsBound:
+    """R ≥ ``value``·C for every step schedule with C pieces per base chunk.
+
+    ``source`` names the binding bound; ``detail`` holds every bound computed, by name.
+    """
+
+    value: Fraction
+    source: str
+    detail: dict[str, Fraction | float | str | None] = field(default_factory=dict)
+
+    def rounds(self, chunks_per_rank: int) -> int:
+        """The least integer R the bound allows with ``chunks_per_rank`` pieces."""
+        return max(0, math.ceil(float(self.value) * chunks_per_rank - ROUNDING_SLACK))
+
+
+def rounds_lower_bound(machine: Machine, collective: Collective) -> RoundsBound:
+    """R/C ≥ value for ``collective`` on ``machine`` in the step model.
+
+    Combining collectives are bounded through their dual on the reversed machine; AllReduce by its
+    ReduceScatter (an AllReduce schedule is also a ReduceScatter schedule), with the bound of the
+    ReduceScatter-then-AllGather family in ``detail``.
+    """
+    if collective.kind == "allreduce":
+        rs, ag = split_allreduce(collective)
+        rs_bound, ag_bound = rounds_lower_bound(machine, rs), rounds_lower_bound(machine, ag)
+        return RoundsBound(rs_bound.value, "reducescatter " + rs_bound.source,
+                           {**rs_bound.detail, "reducescatter+allgather family":
+                            rs_bound.value + ag_bound.value})
+    return problem_rounds_bound(plan(machine, collective).problem)
+
+
+def problem_rounds_bound(problem: StepProblem) -> RoundsBound:
+    """The bound for a step problem, computed on one piece per base chunk."""
+    base = problem.with_collective(rechunk(problem.collective, 1))
+    detail: dict[str, Fraction | float | str | None] = {}
+    candidates: list[tuple[Fraction, str]] = [(Fraction(0), "trivial")]
+    ingress = _ingress(base)
+    if ingress is not None:
+        candidates.append(ingress)
+        detail["ingress"] = ingress[0]
+    egress = _egress(base)
+    if egress is not None:
+        candidates.append(egress)
+        detail["egress"] = egress[0]
+    lp = flow_lp(base)
+    detail["flow LP"] = lp if lp is not None else "skipped: too large for the time budget"
+    if lp is not None:
+        candidates.append((lp, "multicast flow LP"))
+    value, source = max(candidates, key=lambda vs: vs[0])
+    return RoundsBound(value, source, detail)
+
+
+def _ingress(problem: StepProblem) -> tuple[Fraction, str] | None:
+    best = None
+    for v in range(problem.num_nodes):
+        need = sum(v in d for d in problem.needers)
+        capacity = int(problem.edge_weight[list(problem.in_edges[v])].sum())
+        if need and (best is None or Fraction(need, capacity) > best[0]):
+            best = (Fraction(need, capacity), f"ingress of {problem.machine.label(v)}: {need} "
+                    f"chunks over in-links of total weight {capacity}")
+    return best
+
+
+def _egress(problem: StepProblem) -> tuple[Fraction, str] | None:
+    best = None
+    for h in range(problem.num_nodes):
+        sole = sum(holders == {h} and bool(d) for holders, d in zip(problem.holders, problem.needers))
+        capacity = int(problem.edge_weight[list(problem.out_edges[h])].sum())
+        if sole and (best is None or Fraction(sole, capacity) > best[0]):
+            best = (Fraction(sole, capacity), f"egress of {problem.machine.label(h)}: sole holder "
+                    f"of {sole} chunks, out-links of total weight {capacity}")
+    return best
+
+
+def flow_lp(problem: StepProblem) -> Fraction | None:
+    """min R over per-(chunk, destination) unit flows with multicast sharing (None if too big or
+    not solved within ``LP_TIME_LIMIT``).
+
+    Built as sparse arrays and solved with HiGHS (scipy): the LP has chunks × destinations × edges
+    flow variables, too many for expression-by-expression model building.
+    """
+    V, E = problem.num_nodes, problem.num_edges
+    src, dst = problem.edge_src, problem.edge_dst
+    useful = [np.flatnonzero(~(problem.copies[dst] & np.isin(dst, list(h)))) for h in problem.holders]
+    if sum(len(useful[c]) * len(d) for c, d in enumerate(problem.needers)) > LP_MAX_FLOW_VARIABLES:
+        return None
+    if not any(problem.needers):
+        return Fraction(0)
+    ub_rows, eq_rows = _Rows(), _Rows()
+    use_start = np.cumsum([0] + [len(u) for u in useful])
+    num_vars = 1 + int(use_start[-1])
+    for c, dests in enumerate(problem.needers):
+        edges, uses = useful[c], 1 + use_start[c] + np.arange(len(useful[c]))
+        free = np.ones(V, dtype=bool)
+        free[list(problem.holders[c])] = False
+        row_of = np.cumsum(free) - 1  # local conservation row of each non-holder node
+        for d in dests:
+            flows = num_vars + np.arange(len(edges))
+            num_vars += len(edges)
+            ub_rows.add_pairs(flows, uses)  # f ≤ u: one copy on a link serves every destination
+            heads, tails = free[dst[edges]], free[src[edges]]
+            base = eq_rows.reserve(int(free.sum()), rhs=np.where(np.arange(V)[free] == d, 1.0, 0.0))
+            eq_rows.entries(base + row_of[dst[edges][heads]], flows[heads], 1.0)
+            eq_rows.entries(base + row_of[src[edges][tails]], flows[tails], -1.0)
+    use_chunk = np.repeat(np.arange(problem.num_chunks), [len(u) for u in useful])
+    use_edge = np.concatenate(useful)
+    use_ids = 1 + np.arange(len(use_edge))
+    base = ub_rows.reserve(E, rhs=np.zeros(E))  # Σ_c u[c, e] ≤ w_e · z
+    ub_rows.entries(base + use_edge, use_ids, 1.0)
+    ub_rows.entries(base + np.arange(E), np.zeros(E, dtype=np.int64), -problem.edge_weight.astype(float))
+    plain = ~problem.copies
+    if plain.any():  # a plain switch forwards a chunk at most as often as it receives it
+        key = use_chunk * V
+        out_rows, in_rows = key + src[use_edge], key + dst[use_edge]
+        rows = np.unique(np.concatenate([out_rows[plain[src[use_edge]]], in_rows[plain[dst[use_edge]]]]))
+        base = ub_rows.reserve(len(rows), rhs=np.zeros(len(rows)))
+        for keys, sign in ((out_rows, 1.0), (in_rows, -1.0)):
+            hit = np.isin(keys, rows)
+            ub_rows.entries(base + np.searchsorted(rows, keys[hit]), use_ids[hit], sign)
+    cost = np.zeros(num_vars)
+    cost[0] = 1.0
+    bounds = np.zeros((num_vars, 2))
+    bounds[:, 1] = np.inf
+    bounds[1 + len(use_edge):, 1] = 1.0
+    result = linprog(cost, A_ub=ub_rows.matrix(num_vars), b_ub=ub_rows.rhs(),
+                     A_eq=eq_rows.matrix(num_vars), b_eq=eq_rows.rhs(), bounds=bounds,
+                     method="highs-ds", options={"time_limit": LP_TIME_LIMIT})
+    if result.status == 1:  # time or iteration limit: no proven value
+        return None
+    if result.status != 0:
+        raise RuntimeError(f"the rounds-bound LP failed: {result.message}")
+    return _exact(float(result.fun))
+
+
+class _Rows:
+    """Sparse constraint rows collected as coordinate triplets."""
+
+    def __init__(self) -> None:
+        self.rows: list[np.ndarray] = []
+        self.cols: list[np.ndarray] = []
+        self.vals: list[np.ndarray] = []
+        self.rhs_parts: list[np.ndarray] = []
+        self.count = 0
+
+    def reserve(self, n: int, rhs: np.ndarray) -> int:
+        base = self.count
+        self.count += n
+        self.rhs_parts.append(np.asarray(rhs, dtype=float))
+        return base
+
+    def entries(self, rows: np.ndarray, cols: np.ndarray, vals: float | np.ndarray) -> None:
+        self.rows.append(np.asarray(rows, dtype=np.int64))
+        self.cols.append(np.asarray(cols, dtype=np.int64))
+        self.vals.append(np.broadcast_to(np.asarray(vals, dtype=float), self.rows[-1].shape))
+
+    def add_pairs(self, plus: np.ndarray, minus: np.ndarray) -> None:
+        """Rows plus_i − minus_i ≤ 0."""
+        base = self.reserve(len(plus), rhs=np.zeros(len(plus)))
+        rows = base + np.arange(len(plus))
+        self.entries(rows, plus, 1.0)
+        self.entries(rows, minus, -1.0)
+
+    def rhs(self) -> np.ndarray:
+        return np.concatenate(self.rhs_parts) if self.rhs_parts else np.zeros(0)
+
+    def matrix(self, num_vars: int) -> csr_matrix:
+        if not self.rows:
+            return csr_matrix((0, num_vars))
+        return csr_matrix((np.concatenate(self.vals), (np.concatenate(self.rows), np.concatenate(self.cols))),
+                          shape=(self.count, num_vars))
+
+
+def _exact(value: float) -> Fraction:
+    """The LP optimum as a fraction when one with a small denominator matches it, else rounded
+    down a little (a bound must never exceed the true optimum)."""
+    guess = Fraction(value).limit_denominator(LP_DENOMINATOR)
+    if abs(float(guess) - value) <= 1e-9 * max(1.0, abs(value)):
+        return guess
+    return Fraction(value - ROUNDING_SLACK).limit_denominator(LP_DENOMINATOR * 100)

@@ -1,0 +1,59 @@
+"""Which step problem solves a collective, and how its solution becomes the collective's schedule.
+
+Non-combining collectives are solved as they are. ReduceScatter and Reduce (and combining custom
+collectives) are solved through SCCL's inversion: their dual (pre and post swapped: AllGather,
+Broadcast) on the reversed machine, run backwards — step s becomes S+1−s and every copy a
+reduction into the receiver. A step schedule of the combining collective read backwards is a
+schedule of the dual with the same steps and rounds, and a lean dual schedule (each node receives
+a chunk once and only if it needs or forwards it) read backwards sends every contribution exactly
+once, so both have the same optimum. In the dual a switch may copy iff it reduces in the original.
+AllReduce is ReduceScatter then AllGather (``split_allreduce``), steps concatenated.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from optcoll.collectives.builtins import dual
+from optcoll.collectives.collective import Collective
+from optcoll.machines.machine import Machine
+from optcoll.producers.base import NotApplicable
+from optcoll.producers.exact.step.problem import StepProblem, step_problem
+from optcoll.producers.exact.step.solution import StepSolution, to_schedule
+from optcoll.schedules.schedule import Schedule
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The step problem solved for a (non-AllReduce) collective and the direction of its schedule."""
+
+    problem: StepProblem
+    inverted: bool
+
+    def schedule(self, solution: StepSolution, **meta) -> Schedule:
+        return to_schedule(self.problem, solution, reverse=self.inverted, **meta)
+
+
+def plan(machine: Machine, collective: Collective) -> Plan:
+    if collective.kind == "allreduce":
+        raise ValueError("allreduce is solved as reducescatter then allgather")
+    if not collective.combining:
+        return Plan(step_problem(machine, collective), False)
+    bad = [s.label for s in machine.switches if s.multicast and not s.reduce]
+    if bad:
+        raise NotApplicable(
+            f"the step solver inverts {collective.kind} into its dual, which needs every switch to "
+            f"either reduce or forward each arrival once; switch {bad[0]!r} multicasts without "
+            f"reducing (it would overwrite one partial with the next)")
+    return Plan(step_problem(machine.reversed(), dual(collective), copy_flag="reduce"), True)
+
+
+def concatenated(first: Schedule, second: Schedule, **meta) -> Schedule:
+    """``second``'s steps after ``first``'s: the step schedule of one phase then the other."""
+    shift = first.num_steps
+    return Schedule(np.concatenate([first.chunk, second.chunk]), np.concatenate([first.link, second.link]),
+                    np.concatenate([first.start, second.start]), np.concatenate([first.op, second.op]),
+                    np.concatenate([first.step, second.step + shift]),
+                    tuple(first.rounds or ()) + tuple(second.rounds or ()),
+                    {**first.meta, **second.meta, **meta})

@@ -1,0 +1,201 @@
+"""The step model as an integer linear program, solved by CP-SAT or by a MIP solver.
+
+One encoding, two kinds of solver: the model is written once into ``LinearModel`` (integer
+variables, linear rows, a linear objective) and translated to OR-Tools CP-SAT or to pywraplp
+(SCIP, HiGHS). The z3 encoding (smt.py) is an independent SCCL-style formulation; agreement of
+the two is the cross-check.
+
+Variables for S steps: ``have[c, v, s]`` (copying node v may send chunk c from step s+1),
+``x[c, e, s]`` (copies of c crossing edge e in step s: 0/1 into a copying node, a count into a
+plain switch), ``r[s]`` (rounds of step s). Rows: a copying node has c after step s only if it had
+it or received it in s, receives it at most once, and keeps it; it sends only what it has; a plain
+switch forwards by step s at most what arrived by step s−1; an edge carries at most w·r[s] copies
+in step s; every destination has its chunk after step S; lo ≤ Σ r ≤ hi. Objective: min Σ r.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from optcoll.producers.exact.step.problem import StepProblem
+from optcoll.producers.exact.step.solution import StepSolution
+from optcoll.producers.exact.step.symmetry import Entry
+
+Terms = list[tuple[int, int]]  # (variable, coefficient)
+
+
+@dataclass
+class LinearModel:
+    """Integer variables with bounds, rows lo ≤ Σ coef·var ≤ hi (None = unbounded), min objective."""
+
+    lb: list[int] = field(default_factory=list)
+    ub: list[int] = field(default_factory=list)
+    names: list[str] = field(default_factory=list)
+    rows: list[tuple[Terms, int | None, int | None]] = field(default_factory=list)
+    objective: Terms = field(default_factory=list)
+    hint: dict[int, int] = field(default_factory=dict)
+
+    def var(self, lb: int, ub: int, name: str) -> int:
+        self.lb.append(lb)
+        self.ub.append(ub)
+        self.names.append(name)
+        return len(self.lb) - 1
+
+    def add(self, terms: Terms, lo: int | None = None, hi: int | None = None) -> None:
+        self.rows.append((terms, lo, hi))
+
+    def lex_leq(self, pairs: list[tuple[tuple[Terms, int], tuple[Terms, int]]], big: int) -> None:
+        """a ≤lex b for expressions (terms, constant) whose differences lie within ±(big − 1).
+
+        Prefix-equal flags e_k and strict flags d_k: while the prefix is equal (e_{k−1} = 1),
+        position k is either equal (e_k) or strictly smaller (d_k); afterwards nothing is asked.
+        """
+        prev: int | None = None  # None: the empty prefix, equal by definition
+        for k, ((ta, ca), (tb, cb)) in enumerate(pairs):
+            diff = ta + [(v, -c) for v, c in tb]
+            const = ca - cb
+            eq, lt = self.var(0, 1, f"lex_eq{k}"), self.var(0, 1, f"lex_lt{k}")
+            self.add([(eq, 1), (lt, 1)] + ([(prev, -1)] if prev is not None else []),
+                     0 if prev is not None else 1, 0 if prev is not None else 1)
+            self.add(diff + [(eq, big)], None, big - const)
+            self.add([(v, -c) for v, c in diff] + [(eq, big)], None, big + const)
+            self.add(diff + [(lt, big)], None, big - 1 - const)
+            prev = eq
+
+
+@dataclass
+class StepEncoding:
+    """A ``LinearModel`` of one (S, lo ≤ R ≤ hi) question and the maps back to a solution."""
+
+    model: LinearModel
+    steps: int
+    x: dict[tuple[int, int, int], int]  # (chunk, edge, step) → variable
+    have: dict[tuple[int, int, int], int]  # (chunk, node, step) → variable (absent: constant)
+    rounds: list[int]
+
+    def decode(self, values: list[int]) -> StepSolution:
+        rows = [(c, e, s) for (c, e, s), var in self.x.items() for _ in range(int(round(values[var])))]
+        return StepSolution.from_rows([int(round(values[r])) for r in self.rounds], rows)
+
+    def set_hint(self, problem: StepProblem, solution: StepSolution) -> None:
+        """A full assignment from a solution with the same number of steps."""
+        if solution.steps != self.steps:
+            return
+        counts: dict[tuple[int, int, int], int] = defaultdict(int)
+        first: dict[tuple[int, int], int] = {}
+        for c, e, s in solution.rows():
+            counts[c, e, s] += 1
+            v = int(problem.edge_dst[e])
+            first[c, v] = min(first.get((c, v), s), s)
+        hint = self.model.hint
+        hint.clear()
+        for key, var in self.x.items():
+            hint[var] = counts.get(key, 0)
+        for (c, v, s), var in self.have.items():
+            hint[var] = int(first.get((c, v), self.steps + 1) <= s)
+        for var, r in zip(self.rounds, solution.rounds):
+            hint[var] = r
+
+
+def encode(problem: StepProblem, steps: int, lo: int, hi: int,
+           lex: list[list[tuple[Entry, Entry]]] = ()) -> StepEncoding | None:
+    """The model of "S = steps and lo ≤ R ≤ hi", or None when pruning alone shows it infeasible."""
+    S = steps
+    m = LinearModel()
+    rounds = [m.var(1, hi - (S - 1), f"r{s}") for s in range(1, S + 1)]
+    m.add([(r, 1) for r in rounds], lo, hi)
+    m.objective = [(r, 1) for r in rounds]
+    x: dict[tuple[int, int, int], int] = {}
+    have: dict[tuple[int, int, int], int] = {}
+    src, dst, weight = problem.edge_src, problem.edge_dst, problem.edge_weight
+    copiers = [v for v in range(problem.num_nodes) if problem.copies[v]]
+    max_r = hi - (S - 1)
+
+    def holds(c: int, v: int, s: int) -> tuple[int | None, int]:
+        """have[c, v, s] as (variable, 0) or (None, constant)."""
+        if v in problem.holders[c]:
+            return None, 1
+        var = have.get((c, v, s))
+        return (var, 0) if var is not None else (None, 0)
+
+    for c in range(problem.num_chunks):
+        lacking = sum(1 for v in copiers if v not in problem.holders[c])
+        received: dict[int, list[int]] = defaultdict(list)  # copying node → its x variables
+        stocked: set[int] = set()  # plain switches that may have received c by the previous step
+        for s in range(1, S + 1):
+            arrived_plain = set()
+            for e in range(problem.num_edges):
+                u, v = int(src[e]), int(dst[e])
+                if not problem.may_arrive(c, e, s, S):
+                    continue
+                guard = None  # have[c, u, s−1] when the sender's holding is a variable
+                if problem.copies[u]:
+                    guard, held = holds(c, u, s - 1)
+                    if guard is None and not held:
+                        continue
+                elif u not in stocked:
+                    continue
+                bound = 1 if problem.copies[v] else min(int(weight[e]) * max_r, lacking)
+                var = x[c, e, s] = m.var(0, bound, f"x{c}_{e}_{s}")
+                if guard is not None:
+                    m.add([(var, 1), (guard, -bound)], None, 0)  # sends only what it has
+                if problem.copies[v]:
+                    received[v].append(var)
+                else:
+                    arrived_plain.add(v)
+            for v in copiers:
+                if v in problem.holders[c]:
+                    continue
+                incoming = [x[c, e, s] for e in problem.in_edges[v] if (c, e, s) in x]
+                prev, _ = holds(c, v, s - 1)
+                if not incoming and prev is None:
+                    continue
+                need = s == S and v in problem.needers[c]
+                var = have[c, v, s] = m.var(int(need), 1, f"h{c}_{v}_{s}")
+                terms = [(var, 1)] + [(i, -1) for i in incoming]
+                if prev is not None:
+                    terms.append((prev, -1))
+                    m.add([(prev, 1), (var, -1)], None, 0)  # keeps what it has
+                m.add(terms, None, 0)
+            stocked |= arrived_plain
+        for v in problem.needers[c]:
+            if (c, v, S) not in have:
+                return None  # unreachable in S steps
+        for into in received.values():
+            if len(into) > 1:
+                m.add([(i, 1) for i in into], None, 1)  # received at most once
+    _plain_switch_rows(problem, m, x, S)
+    by_edge_step: dict[tuple[int, int], list[int]] = defaultdict(list)
+    for (c, e, s), var in x.items():
+        by_edge_step[e, s].append(var)
+    for (e, s), vars_ in by_edge_step.items():
+        if sum(m.ub[v] for v in vars_) > int(weight[e]):
+            m.add([(v, 1) for v in vars_] + [(rounds[s - 1], -int(weight[e]))], None, 0)
+    for pairs in lex:
+        m.lex_leq([(_arrival(a, S, have, problem), _arrival(b, S, have, problem)) for a, b in pairs],
+                  S + 2)
+    return StepEncoding(m, S, x, have, rounds)
+
+
+def _plain_switch_rows(problem: StepProblem, m: LinearModel, x: dict, S: int) -> None:
+    """Σ_{t≤s} copies out of switch k ≤ Σ_{t≤s−1} copies into k, per chunk and step."""
+    out_of: dict[tuple[int, int], list[tuple[int, int]]] = defaultdict(list)
+    into: dict[tuple[int, int], list[tuple[int, int]]] = defaultdict(list)
+    for (c, e, s), var in x.items():
+        u, v = int(problem.edge_src[e]), int(problem.edge_dst[e])
+        if not problem.copies[u]:
+            out_of[c, u].append((s, var))
+        if not problem.copies[v]:
+            into[c, v].append((s, var))
+    for (c, k), sends in out_of.items():
+        for s in sorted({t for t, _ in sends}):
+            m.add([(var, 1) for t, var in sends if t <= s]
+                  + [(var, -1) for t, var in into[c, k] if t <= s - 1], None, 0)
+
+
+def _arrival(entry: Entry, S: int, have: dict, problem: StepProblem) -> tuple[Terms, int]:
+    """T(c, v) = S + 1 − Σ_{s=0..S} have[c, v, s] as (terms, constant)."""
+    c, v = entry
+    if v in problem.holders[c]:
+        return [], 0
+    return [(have[c, v, s], -1) for s in range(1, S + 1) if (c, v, s) in have], S + 1

@@ -1,0 +1,105 @@
+"""The step-model Pareto front over (S, R/C) for C = 1..max_chunks (SCCL's frontier).
+
+For S from the latency bound up, the least R/C over every C: a point joins the front only if it
+beats every smaller S. Each C is asked only for R/C strictly below the best so far (and at least
+its rounds bound ⌈C·LB⌉ and S), so a C whose floor max(S, ⌈C·LB⌉)/C no longer beats the best is
+dropped for good — floors only grow with S and the best only falls. The search stops when the best
+R/C meets the rounds lower bound (bandwidth-optimal) or every C is dropped; both always happen.
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from fractions import Fraction
+
+from optcoll.producers.exact.step.backends import Backend, Settings
+from optcoll.producers.exact.step.bounds import RoundsBound
+from optcoll.producers.exact.step.greedy import greedy_solution
+from optcoll.producers.exact.step.inversion import Plan
+from optcoll.producers.exact.step.search import LEX_PREFIX, Progress
+from optcoll.producers.exact.step.solution import StepSolution, stretched
+from optcoll.producers.exact.step.symmetry import automorphisms, lex_constraints
+from optcoll.schedules.schedule import Schedule
+
+
+@dataclass(frozen=True)
+class ParetoPoint:
+    """One frontier point (S, R, C) and its schedule for the collective cut into C pieces per chunk.
+
+    ``cost`` is S·α + R·b/B_min in seconds for the instance's buffer (b = its chunk bytes at this
+    C); ``formula`` writes it with b₁ = the chunk bytes at C = 1. ``proven``: no point with these
+    S or fewer steps and a smaller R/C exists (every question up to here was answered with a
+    proof). ``bandwidth_optimal``: R/C equals the rounds lower bound.
+    """
+
+    steps: int
+    rounds: int
+    chunks: int
+    rounds_per_chunk: Fraction
+    cost: float
+    formula: str
+    proven: bool
+    bandwidth_optimal: bool
+    schedule: Schedule
+
+
+def frontier(plans: dict[int, Plan], bound: RoundsBound, backend: Backend, settings: Settings, *,
+             symmetry: bool, progress: Progress | None = None) -> list[ParetoPoint]:
+    """The front for the plans of C = 1..max (keys); the points found before the time limit."""
+    started = time.perf_counter()
+    deadline = started + settings.time_limit
+    chunks = sorted(plans)
+    lex = {C: lex_constraints(plans[C].problem, automorphisms(plans[C].problem), LEX_PREFIX)
+           if symmetry else [] for C in chunks}
+    last: dict[int, StepSolution] = {C: greedy_solution(plans[C].problem) for C in chunks}
+    active = set(chunks)
+    best: Fraction | None = None
+    settled = True
+    points: list[ParetoPoint] = []
+    S = plans[chunks[0]].problem.latency_bound
+    try:
+        while active and (best is None or best > bound.value):
+            at_s: tuple[Fraction, int, StepSolution] | None = None
+            for C in chunks:
+                if C not in active:
+                    continue
+                problem = plans[C].problem
+                target = min((q for q in (best, at_s and at_s[0]) if q is not None), default=None)
+                lo = max(S, bound.rounds(C))
+                hint = stretched(problem, last[C], S)
+                hi = hint.total_rounds if target is None else math.ceil(target * C) - 1
+                if lo > hi:  # hi is the greedy's R when there is no target, so never here then
+                    active.discard(C)
+                    continue
+                remaining = deadline - time.perf_counter()
+                if remaining <= 0:
+                    raise TimeoutError
+                result = backend.minimise_rounds(problem, S, lo, hi, hint=hint, lex=lex[C],
+                                                 settings=Settings(remaining, settings.threads,
+                                                                   settings.seed))
+                settled &= result.status in ("optimal", "infeasible")
+                if result.solution is not None:
+                    last[C] = result.solution
+                    q = Fraction(result.solution.total_rounds, C)
+                    if at_s is None or q < at_s[0]:
+                        at_s = (q, C, result.solution)
+            if at_s is not None:
+                q, C, solution = at_s
+                points.append(_point(plans[C], solution, C, q, settled, bound))
+                best = q
+                if progress is not None:
+                    progress(time.perf_counter() - started, float(q), float(bound.value))
+            S += 1
+    except (TimeoutError, KeyboardInterrupt):
+        pass  # the points so far stand; the missing later ones are simply not reported
+    return points
+
+
+def _point(plan: Plan, solution: StepSolution, C: int, q: Fraction, proven: bool,
+           bound: RoundsBound) -> ParetoPoint:
+    p = plan.problem
+    S, R = solution.steps, solution.total_rounds
+    schedule = plan.schedule(solution, producer="exact-step-pareto", chunks_per_rank=C)
+    return ParetoPoint(S, R, C, q, p.cost(S, R), f"{S}·α + {R}/{C}·b₁/B_min", proven,
+                       q <= bound.value, schedule)

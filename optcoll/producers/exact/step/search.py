@@ -1,0 +1,182 @@
+"""Searches over S on top of one backend question (least R in [lo, hi] for S steps).
+
+``least_cost``: the least step cost S·α + R·b/B_min. S starts at the latency bound, where the
+greedy schedule (free rounds) is a first incumbent; for each S the backend is asked only for R
+strictly below what would beat the incumbent, which is also R_min(S) ≤ R_min(S−1) for a stretched
+warm start. Since R ≥ max(S, rounds bound) and the cost grows with S, once no R fits the search
+is over: it always ends, and every S it skipped is covered by the final proof.
+
+``least_steps``: SCCL's least steps, every step one round (R = S), from the larger of the latency
+and rounds bounds up to the greedy one-round-per-step schedule, which makes it terminate.
+"""
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from optcoll.producers.exact.step.backends import Backend, RoundsResult, Settings
+from optcoll.producers.exact.step.bounds import problem_rounds_bound
+from optcoll.producers.exact.step.greedy import greedy_solution
+from optcoll.producers.exact.step.problem import StepProblem
+from optcoll.producers.exact.step.solution import StepSolution, stretched
+from optcoll.producers.exact.step.symmetry import automorphisms, lex_constraints
+
+#: (wall seconds, incumbent cost or None, proven lower bound or None), told as they change.
+Progress = Callable[[float, float | None, float | None], None]
+#: Entries of T compared per automorphism lex constraint (see symmetry.py).
+LEX_PREFIX = 16
+#: Relative slack for comparing costs (float noise only).
+COST_TOLERANCE = 1e-9
+
+
+@dataclass
+class Found:
+    """The result of one search, in the step cost (seconds) of the problem it searched."""
+
+    solution: StepSolution | None = None
+    status: str = "unknown"
+    lower_bound: float | None = None
+    source: str = ""
+    notes: list[str] = field(default_factory=list)
+    trace: list[tuple[float, float | None, float | None]] = field(default_factory=list)
+
+
+class Search:
+    """One problem, one backend, one wall-clock budget shared by every backend call."""
+
+    def __init__(self, problem: StepProblem, backend: Backend, settings: Settings, *,
+                 symmetry: bool, progress: Progress | None = None, started: float | None = None):
+        self.problem, self.backend, self.settings = problem, backend, settings
+        self.started = time.perf_counter() if started is None else started
+        self.deadline = self.started + settings.time_limit
+        self.progress = progress
+        self.bound = problem_rounds_bound(problem)
+        self.rounds_floor = self.bound.rounds(problem.collective.chunks_per_rank)
+        self.lex = lex_constraints(problem, automorphisms(problem), LEX_PREFIX) if symmetry else []
+        self.asked: list[str] = []
+
+    def remaining(self) -> float:
+        return self.deadline - time.perf_counter()
+
+    def ask(self, steps: int, lo: int, hi: int, hint: StepSolution | None) -> RoundsResult:
+        settings = Settings(max(0.05, self.remaining()), self.settings.threads, self.settings.seed)
+        result = self.backend.minimise_rounds(self.problem, steps, lo, hi, hint=hint, lex=self.lex,
+                                              settings=settings)
+        self.asked.append(f"S={steps} R in [{lo}, {hi}]: {result.status}"
+                          + (f" R={result.solution.total_rounds}" if result.solution else "")
+                          + f" (R >= {result.bound})")
+        return result
+
+    def record(self, found: Found, incumbent: float | None, bound: float | None) -> None:
+        row = (time.perf_counter() - self.started, incumbent, bound)
+        if not found.trace or found.trace[-1][1:] != row[1:]:
+            found.trace.append(row)
+            if self.progress is not None:
+                self.progress(*row)
+
+    # -- least cost ------------------------------------------------------------------------
+    def least_cost(self, steps: int | None = None, rounds: int | None = None) -> Found:
+        """The least S·α + R·β with S = ``steps`` and R ≤ ``rounds`` when given."""
+        p, found = self.problem, Found()
+        first = max(p.latency_bound, steps or 0)
+        last = steps if steps is not None else math.inf
+        cap = rounds if rounds is not None else math.inf
+        best: StepSolution | None = None
+        best_cost = math.inf
+        open_bounds: list[float] = []  # lower bounds of the S values not settled
+        start = greedy_solution(p)
+        S = first
+        try:
+            while S <= last:
+                candidate = stretched(p, best or start, S)
+                if candidate.total_rounds <= cap and p.cost(S, candidate.total_rounds) < best_cost:
+                    best, best_cost = candidate, p.cost(S, candidate.total_rounds)
+                lo = max(S, self.rounds_floor)
+                hi = min(cap, self._rounds_below(best_cost, S))
+                if lo > hi:
+                    break  # lo only grows and hi only shrinks with S: nothing better anywhere
+                if self.remaining() <= 0:
+                    open_bounds.append(p.cost(S, lo))
+                    found.notes.append(f"time limit reached before S = {S}")
+                    break
+                result = self.ask(S, lo, hi, candidate)
+                if result.solution is not None and p.cost(S, result.solution.total_rounds) < best_cost:
+                    best, best_cost = result.solution, p.cost(S, result.solution.total_rounds)
+                if result.status in ("feasible", "unknown"):
+                    open_bounds.append(p.cost(S, result.bound))
+                self.record(found, best_cost if best else None,
+                            min(open_bounds + [best_cost, p.cost(S + 1, max(S + 1, self.rounds_floor))]))
+                S += 1
+        except KeyboardInterrupt:
+            found.notes.append("interrupted: returning the best schedule so far and the proven bound")
+            open_bounds.append(p.cost(S, max(S, self.rounds_floor)))
+        found.solution = best
+        bounds = open_bounds + ([best_cost] if best is not None else [])
+        found.lower_bound = min(bounds) if bounds else None
+        found.status = self._status(best_cost if best else None, found.lower_bound, bool(open_bounds))
+        found.source = self._source("least step cost", steps, rounds)
+        self.record(found, best_cost if best else None, found.lower_bound)
+        return found
+
+    def _rounds_below(self, cost: float, steps: int) -> float:
+        """The largest R with cost(steps, R) strictly below ``cost`` (inf when cost is inf)."""
+        if not math.isfinite(cost):
+            return math.inf
+        return math.ceil((cost - steps * self.problem.alpha) / self.problem.beta - 1e-7) - 1
+
+    # -- least steps ---------------------------------------------------------------------------
+    def least_steps(self, steps: int | None = None) -> Found:
+        """SCCL's least steps: the least S with one round per step (``steps`` fixes S)."""
+        p, found = self.problem, Found()
+        unit = greedy_solution(p, 1)
+        per_step = p.alpha + p.beta
+        first = max(p.latency_bound, self.rounds_floor, steps or 0)
+        last = steps if steps is not None else max(first, unit.steps)
+        unsettled: int | None = None  # the least S neither solved nor proven infeasible
+        best: StepSolution | None = None
+        try:
+            for S in range(first, last + 1):
+                if S >= unit.steps:
+                    best = stretched(p, unit, S)
+                    break
+                if self.remaining() <= 0:
+                    found.notes.append(f"time limit reached before S = {S}")
+                    unsettled = S if unsettled is None else unsettled
+                    break
+                result = self.ask(S, S, S, None)
+                if result.solution is not None:
+                    best = result.solution
+                    break
+                if result.status == "unknown" and unsettled is None:
+                    unsettled = S
+                self.record(found, unit.steps * per_step,
+                            (unsettled if unsettled is not None else S + 1) * per_step)
+        except KeyboardInterrupt:
+            found.notes.append("interrupted: returning the best schedule so far and the proven bound")
+            unsettled = first if unsettled is None else unsettled
+        if best is None and steps is None:
+            best = unit  # the time ran out: the greedy schedule is still a valid answer
+        low = unsettled if unsettled is not None else (best.steps if best is not None else None)
+        found.solution = best
+        found.lower_bound = None if low is None else low * per_step
+        incumbent = best.steps * per_step if best is not None else None
+        found.status = self._status(incumbent, found.lower_bound, unsettled is not None)
+        found.source = self._source("least steps with one round per step", steps, None)
+        self.record(found, incumbent, found.lower_bound)
+        return found
+
+    @staticmethod
+    def _status(incumbent: float | None, bound: float | None, open_: bool) -> str:
+        if incumbent is None:
+            return "unknown" if open_ else "infeasible"
+        if bound is not None and incumbent <= bound * (1 + COST_TOLERANCE):
+            return "optimal"
+        return "feasible"
+
+    def _source(self, what: str, steps: int | None, rounds: int | None) -> str:
+        limits = [f"S = {steps}"] if steps is not None else []
+        limits += [f"R <= {rounds}"] if rounds is not None else []
+        where = f" with {' and '.join(limits)}" if limits else ""
+        return f"step model, {what}{where}: {self.backend.name} proofs, rounds bound {self.bound.source}"
