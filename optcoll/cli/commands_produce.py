@@ -64,4 +64,131 @@ def synth(instance_path: str | None, algo: str, seed: int | None, runs: int, out
         click.echo(f"wrote {out}")
 
 
-COMMANDS = [synth]
+def _progress_printer(enabled: bool):
+    """Prints incumbent, bound and gap to stderr as a solve improves (one line per change)."""
+    if not enabled:
+        return None
+    last: list[tuple[float | None, float | None]] = []
+
+    def show(wall: float, incumbent: float | None, bound: float | None) -> None:
+        if last and last[-1] == (incumbent, bound):
+            return
+        last.append((incumbent, bound))
+        gap = incumbent / bound - 1 if incumbent and bound else None
+        click.echo(f"  {wall:7.1f} s  incumbent {format_time(incumbent) if incumbent else '-':>12}  "
+                   f"bound {format_time(bound) if bound else '-':>12}  gap {percent(gap)}", err=True)
+    return show
+
+
+def _with_model(inst, kind: str | None):
+    from dataclasses import replace
+
+    return inst if kind is None or kind == inst.model.kind else replace(inst, model=replace(inst.model, kind=kind))
+
+
+@click.command()
+@click.argument("instance_path", metavar="INSTANCE", type=click.Path(dir_okay=False))
+@click.option("--solver", type=click.Choice(["cpsat", "highs", "scip", "z3"]), default="cpsat", show_default=True,
+              help="z3 solves the step model only.")
+@click.option("--model", "model_kind", type=click.Choice(["timed", "step"]), default=None,
+              help="Time model (default: the instance's).")
+@click.option("--time-limit", type=float, default=None, help="Seconds (default: the instance's budget).")
+@click.option("--threads", type=int, default=None, help="Solver threads (default: the instance's budget).")
+@click.option("--seed", type=int, default=None, help="Solver seed (default: the instance's budget).")
+@click.option("--quantum", default=None, help="Timed model: time quantum, e.g. '10 us' (default: exact unit).")
+@click.option("--out", type=click.Path(dir_okay=False), help="Write the verified schedule (.json/.json.gz).")
+@click.option("--export-model", type=click.Path(dir_okay=False),
+              help="Also write the encoding: .mps/.lp (MIP), .smt2 (z3, step model), .pbtxt (CP-SAT, step).")
+@click.option("--progress/--no-progress", default=True, show_default=True, help="Show incumbent/bound over time.")
+@json_option
+def solve(instance_path, solver, model_kind, time_limit, threads, seed, quantum, out, export_model,
+          progress, as_json) -> None:
+    """Optimal schedule (or best found plus a proven bound) from an exact solver, verified."""
+    from optcoll.instances.instancefile import load_instance
+    from optcoll.results.record import evaluate_outcome
+    from optcoll.schedules.jsonfile import save_schedule
+    from optcoll.units import parse_time
+
+    inst = _with_model(load_instance(instance_path), model_kind)
+    limits = dict(time_limit=inst.budget.time_limit if time_limit is None else time_limit,
+                  threads=inst.budget.threads if threads is None else threads,
+                  seed=inst.budget.seed if seed is None else seed,
+                  progress=_progress_printer(progress and not as_json))
+    if inst.model.kind == "step":
+        from optcoll.producers.exact.step import export_step_model, solve_step
+
+        outcome = solve_step(inst, solver=solver, **limits)
+    else:
+        if solver == "z3":
+            raise click.UsageError("z3 solves the step model only (use --model step)")
+        from optcoll.producers.exact.timed import export_timed_model, solve_timed
+
+        outcome = solve_timed(inst, solver=solver, quantum=parse_time(quantum) if quantum else None, **limits)
+    result = evaluate_outcome(inst, f"exact-{inst.model.kind}-{solver}", outcome)
+    if out and outcome.schedule is not None:
+        save_schedule(out, outcome.schedule, inst.machine)
+    if export_model:
+        if inst.model.kind == "step":
+            if outcome.schedule is None:
+                raise click.UsageError("no step-model solution to export the encoding of")
+            export_step_model(inst, outcome.schedule.num_steps, sum(outcome.schedule.rounds), export_model)
+        else:
+            export_timed_model(inst, export_model, quantum=parse_time(quantum) if quantum else None)
+    if as_json:
+        emit_json({**result.to_dict(), "out": out})
+        return
+    click.echo(inst.describe())
+    if result.time is None:
+        click.echo(f"{result.status}: no schedule within the budget; lower bound "
+                   f"{format_time(result.lower_bound) if result.lower_bound else '-'} ({result.lower_bound_source})")
+    else:
+        click.echo(f"{result.status}: {format_time(result.time)} (verified); lower bound "
+                   f"{format_time(result.lower_bound)} ({result.lower_bound_source}); gap {percent(result.gap)}")
+    if result.steps:
+        click.echo(f"step model: S = {result.steps} steps, R = {result.rounds} rounds")
+    version = outcome.solver_version
+    solver_text = version if version.startswith(outcome.solver) else f"{outcome.solver} {version}"
+    click.echo(f"{solver_text}, {result.wall_time:.2f} s"
+               + (f", quantum {format_time(outcome.quantum)}" if outcome.quantum else ""))
+    for note in outcome.notes:
+        click.echo(f"  note: {note}")
+    for path in (out, export_model):
+        if path:
+            click.echo(f"wrote {path}")
+    sys.exit(0 if result.status in ("optimal", "bounded") else 1)
+
+
+@click.command()
+@click.argument("instance_path", metavar="INSTANCE", type=click.Path(dir_okay=False))
+@click.option("--max-chunks", default=6, show_default=True, help="Chunks per rank C from 1 up to this.")
+@click.option("--solver", type=click.Choice(["cpsat", "highs", "scip", "z3"]), default="cpsat", show_default=True)
+@click.option("--time-limit", type=float, default=None, help="Seconds per question (default: the budget).")
+@click.option("--threads", type=int, default=None)
+@json_option
+def pareto(instance_path, max_chunks, solver, time_limit, threads, as_json) -> None:
+    """The step model's Pareto front over (steps S, rounds per chunk R/C), every point verified."""
+    from optcoll.instances.instancefile import load_instance
+    from optcoll.producers.exact.step import pareto_front, rounds_lower_bound
+    from optcoll.producers.exact.step.chunking import rechunk
+    from optcoll.verify import require_valid
+
+    inst = _with_model(load_instance(instance_path), "step")
+    points = pareto_front(inst, max_chunks, solver=solver, time_limit=time_limit, threads=threads)
+    bound = rounds_lower_bound(inst.machine, inst.collective)
+    for point in points:  # each point's schedule cuts the buffer into its own C pieces
+        require_valid(inst.machine, rechunk(inst.collective, point.chunks), point.schedule, inst.model)
+    rows = [{"steps": p.steps, "rounds": p.rounds, "chunks": p.chunks, "rounds_per_chunk": str(p.rounds_per_chunk),
+             "cost": p.cost, "formula": p.formula, "proven": p.proven,
+             "bandwidth_optimal": p.bandwidth_optimal} for p in points]
+    if as_json:
+        emit_json({"rounds_lower_bound": str(bound.value), "points": rows})
+        return
+    click.echo(inst.describe())
+    click.echo(f"rounds lower bound: R/C >= {bound.value} ({bound.source})")
+    click.echo(table(["S", "R", "C", "R/C", "cost", "formula", "proven", "bandwidth-optimal"],
+                     [[r["steps"], r["rounds"], r["chunks"], r["rounds_per_chunk"], format_time(r["cost"]),
+                       r["formula"], "yes" if r["proven"] else "no", "yes" if r["bandwidth_optimal"] else ""]
+                      for r in rows]))
+
+
+COMMANDS = [synth, solve, pareto]

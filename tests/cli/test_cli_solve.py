@@ -1,0 +1,32 @@
+import json
+from fractions import Fraction
+
+import pytest
+
+from conftest import REPO
+
+QUICK = REPO / "instances" / "quick"
+
+
+def test_pareto_reproduces_the_dgx1_front(run):
+    code, out, _ = run("pareto", QUICK / "dgx1-allgather-c1.toml", "--max-chunks", "6", "--json")
+    data = json.loads(out)
+    points = {(p["steps"], p["rounds"], p["chunks"]) for p in data["points"]}
+    assert code == 0 and {(2, 3, 2), (3, 7, 6)} <= points
+    assert Fraction(data["rounds_lower_bound"]) == Fraction(7, 6)
+
+
+@pytest.mark.parametrize("solver", ["cpsat", "z3", "scip"])
+def test_step_solvers_agree_and_write_what_they_prove(run, tmp_path, solver):
+    out = tmp_path / "s.json"
+    code, text, _ = run("solve", QUICK / "dgx1-allgather-c2.toml", "--model", "step", "--solver", solver,
+                        "--out", out, "--no-progress", "--json")
+    data = json.loads(text)
+    assert code == 0 and data["status"] == "optimal" and (data["steps"], data["rounds"]) == (2, 3)
+    code, text, _ = run("verify", QUICK / "dgx1-allgather-c2.toml", out, "--json")
+    assert code == 0 and json.loads(text)["time"] == pytest.approx(data["time"])
+
+
+def test_z3_refuses_the_timed_model(run):
+    code, _, err = run("solve", QUICK / "ring8-allgather-c1.toml", "--solver", "z3", "--model", "timed")
+    assert code == 2 and "step model only" in err
