@@ -12,6 +12,8 @@ Producers:
 - ``exact``: the exact solver of the instance's model (timed: ``solve_timed``; step:
   ``solve_step``) with ``solver``, ``time_limit``, ``threads``, ``seed``.
 - ``pareto``: the step model's Pareto front up to ``max_chunks`` chunks per rank.
+- ``check``: a user's synthesizer (``synth``, an ``optcoll check`` spec) run with a time limit
+  (``time_limit``) and verified (``optcoll.check.worker``); the record says what went wrong.
 """
 from __future__ import annotations
 
@@ -25,7 +27,7 @@ import optcoll
 from optcoll.errors import ScheduleRejected
 from optcoll.sweeps.suite import InstanceSpec, digest
 
-PRODUCERS = ("bounds", "synth", "exact", "pareto")
+PRODUCERS = ("bounds", "synth", "exact", "pareto", "check")
 #: Statuses of a record. "failed" carries a reason; "not-applicable" too (not an error).
 FAILED, NOT_APPLICABLE = "failed", "not-applicable"
 
@@ -171,4 +173,12 @@ def _pareto(job: Job) -> tuple[dict[str, Any], None]:
     return {"status": "ok", "points": rows}, None
 
 
-_RUNNERS = {"bounds": _bounds, "synth": _synth, "exact": _exact, "pareto": _pareto}
+def _check(job: Job) -> tuple[dict[str, Any], None]:
+    from optcoll.check.worker import check_instance
+
+    return check_instance(job.spec, job.params["synth"], job.params["time_limit"],
+                          job.params["workdir"]), None
+
+
+_RUNNERS = {"bounds": _bounds, "synth": _synth, "exact": _exact, "pareto": _pareto,
+            "check": _check}

@@ -100,15 +100,18 @@ def run_local(jobs: Sequence[Job], workers: int, deadline: Deadline) -> Iterator
                         yield job, result
                         continue
                 if worker.process.sentinel in ready or worker.conn in ready:
+                    worker.process.join(timeout=1.0)  # the pipe may close before it is reaped
                     reason = f"worker process died (exit code {worker.process.exitcode})"
+                    error = "Killed"
                 elif time.monotonic() >= worker.deadline:
-                    reason = (f"exceeded its hard time limit of {deadline(job):.0f} s "
+                    reason = (f"exceeded its hard time limit of {deadline(job):.3g} s "
                               f"(time limit {job.params.get('time_limit')} s) and was stopped")
+                    error = "Timeout"
                 else:
                     continue
                 worker.stop(force=True)
                 pool[i] = _Worker(ctx)
-                yield job, failed(job, reason, error="Killed")
+                yield job, failed(job, reason, error=error)
         clean = True
     finally:
         for worker in pool:

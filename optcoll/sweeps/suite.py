@@ -41,7 +41,7 @@ from optcoll.instances.instancefile import instance_from_dict, read_toml
 from optcoll.units import parse_size
 
 SUITE_FILE = "suite.toml"
-_SUITE_KEYS = {"suite", "plots"}
+_SUITE_KEYS = {"suite", "plots", "check"}  # [check]: thresholds of ``optcoll check``
 
 
 def instances_dir() -> Path:
@@ -199,7 +199,8 @@ def _config(directory: Path) -> dict[str, Any]:
     data = read_toml(path)
     unknown = sorted(set(data) - _SUITE_KEYS)
     if unknown:
-        raise InputError(f"unknown section [{unknown[0]}]; allowed: plots, suite", source=str(path))
+        raise InputError(f"unknown section [{unknown[0]}]; allowed: {', '.join(sorted(_SUITE_KEYS))}",
+                         source=str(path))
     return data
 
 

@@ -1,0 +1,72 @@
+"""``run_check``: every instance of a suite through a synthesizer, in parallel, each with its time
+limit, every schedule through the shared verifier, every time against the recorded truth.
+
+Parallelism and isolation come from the sweep pool (``optcoll.sweeps.pool.run_local``): one job
+per instance on worker processes, so a synthesizer that crashes, hangs or leaks state on one
+instance does not stop the others. Python synthesizers are interrupted at their time limit; one
+that does not respond (stuck in C code) is killed at ``HARD_FACTOR``·limit + ``HARD_SECONDS``.
+Nothing is cached: a user's synthesizer changes without optcoll's version changing.
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from pathlib import Path
+
+from optcoll.check.config import check_ratio, load_check_config
+from optcoll.check.report import CheckReport
+from optcoll.check.spec import SynthSpec, parse_synth
+from optcoll.check.verdict import AGAINST, judge
+from optcoll.errors import InputError
+from optcoll.sweeps.jobs import Job
+from optcoll.sweeps.pool import run_local
+from optcoll.sweeps.progress import Progress
+from optcoll.sweeps.suite import Suite, find_suite
+
+HARD_FACTOR, HARD_SECONDS = 1.5, 5.0
+
+
+def hard_deadline(job: Job) -> float:
+    return HARD_FACTOR * float(job.params["time_limit"]) + HARD_SECONDS
+
+
+def run_check(synth: str | SynthSpec, suite: str | os.PathLike | Suite = "quick", *,
+              max_gap: float | None = None, timeout: float | None = None, jobs: int | None = None,
+              against: str = "best", progress: bool | None = False) -> CheckReport:
+    """The verdict on every instance of ``suite``. Bad input (spec, suite, numbers) raises
+    ``InputError``; everything a synthesizer does wrong is a failed ``Outcome`` instead.
+
+    ``timeout``: seconds per instance (default: each instance's [budget] time_limit);
+    ``jobs``: worker processes (default: all cores); ``max_gap``/``against``: see
+    ``optcoll.check.config`` and ``optcoll.check.verdict``.
+    """
+    spec = synth if isinstance(synth, SynthSpec) else parse_synth(synth)
+    suite = suite if isinstance(suite, Suite) else find_suite(os.fspath(suite))
+    config = load_check_config(suite)
+    if max_gap is not None:
+        max_gap = check_ratio(max_gap, None, "--max-gap")
+    if timeout is not None and not (isinstance(timeout, (int, float)) and 0 < timeout < float("inf")):
+        raise InputError(f"must be a positive number of seconds, got {timeout!r}", field="--timeout")
+    if against not in AGAINST:
+        raise InputError(f"must be one of {', '.join(AGAINST)}, got {against!r}", field="--against")
+    if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1):
+        raise InputError(f"must be a positive integer, got {jobs!r}", field="--jobs")
+    workers = jobs or os.cpu_count() or 1
+    start = time.perf_counter()
+    records = {}
+    with tempfile.TemporaryDirectory(prefix="optcoll-check-") as work:
+        pending = [Job(s, "check", {"synth": str(spec), "workdir": str(Path(work) / s.path.stem),
+                                    "time_limit": timeout or s.instance.budget.time_limit})
+                   for s in suite.specs]
+        bar = Progress(len(pending), 0, "check", progress)
+        try:
+            for job, result in run_local(pending, workers, hard_deadline):
+                records[job.spec.path] = result.record
+                bar.advance(job.spec.name, result.record["status"] not in ("valid", "skipped"))
+        finally:
+            bar.close()
+    outcomes = tuple(judge(s, records[s.path], config.threshold(s.path.stem, max_gap), against)
+                     for s in suite.specs)
+    return CheckReport(str(spec), suite.name, str(suite.directory), against, outcomes,
+                       time.perf_counter() - start)

@@ -1,0 +1,80 @@
+"""``optcoll check``: the CI gate for a synthesizer. Exit 0 when every instance passes, 1 when any
+schedule is invalid, over its gap threshold, missing or malformed, or its synthesizer errs,
+crashes or times out; 2 on bad input (unknown suite, bad spec, bad suite.toml)."""
+from __future__ import annotations
+
+import sys
+
+import click
+
+from optcoll.errors import InputError
+
+EXIT_FAILED = 1
+
+
+def _seconds(ctx: click.Context, param: click.Parameter, value: str | None) -> float | None:
+    if value is None:
+        return None
+    from optcoll.units import parse_time
+
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            seconds = parse_time(value, allow_zero=False)
+        except InputError as exc:
+            raise click.BadParameter(exc.detail) from None
+    if not 0 < seconds < float("inf"):
+        raise click.BadParameter("must be a positive number of seconds")
+    return seconds
+
+
+@click.command("check")
+@click.option("--synth", "synth", required=True, metavar="SPEC",
+              help="The synthesizer: py:MODULE:FUNCTION (MODULE dotted or a .py file), "
+                   "cmd:'PROGRAM ARGS {instance} {out}.json ...', dir:PATH (files named "
+                   "<instance>.json/.json.gz/.xml) or builtin:NAME.")
+@click.option("--suite", default="quick", show_default=True, metavar="SUITE",
+              help="A suite directory, an instance file, or a built-in suite name.")
+@click.option("--max-gap", type=click.FloatRange(min=1.0), default=None, metavar="RATIO",
+              help="Pass when time / reference <= RATIO (1.10 = within 10 %); suite.toml "
+                   "[check.instances] entries win over it [default: suite.toml [check] "
+                   "max_gap, else 1.10].")
+@click.option("--against", type=click.Choice(["best", "bound"]), default="best", show_default=True,
+              help="Reference: the recorded optimum/best known schedule, or the proven lower bound.")
+@click.option("--timeout", callback=_seconds, default=None, metavar="S",
+              help="Time limit per instance, seconds or '2 min' [default: each instance's "
+                   "[budget] time_limit].")
+@click.option("--jobs", "-j", type=click.IntRange(min=1), default=None,
+              help="Instances checked at once, each in its own process [default: all cores].")
+@click.option("--junit", type=click.Path(dir_okay=False), default=None, metavar="FILE",
+              help="Write JUnit XML (one testcase per instance).")
+@click.option("--summary", type=click.Path(dir_okay=False), default=None, metavar="FILE.md",
+              help="Write a Markdown summary (e.g. \"$GITHUB_STEP_SUMMARY\").")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON instead of a table.")
+@click.option("--progress/--no-progress", default=None,
+              help="Progress bar on stderr [default: when stderr is a terminal].")
+def check(synth: str, suite: str, max_gap: float | None, against: str, timeout: float | None,
+          jobs: int | None, junit: str | None, summary: str | None, as_json: bool,
+          progress: bool | None) -> None:
+    """Check a synthesizer against recorded ground truth: every instance of SUITE is run (in
+    parallel, each with its time limit), every schedule verified, every time compared."""
+    from optcoll.check import junit_xml, markdown, run_check
+    from optcoll.cli.output import emit_json
+    from optcoll.fileio import write_text_atomic
+
+    report = run_check(synth, suite, max_gap=max_gap, timeout=timeout, jobs=jobs, against=against,
+                       progress=progress)
+    if junit:
+        write_text_atomic(junit, junit_xml(report))
+    if summary:
+        write_text_atomic(summary, markdown(report))
+    if as_json:
+        emit_json(report.to_dict())
+    else:
+        click.echo(report.text())
+    if not report.passed:
+        sys.exit(EXIT_FAILED)
+
+
+COMMANDS = [check]
