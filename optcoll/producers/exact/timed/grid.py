@@ -1,0 +1,146 @@
+"""Integer time: the quantum q and the problem's durations in whole quanta (DESIGN.md section 6).
+
+When every duration is a multiple of q (found exactly with fractions, e.g. q = 1/6 µs makes
+800.5 µs and 533.83 µs integral) one integer grid is exact. Otherwise two grids bracket the truth:
+
+* ``up``: delays and windows rounded outwards. A transfer at epoch k started at k·q in true time
+  delivers no later than its discrete delivery and its true windows lie inside the discrete ones,
+  so every discrete schedule is valid in the true model: an *upper* bound.
+* ``down``: a true schedule mapped to epochs ⌊t/q⌋ satisfies the rounded-inwards grid (⌊a+b⌋ ≥
+  ⌊a⌋+⌊b⌋, and windows that share an epoch share a true instant), so the discrete optimum times q
+  is a *lower* bound on the true optimum.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+
+import numpy as np
+
+from optcoll.errors import InputError
+from optcoll.producers.exact.timed.problem import TimedProblem
+
+#: Relative slack when deciding that a float duration is an integer number of quanta.
+TOLERANCE = 1e-9
+#: Relative slack when recognising a ratio of durations as a fraction (float noise is ~1e-16).
+RATIO_TOLERANCE = 1e-12
+#: A time-expanded grid with more epochs per link than this is too fine to be worth it.
+MAX_EPOCHS_PER_LINK = 24
+#: The continuous model accepts a fine exact unit with up to this many units per link.
+MAX_UNITS_PER_LINK = 10**6
+
+
+@dataclass(frozen=True, eq=False)
+class Grid:
+    """Durations of a ``TimedProblem`` in whole quanta.
+
+    A transfer at epoch k delivers at k + ``delay[e]``, holds its link over epochs
+    ``[k, k + busy[e])`` and an NPU port over ``[k + port_lo[e], k + port_hi[e])``.
+    """
+
+    quantum: float  # seconds per epoch
+    rounding: str  # "exact" | "up" | "down", or "seconds" for the true model in float seconds
+    delay: np.ndarray  # int64 per link, >= 1
+    busy: np.ndarray  # int64 per link, >= 0 (0: unlimited capacity, only in a "down" grid)
+    port_lo: np.ndarray
+    port_hi: np.ndarray
+
+    @property
+    def exact(self) -> bool:
+        return self.rounding == "exact"
+
+    def seconds(self, epochs: float) -> float:
+        return float(epochs) * self.quantum
+
+
+def seconds_grid(problem: TimedProblem) -> Grid:
+    """The true model itself, in float seconds (for list scheduling and retiming)."""
+    return Grid(1.0, "seconds", problem.delay, problem.busy, problem.port_shift,
+                problem.port_shift + problem.busy)
+
+
+def _values(problem: TimedProblem) -> np.ndarray:
+    return np.concatenate([problem.delay, problem.busy, problem.port_shift])
+
+
+def exact_unit(values: np.ndarray, max_units: int) -> float | None:
+    """The largest q making every value an integer multiple of q with at most ``max_units`` each.
+
+    Works with ratios to the smallest positive value as fractions, so float noise in e.g.
+    800.5e-6 and 533.8333e-6 s does not hide that 1/6 µs divides both.
+    """
+    positive = values[values > 0]
+    if positive.size == 0:
+        return None
+    ref = float(positive.min())
+    denominator = 1
+    for ratio in np.unique(positive / ref).tolist():
+        frac = Fraction(ratio).limit_denominator(max_units)
+        if abs(float(frac) - ratio) > RATIO_TOLERANCE * ratio:
+            return None
+        denominator = math.lcm(denominator, frac.denominator)
+        if denominator > max_units:
+            return None
+    unit = ref / denominator
+    if float(positive.max()) / unit > max_units * (1 + TOLERANCE):
+        return None
+    return unit
+
+
+def _integral(values: np.ndarray, q: float) -> bool:
+    ratio = values / q
+    return bool(np.all(np.abs(ratio - np.round(ratio)) <= TOLERANCE * np.maximum(ratio, 1.0)))
+
+
+def make_grid(problem: TimedProblem, quantum: float, rounding: str) -> Grid:
+    """The problem's durations in quanta of ``quantum`` seconds, rounded as asked."""
+    ratio = {"delay": problem.delay / quantum, "busy": problem.busy / quantum,
+             "lo": problem.port_shift / quantum, "hi": (problem.port_shift + problem.busy) / quantum}
+
+    def up(x: np.ndarray) -> np.ndarray:  # the slack keeps an integral ratio from rounding away
+        return np.ceil(x - TOLERANCE * np.maximum(x, 1.0)).astype(np.int64)
+
+    def down(x: np.ndarray) -> np.ndarray:
+        return np.floor(x + TOLERANCE * np.maximum(x, 1.0)).astype(np.int64)
+
+    if rounding == "exact":
+        if not _integral(_values(problem), quantum):
+            raise ValueError("durations are not multiples of the quantum")
+        delay, busy, port_lo, port_hi = (np.round(ratio[k]).astype(np.int64) for k in ("delay", "busy", "lo", "hi"))
+    elif rounding == "up":  # outwards: later deliveries, longer windows
+        delay, busy, port_lo, port_hi = up(ratio["delay"]), up(ratio["busy"]), down(ratio["lo"]), up(ratio["hi"])
+    elif rounding == "down":  # inwards: earlier deliveries, shorter windows
+        delay, busy, port_lo, port_hi = down(ratio["delay"]), down(ratio["busy"]), up(ratio["lo"]), down(ratio["hi"])
+    else:
+        raise ValueError(f"unknown rounding {rounding!r}")
+    return Grid(float(quantum), rounding, delay, busy, port_lo, port_hi)
+
+
+def choose_grids(problem: TimedProblem, quantum: float | None = None) -> tuple[Grid, Grid | None]:
+    """(the grid schedules come from, the grid whose optimum is a lower bound or None).
+
+    One exact grid serves both when it exists. The default quantum is the exact unit when it is
+    coarse enough (at most ``MAX_EPOCHS_PER_LINK`` epochs on the slowest link), else the time of
+    one chunk on the fastest link. The ``down`` grid is dropped when a delay rounds to zero
+    epochs: zero-delay relays could pass a chunk around within one epoch.
+    """
+    values = _values(problem)
+    if quantum is None:
+        unit = exact_unit(values, MAX_EPOCHS_PER_LINK)
+        if unit is not None:
+            return make_grid(problem, unit, "exact"), None
+        quantum = float(problem.delay.min())
+    elif not (quantum > 0 and math.isfinite(quantum)):
+        raise InputError(f"the quantum must be a positive number of seconds, got {quantum!r}", field="quantum")
+    if _integral(values, quantum) and problem.delay.min() >= quantum * (1 - TOLERANCE):
+        return make_grid(problem, quantum, "exact"), None
+    upper = make_grid(problem, quantum, "up")
+    lower = make_grid(problem, quantum, "down")
+    return upper, (lower if lower.delay.min() >= 1 else None)
+
+
+def fine_grid(problem: TimedProblem) -> Grid | None:
+    """The exact grid of the continuous model (up to ``MAX_UNITS_PER_LINK`` units per link)."""
+    unit = exact_unit(_values(problem), MAX_UNITS_PER_LINK)
+    return None if unit is None else make_grid(problem, unit, "exact")

@@ -1,0 +1,230 @@
+"""List scheduling on a ``Grid``: link/port calendars, retiming a transfer order, a greedy router.
+
+One mechanism serves three jobs, in integer epochs or float seconds alike:
+
+* ``retime``: given transfers in a valid order, start each as early as causality and the
+  calendars allow. The original start stays feasible for every transfer (by induction: all
+  earlier transfers only moved earlier), so retiming never makes a schedule later. Retiming a
+  schedule from a rounded-up grid in true seconds compacts it; retiming a true schedule on a grid
+  turns it into a solver hint.
+* ``greedy``: route every (chunk, destination) in turn along its earliest-arrival path given what
+  is already reserved (store-and-forward with waiting, so Dijkstra on arrival times is exact for
+  one request). It is the fallback upper bound when no better producer is available.
+"""
+from __future__ import annotations
+
+import heapq
+from bisect import bisect_right, insort
+from dataclasses import dataclass
+
+import numpy as np
+
+from optcoll.producers.exact.timed.grid import Grid
+from optcoll.producers.exact.timed.problem import TimedProblem
+from optcoll.producers.exact.timed.reach import reach
+
+
+@dataclass(frozen=True, eq=False)
+class Transfers:
+    """Transfers as columns: chunk, link and start (in the unit of the grid they were made on)."""
+
+    chunk: np.ndarray
+    link: np.ndarray
+    start: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.chunk.shape[0])
+
+    def take(self, index: np.ndarray) -> "Transfers":
+        return Transfers(self.chunk[index], self.link[index], self.start[index])
+
+    def in_time_order(self) -> "Transfers":
+        return self.take(np.lexsort((self.chunk, self.link, self.start)))
+
+    def makespan(self, grid: Grid) -> float:
+        return float((self.start + grid.delay[self.link]).max(initial=0))
+
+
+class _Windows:
+    """Busy windows of one resource of some capacity (1 for a link, the port count for an NPU)."""
+
+    def __init__(self, capacity: int):
+        self.capacity = capacity
+        self.starts: list[float] = []
+        self.ends: list[float] = []
+        self.pairs: list[tuple[float, float]] = []
+
+    def blocked_until(self, lo: float, hi: float) -> float | None:
+        """None if a window [lo, hi) fits; else the earliest start ≥ lo worth trying next.
+
+        Coverage is highest at lo or at a window start inside (lo, hi). Where it is full, no
+        start before the first end of the windows covering that point can fit.
+        """
+        if hi <= lo or not self.pairs:
+            return None
+        for p in [lo, *(s for s in self.starts[bisect_right(self.starts, lo):] if s < hi)]:
+            if bisect_right(self.starts, p) - bisect_right(self.ends, p) >= self.capacity:
+                return min(e for s, e in self.pairs if s <= p < e)
+        return None
+
+    def add(self, lo: float, hi: float) -> None:
+        if hi > lo:
+            insort(self.starts, lo)
+            insort(self.ends, hi)
+            self.pairs.append((lo, hi))
+
+
+class Calendar:
+    """Reservations of links and NPU ports on one grid."""
+
+    def __init__(self, problem: TimedProblem, grid: Grid):
+        self.problem, self.grid = problem, grid
+        self.links = [_Windows(1) for _ in range(problem.num_links)]
+        self.send = [_Windows(problem.send_ports) if problem.send_ports and problem.port_limited[v] else None
+                     for v in range(problem.num_nodes)]
+        self.recv = [_Windows(problem.recv_ports) if problem.recv_ports and problem.port_limited[v] else None
+                     for v in range(problem.num_nodes)]
+
+    def _resources(self, e: int) -> list[tuple[_Windows, float, float]]:
+        g, u, v = self.grid, int(self.problem.src[e]), int(self.problem.dst[e])
+        out = [(self.links[e], 0.0, float(g.busy[e]))]
+        for ports in (self.send[u], self.recv[v]):
+            if ports is not None:
+                out.append((ports, float(g.port_lo[e]), float(g.port_hi[e])))
+        return out
+
+    def fit(self, e: int, ready: float) -> float:
+        """Earliest start ≥ ready at which link e and its NPUs' ports are free."""
+        t = ready
+        resources = self._resources(e)
+        moved = True
+        while moved:
+            moved = False
+            for windows, lo, hi in resources:
+                until = windows.blocked_until(t + lo, t + hi)
+                if until is not None:
+                    t, moved = until - lo, True
+                    while t + lo < until:  # float rounding must not leave the window overlapping
+                        t = float(np.nextafter(t, np.inf))
+        return t
+
+    def reserve(self, e: int, start: float) -> None:
+        for windows, lo, hi in self._resources(e):
+            windows.add(start + lo, start + hi)
+
+
+class _Holdings:
+    """When each node can send each chunk: copy nodes hold from their first arrival; a plain
+    switch has a pool of arrivals, each of which may be forwarded once."""
+
+    def __init__(self, problem: TimedProblem):
+        self.problem = problem
+        self.hold: dict[tuple[int, int], float] = {}
+        self.pool: dict[tuple[int, int], list[float]] = {}
+        chunks, nodes = problem.holders.pairs()
+        for c, v in zip(chunks.tolist(), nodes.tolist()):
+            self.hold[(c, v)] = 0.0
+
+    def ready(self, c: int, u: int) -> float | None:
+        if self.problem.copy[u] or (c, u) in self.hold:
+            return self.hold.get((c, u))
+        pool = self.pool.get((c, u))
+        return pool[0] if pool else None
+
+    def send(self, c: int, u: int) -> None:
+        if not (self.problem.copy[u] or (c, u) in self.hold):
+            heapq.heappop(self.pool[(c, u)])
+
+    def deliver(self, c: int, v: int, t: float) -> None:
+        if self.problem.copy[v] or (c, v) in self.hold:
+            self.hold[(c, v)] = min(t, self.hold.get((c, v), np.inf))
+        else:
+            heapq.heappush(self.pool.setdefault((c, v), []), t)
+
+
+def retime(problem: TimedProblem, grid: Grid, transfers: Transfers) -> Transfers:
+    """The transfers, in their start order, each started as early as possible on ``grid``.
+
+    Raises ValueError if the order is not causal (a sender that never holds the chunk).
+    """
+    ordered = transfers.in_time_order()
+    cal, held = Calendar(problem, grid), _Holdings(problem)
+    starts = np.empty(len(ordered), dtype=float)
+    for i, (c, e) in enumerate(zip(ordered.chunk.tolist(), ordered.link.tolist())):
+        u, v = int(problem.src[e]), int(problem.dst[e])
+        ready = held.ready(c, u)
+        if ready is None:
+            raise ValueError(f"chunk {c} sent from node {u} before it arrives there")
+        held.send(c, u)
+        t = cal.fit(e, ready)
+        cal.reserve(e, t)
+        held.deliver(c, v, t + float(grid.delay[e]))
+        starts[i] = t
+    return Transfers(ordered.chunk, ordered.link, starts)
+
+
+def greedy(problem: TimedProblem, grid: Grid) -> Transfers:
+    """Earliest-arrival routing of each (chunk, destination), nearest deliveries first."""
+    r = reach(problem, grid.delay)
+    order = np.lexsort((problem.need_node, problem.need_chunk,
+                        r.earliest[problem.need_chunk, problem.need_node]))
+    cal, held = Calendar(problem, grid), _Holdings(problem)
+    out_links = [np.flatnonzero(problem.src == u).tolist() for u in range(problem.num_nodes)]
+    rows: list[tuple[int, int, float]] = []
+    for i in order.tolist():
+        c, dest = int(problem.need_chunk[i]), int(problem.need_node[i])
+        if held.hold.get((c, dest)) is not None:
+            continue
+        path = _earliest_path(problem, grid, cal, held, out_links, c, dest)
+        if path is None:
+            raise ValueError(f"chunk {c} cannot reach node {dest}")
+        for e, t in path:
+            held.send(c, int(problem.src[e]))
+            cal.reserve(e, t)
+            held.deliver(c, int(problem.dst[e]), t + float(grid.delay[e]))
+            rows.append((c, e, t))
+    cols = list(zip(*rows)) if rows else [(), (), ()]
+    return Transfers(np.array(cols[0], dtype=np.int64), np.array(cols[1], dtype=np.int64),
+                     np.array(cols[2], dtype=float))
+
+
+def _earliest_path(problem: TimedProblem, grid: Grid, cal: Calendar, held: _Holdings,
+                   out_links: list[list[int]], c: int, dest: int) -> list[tuple[int, float]] | None:
+    """Dijkstra on arrival time from every node that can send c now to ``dest``.
+
+    A plain switch that forwards in the middle of a path is passed through (its new arrival is
+    forwarded once); its pool of earlier arrivals can also start a path.
+    """
+    best: dict[int, float] = {}
+    parent: dict[int, tuple[int, int, float]] = {}
+    heap: list[tuple[float, int]] = []
+    for u in range(problem.num_nodes):
+        t = held.ready(c, u)
+        if t is not None:
+            best[u] = t
+            heap.append((t, u))
+    heapq.heapify(heap)
+    done: set[int] = set()
+    while heap:
+        t, u = heapq.heappop(heap)
+        if u in done:
+            continue
+        done.add(u)
+        if u == dest:
+            path = []
+            while u in parent:
+                prev, e, start = parent[u]
+                path.append((e, start))
+                u = prev
+            return path[::-1]
+        for e in out_links[u]:
+            v = int(problem.dst[e])
+            if v in done:
+                continue
+            start = cal.fit(e, t)
+            arrive = start + float(grid.delay[e])
+            if arrive < best.get(v, np.inf):
+                best[v] = arrive
+                parent[v] = (u, e, start)
+                heapq.heappush(heap, (arrive, v))
+    return None

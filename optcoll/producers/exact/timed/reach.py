@@ -1,0 +1,145 @@
+"""Who can hold which chunk when: shortest delivery times, pruning windows and simple bounds.
+
+All in one unit system, integers on a ``Grid`` or seconds (the formulas are the same): a chunk
+cannot be at node v before ``earliest[c, v]`` (shortest delivery path from a holder) and a copy
+of c at v is useless after ``horizon - togo[c, v]`` (it could not reach a node needing c in time).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.sparse import csr_matrix
+from scipy.sparse.csgraph import shortest_path
+
+from optcoll.producers.exact.timed.grid import Grid
+from optcoll.producers.exact.timed.problem import TimedProblem
+
+
+def distances(num_nodes: int, src: np.ndarray, dst: np.ndarray, delay: np.ndarray) -> np.ndarray:
+    """All-pairs shortest delivery time (inf when unreachable), cheapest of parallel links."""
+    best = np.full((num_nodes, num_nodes), np.inf)
+    np.minimum.at(best, (src, dst), delay.astype(float))
+    rows, cols = np.nonzero(np.isfinite(best))
+    graph = csr_matrix((best[rows, cols], (rows, cols)), shape=(num_nodes, num_nodes))
+    return shortest_path(graph, method="D", directed=True)
+
+
+@dataclass(frozen=True, eq=False)
+class Reach:
+    """``earliest[c, v]``: first moment v can hold c; ``togo[c, v]``: least time from v to a node
+    needing c (0 at such a node, inf when none is reachable)."""
+
+    earliest: np.ndarray
+    togo: np.ndarray
+
+    def unreachable(self, problem: TimedProblem) -> tuple[int, int] | None:
+        """A (chunk, node) delivery no path can make, if any."""
+        bad = ~np.isfinite(self.earliest[problem.need_chunk, problem.need_node])
+        if not bad.any():
+            return None
+        i = int(np.flatnonzero(bad)[0])
+        return int(problem.need_chunk[i]), int(problem.need_node[i])
+
+
+def reach(problem: TimedProblem, delay: np.ndarray) -> Reach:
+    dist = distances(problem.num_nodes, problem.src, problem.dst, delay)
+    holder_chunk, holder_node = problem.holders.pairs()
+    earliest = np.full((problem.num_chunks, problem.num_nodes), np.inf)
+    np.minimum.at(earliest, holder_chunk, dist[holder_node])
+    togo = np.full((problem.num_chunks, problem.num_nodes), np.inf)
+    np.minimum.at(togo, problem.need_chunk, dist[:, problem.need_node].T)
+    return Reach(earliest, togo)
+
+
+def latency_bound(problem: TimedProblem, r: Reach) -> float:
+    """The latest of the earliest deliveries: no schedule finishes before it."""
+    if problem.need_chunk.size == 0:
+        return 0.0
+    return float(r.earliest[problem.need_chunk, problem.need_node].max())
+
+
+def _kth_arrival(demand: int, first: np.ndarray, period: np.ndarray) -> float:
+    """The ``demand``-th earliest of the times first_l + j·period_l (j = 0, 1, ...) over links l.
+
+    A link with zero period (unlimited capacity, only on a rounded-down grid) delivers any number
+    of transfers at its first time.
+    """
+    if demand <= 0:
+        return 0.0
+    best = np.inf
+    unlimited = period <= 0
+    if unlimited.any():
+        best = float(first[unlimited].min())
+    times = (first[~unlimited][:, None] + period[~unlimited][:, None] * np.arange(demand)).ravel()
+    if times.size >= demand:
+        best = min(best, float(np.partition(times, demand - 1)[demand - 1]))
+    return best
+
+
+def _port_lanes(grid: Grid, links: np.ndarray, ports: int | None, start: np.ndarray,
+                extra: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """With a port limit P, the transfers through one NPU also queue on P ports: on one port the
+    j-th starts no earlier than the earliest start plus j times the narrowest window, give or take
+    the spread of window offsets. So P lanes bound the events ``extra`` after each start too."""
+    if ports is None or links.size == 0:
+        return np.zeros(0), np.zeros(0)
+    lo, hi = grid.port_lo[links].astype(float), grid.port_hi[links].astype(float)
+    width = float((hi - lo).min())
+    first = float(start.min()) + float(extra.min()) - float(lo.max() - lo.min())
+    return np.full(ports, first), np.full(ports, width)
+
+
+def _node_bound(demand: int, first: np.ndarray, period: np.ndarray, lanes: tuple[np.ndarray, np.ndarray]) -> float:
+    bound = _kth_arrival(demand, first, period)
+    if lanes[0].size and lanes[1][0] > 0:
+        bound = max(bound, _kth_arrival(demand, *lanes))
+    return bound
+
+
+def ingress_bound(problem: TimedProblem, r: Reach, grid: Grid) -> float:
+    """Per node: deliveries arrive one link occupancy apart on each in-link (and one port window
+    apart on each receive port), and none before its chunk can be there.
+
+    For every threshold ρ among the earliest arrivals of the chunks node v needs, the n chunks
+    that cannot arrive before ρ come over in-links whose first such delivery is no earlier than
+    max(ρ, earliest the sender holds one of them + delay), the next ones a link occupancy apart:
+    v cannot finish before the n-th earliest of those arrivals.
+    """
+    delay, busy = grid.delay.astype(float), grid.busy.astype(float)
+    best = 0.0
+    for v in np.unique(problem.need_node):
+        chunks = problem.need_chunk[problem.need_node == v]
+        release = r.earliest[chunks, v]
+        links = np.flatnonzero(problem.dst == v)
+        ports = problem.recv_ports if problem.port_limited[v] else None
+        for rho in np.unique(release):
+            late = chunks[release >= rho]
+            start = np.maximum(r.earliest[late][:, problem.src[links]].min(axis=0), rho - delay[links])
+            best = max(best, _node_bound(int(late.size), start + delay[links], busy[links],
+                                         _port_lanes(grid, links, ports, start, delay[links])))
+    return best
+
+
+def egress_bound(problem: TimedProblem, r: Reach, grid: Grid) -> float:
+    """Per sole holder: every chunk only it holds must leave on one of its out-links.
+
+    The j-th departure on a link starts no earlier than (j-1)·busy and still has to travel at
+    least delay plus the shortest remaining way to the chunk's nearest needing node, so with the
+    smallest such tail as a common offset the count argument of ``ingress_bound`` applies.
+    """
+    delay, busy = grid.delay.astype(float), grid.busy.astype(float)
+    holder_chunk, holder_node = problem.holders.pairs()
+    sole = np.bincount(holder_chunk, minlength=problem.num_chunks) == 1
+    best = 0.0
+    for u in np.unique(holder_node):
+        chunks = holder_chunk[(holder_node == u) & sole[holder_chunk]]
+        chunks = chunks[np.isfinite(r.togo[chunks, u])]
+        if chunks.size == 0:
+            continue
+        links = np.flatnonzero(problem.src == u)
+        tail = delay[links] + r.togo[chunks][:, problem.dst[links]].min(axis=0)
+        ports = problem.send_ports if problem.port_limited[u] else None
+        best = max(best, _node_bound(int(chunks.size), tail, busy[links],
+                                     _port_lanes(grid, links, ports, np.zeros(links.size), tail)))
+    return best

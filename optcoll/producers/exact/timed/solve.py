@@ -1,0 +1,414 @@
+"""The exact timed solver's entry points: ``solve_timed`` and ``export_timed_model``.
+
+One solve: build the (possibly dual) problem, start from the best greedy schedule and the best
+analytic lower bound, then run phases until they meet: on an exact grid the time-expanded
+horizon search; when the grid rounds, the exact continuous model first, then the rounded-up grid
+(schedules) and the rounded-down grid (a lower bound). Every schedule is retimed in true seconds;
+"optimal" only when its time meets a proven bound in the true model.
+"""
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from optcoll.bounds import best_lower_bound
+from optcoll.collectives.builtins import split_allreduce
+from optcoll.errors import InputError
+from optcoll.instances.instance import Instance
+from optcoll.producers import compose
+from optcoll.producers.base import NotApplicable
+from optcoll.producers.exact.outcome import SolverOutcome
+from optcoll.producers.exact.timed import continuous, expanded, linear
+from optcoll.producers.exact.timed.grid import MAX_UNITS_PER_LINK, Grid, choose_grids, fine_grid, seconds_grid
+from optcoll.producers.exact.timed.listsched import Transfers, greedy, retime
+from optcoll.producers.exact.timed.problem import TimedProblem, direct_problem, dual_problem
+from optcoll.producers.exact.timed.reach import egress_bound, ingress_bound, latency_bound, reach
+from optcoll.producers.exact.timed.reverse import essential, from_schedule, to_schedule
+from optcoll.producers.exact.timed.search import Budget, search
+from optcoll.producers.registry import get_synthesizer
+from optcoll.schedules.schedule import Schedule
+
+#: (wall seconds, incumbent seconds or None, proven bound seconds or None)
+Progress = Callable[[float, float | None, float | None], None]
+#: Relative slack when comparing a schedule's time with a bound (float noise only).
+TIME_TOLERANCE = 1e-9
+#: Greedy synthesizers from the registry tried for the first upper bound, with our own fallback.
+REGISTRY_GREEDIES = ("tacos", "tacos+")
+#: Shares of the time left: the continuous model when epochs follow it, the rounded-up grid when
+#: the rounded-down one follows it.
+CONTINUOUS_SHARE = 0.5
+UPPER_SHARE = 0.5
+FORMULATIONS = ("auto", "expanded", "continuous")
+#: Seconds left to the AllGather part of an AllReduce once the ReduceScatter part was interrupted.
+INTERRUPTED_PART_TIME = 0.05
+
+
+def _problem(instance: Instance) -> TimedProblem:
+    coll = instance.collective
+    return dual_problem(instance) if coll.combining else direct_problem(instance)
+
+
+class _Trace:
+    """Best incumbent and bound over time, in true seconds, told to the caller as they improve."""
+
+    def __init__(self, start: float, progress: Progress | None):
+        self.start, self.progress = start, progress
+        self.rows: list[tuple[float, float | None, float | None]] = []
+        self.incumbent: float | None = None
+        self.bound: float | None = None
+
+    def record(self, incumbent: float | None, bound: float | None) -> None:
+        changed = False
+        if incumbent is not None and (self.incumbent is None or incumbent < self.incumbent):
+            self.incumbent, changed = incumbent, True
+        if bound is not None and (self.bound is None or bound > self.bound):
+            self.bound, changed = bound, True
+        if changed:
+            row = (time.perf_counter() - self.start, self.incumbent, self.bound)
+            self.rows.append(row)
+            if self.progress is not None:
+                self.progress(*row)
+
+
+def _analytic_bound(instance: Instance, problem: TimedProblem) -> tuple[float, str]:
+    """The best true-time lower bound: optcoll.bounds, and the solver's own per-problem ones."""
+    r = reach(problem, problem.delay)
+    own = [(latency_bound(problem, r), "latency (shortest delivery paths)"),
+           (ingress_bound(problem, r, seconds_grid(problem)), "per-node ingress"),
+           (egress_bound(problem, r, seconds_grid(problem)), "per-holder egress")]
+    shared = best_lower_bound(instance.machine, instance.collective, instance.model)
+    own.append((float(shared.value), f"{shared.name} bound ({shared.detail})"))
+    return max(own, key=lambda item: item[0])
+
+
+def _grid_floor(problem: TimedProblem, grid: Grid, true_bound: float | None) -> tuple[int, str]:
+    r = reach(problem, grid.delay)
+    found = [(latency_bound(problem, r), "latency"), (ingress_bound(problem, r, grid), "ingress"),
+             (egress_bound(problem, r, grid), "egress")]
+    if true_bound is not None:
+        found.append((math.ceil(true_bound / grid.quantum * (1 - TIME_TOLERANCE)), "analytic bound"))
+    value, name = max(found, key=lambda item: item[0])
+    return int(math.ceil(value - 1e-9)), f"{name} bound on the grid"
+
+
+def _starts(instance: Instance, problem: TimedProblem, grid: Grid, seed: int, hint: Schedule | None,
+            notes: list[str]) -> Transfers:
+    """The best first schedule on the grid: the registry's greedies and the user's hint, retimed
+    on the grid; our own earliest-arrival greedy when none of them applies."""
+    schedules: list[tuple[str, Schedule]] = []
+    for name in REGISTRY_GREEDIES:
+        try:
+            schedules.append((name, get_synthesizer(name)(instance, seed)))
+        except NotApplicable as error:
+            notes.append(f"{name} does not apply: {error}")
+    if hint is not None:
+        schedules.append(("hint", hint))
+    candidates: list[tuple[str, Transfers]] = []
+    for name, schedule in schedules:
+        try:
+            candidates.append((name, retime(problem, grid, from_schedule(problem, schedule))))
+        except ValueError as error:
+            notes.append(f"{name} schedule not used as a start: {error}")
+    if not candidates:
+        candidates.append(("earliest-arrival greedy", greedy(problem, grid)))
+    name, best = min(candidates, key=lambda item: item[1].makespan(grid))
+    notes.append(f"first upper bound from {name}: {best.makespan(grid):g} epochs")
+    return best
+
+
+def solve_timed(instance: Instance, *, solver: str = "cpsat", quantum: float | None = None,
+                time_limit: float = 60.0, threads: int = 2, seed: int = 0, hint: Schedule | None = None,
+                progress: Progress | None = None, formulation: str = "auto") -> SolverOutcome:
+    """The optimal makespan in the timed model (DESIGN.md sections 5-6), or the best schedule
+    found and a proven lower bound when time runs out or Ctrl-C is pressed.
+
+    ``quantum`` (seconds) overrides the time-expanded grid; by default the exact common unit of
+    the link times when it is coarse enough, else one chunk on the fastest link (then rounded-up
+    and rounded-down grids bracket the optimum). ReduceScatter and Reduce are solved by
+    inversion; AllReduce as ReduceScatter then AllGather (optimal within that family).
+
+    ``formulation``: "expanded" (time-expanded, any solver), "continuous" (exact intervals,
+    CP-SAT) or "auto": the time-expanded model on an exact grid; when the grid rounds and the
+    solver is CP-SAT, the continuous model first and the rounded grids after it.
+    """
+    if solver not in linear.SOLVERS:
+        raise InputError(f"unknown solver {solver!r}; use one of {', '.join(linear.SOLVERS)}", field="solver")
+    if not (time_limit > 0 and math.isfinite(time_limit)):
+        raise InputError(f"must be a positive number of seconds, got {time_limit!r}", field="time_limit")
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+        raise InputError(f"must be a positive integer, got {threads!r}", field="threads")
+    if formulation not in FORMULATIONS:
+        raise InputError(f"unknown formulation {formulation!r}; use one of {', '.join(FORMULATIONS)}",
+                         field="formulation")
+    start = time.perf_counter()
+    if instance.collective.kind == "allreduce":
+        return _allreduce(instance, solver, quantum, time_limit, threads, seed, progress, start, formulation)
+    return _solve(instance, solver, quantum, start + time_limit, threads, seed, hint,
+                  _Trace(start, progress), start, time_limit, formulation)
+
+
+def _solve(instance: Instance, solver: str, quantum: float | None, deadline: float, threads: int, seed: int,
+           hint: Schedule | None, trace: _Trace, start: float, time_limit: float,
+           formulation: str = "auto") -> SolverOutcome:
+    run = _Run(instance, solver, deadline, threads, seed, trace, start, time_limit)
+    return run.solve(quantum, hint, formulation)
+
+
+class _Run:
+    """One solve of one (possibly dual) problem: the incumbent in true seconds, the best proven
+    bound, and the phases that improve them. Ctrl-C anywhere ends the phases, never the run."""
+
+    def __init__(self, instance: Instance, solver: str, deadline: float, threads: int, seed: int,
+                 trace: _Trace, start: float, time_limit: float):
+        self.instance, self.solver, self.deadline = instance, solver, deadline
+        self.threads, self.seed, self.trace, self.start = threads, seed, trace, start
+        self.problem = _problem(instance)
+        self.true_grid = seconds_grid(self.problem)
+        self.notes: list[str] = []
+        self.ran: list[str] = []
+        self.params: dict = {"time_limit": time_limit, "threads": threads, "seed": seed,
+                             "chunks_per_rank": instance.collective.chunks_per_rank,
+                             "occupancy": instance.model.occupancy, "inverted": self.problem.inverted}
+        self.best: Transfers | None = None
+        self.bound, self.source = 0.0, "none"
+        self.interrupted = False
+        self.share = 1.0  # of the time left, for the phase about to run
+
+    # -- bookkeeping ------------------------------------------------------------------------------
+    def makespan(self) -> float:
+        return self.best.makespan(self.true_grid) if self.best is not None else math.inf
+
+    def offer(self, transfers: Transfers) -> None:
+        """A schedule in any grid's unit; kept (retimed in seconds) if it beats the incumbent."""
+        retimed = retime(self.problem, self.true_grid, transfers)
+        if retimed.makespan(self.true_grid) < self.makespan():
+            self.best = retimed
+        self.trace.record(self.makespan(), None)
+
+    def prove(self, value: float, why: str) -> None:
+        if value > self.bound:
+            self.bound, self.source = value, why
+        self.trace.record(None, self.bound)
+
+    def closed(self) -> bool:
+        return self.interrupted or self.makespan() <= self.bound * (1 + TIME_TOLERANCE) + 1e-15
+
+    def budget(self) -> Budget:
+        end = time.perf_counter() + (self.deadline - time.perf_counter()) * self.share
+        return Budget(self.solver, end, self.threads, self.seed)
+
+    def outcome(self, status: str) -> SolverOutcome:
+        """The result; the quantum is the time-expanded grid's when that formulation ran."""
+        q = self.params.get("quantum") if "time-expanded" in self.ran else None
+        schedule = None
+        if self.best is not None:
+            schedule = to_schedule(self.problem, self.best, producer="optcoll-timed", solver=self.solver,
+                                   seed=self.seed)
+        return SolverOutcome(status, schedule, self.bound, self.source, "timed", self.solver,
+                             linear.solver_version(self.solver), time.perf_counter() - self.start, q,
+                             self.params, tuple(self.trace.rows), tuple(self.notes))
+
+    # -- the solve -------------------------------------------------------------------------------
+    def solve(self, quantum: float | None, hint: Schedule | None, formulation: str) -> SolverOutcome:
+        problem = self.problem
+        missing = reach(problem, problem.delay).unreachable(problem)
+        if missing is not None:
+            c, v = missing
+            self.notes.append(f"no path delivers chunk {c} to node {problem.machine.label(v)}")
+            self.source = "unreachable destination: no schedule exists"
+            return replace(self.outcome("infeasible"), lower_bound=None)
+        upper, lower = choose_grids(problem, quantum)
+        fine = fine_grid(problem) if self.solver == "cpsat" else None
+        if formulation == "continuous" and fine is None:
+            raise NotApplicable("the continuous model needs CP-SAT and link times with a common unit "
+                                f"of at most {MAX_UNITS_PER_LINK} per link")
+        use_expanded = formulation in ("auto", "expanded")
+        use_continuous = fine is not None and (formulation == "continuous"
+                                               or (formulation == "auto" and not upper.exact))
+        # Phases in order with their share of the time left. When the grid rounds, the exact
+        # continuous model goes first: rounded epochs make poor schedules on uneven links.
+        phases: list[tuple[Callable[[], None], float]] = []
+        if use_continuous:
+            phases.append((lambda: self.continuous(fine), CONTINUOUS_SHARE if use_expanded else 1.0))
+        if use_expanded:
+            phases.append((lambda: self.expanded(upper), UPPER_SHARE if lower is not None else 1.0))
+            if lower is not None:
+                phases.append((lambda: self.relaxation(lower), 1.0))
+        try:
+            self.prove(*_analytic_bound(self.instance, problem))
+            self.offer(_starts(self.instance, problem, upper if use_expanded else fine, self.seed, hint, self.notes))
+            for phase, share in phases:
+                if self.closed():
+                    break
+                self.share = share
+                phase()
+        except KeyboardInterrupt:
+            self.interrupted = True
+        if self.interrupted:
+            self.notes.append("interrupted: returning the best schedule so far and the proven bound")
+        self.params["formulation"] = "+".join(self.ran) or "none (the first schedule meets the bound)"
+        self.params["interrupted"] = self.interrupted
+        status = ("optimal" if self.makespan() <= self.bound * (1 + TIME_TOLERANCE) + 1e-15
+                  else "feasible" if self.best is not None else "unknown")
+        return self.outcome(status)
+
+    def expanded(self, upper: Grid) -> None:
+        """The rounded-up (or exact) grid: schedules, and on an exact grid proofs."""
+        self.ran.append("time-expanded")
+        self.params.update(quantum=upper.quantum, rounding=upper.rounding)
+        budget = self.budget()
+        floor, floor_source = _grid_floor(self.problem, upper, self.bound)
+        up = search(self.problem, upper, floor, floor_source, retime(self.problem, upper, self.best), budget,
+                    lambda inc, low: self.trace.record(
+                        None if inc is None else upper.seconds(inc),
+                        upper.seconds(low) if low is not None and upper.exact else None))
+        self.interrupted |= budget.interrupted
+        self.params["epochs"] = up.makespan
+        self.notes.extend(up.phases)
+        self.offer(up.best)
+        if upper.exact:
+            self.prove(upper.seconds(up.floor), f"time-expanded proof on the exact grid ({up.proved_by})")
+
+    def relaxation(self, lower: Grid) -> None:
+        """The rounded-down grid: its optimum times the quantum is a lower bound."""
+        budget = self.budget()
+        floor, floor_source = _grid_floor(self.problem, lower, None)
+        down = search(self.problem, lower, floor, floor_source, retime(self.problem, lower, self.best), budget,
+                      lambda inc, low: self.trace.record(None, None if low is None else lower.seconds(low)))
+        self.interrupted |= budget.interrupted
+        self.notes.extend(f"rounded-down grid: {phase}" for phase in down.phases)
+        self.params["relaxation_epochs"] = down.floor
+        self.prove(lower.seconds(down.floor), f"relaxation with durations rounded down ({down.proved_by})")
+
+    def continuous(self, fine: Grid) -> None:
+        self.ran.append("continuous")
+        self.params["unit"] = fine.quantum
+        budget = self.budget()
+        assert self.best is not None
+        floor = math.ceil(self.bound / fine.quantum * (1 - TIME_TOLERANCE))
+        result, proven = _continuous(self.problem, fine, retime(self.problem, fine, self.best), floor, budget,
+                                     self.trace, self.notes)
+        self.interrupted |= budget.interrupted
+        if result is not None:
+            self.offer(result)
+        if proven is not None:
+            self.prove(proven, "continuous CP-SAT model in an exact unit")
+
+
+def _continuous(problem: TimedProblem, grid: Grid, first: Transfers, floor: int, budget: Budget, trace: _Trace,
+                notes: list[str]) -> tuple[Transfers | None, float | None]:
+    """One continuous-model solve from ``first``: (its best schedule, its proven bound in seconds)."""
+    first = essential(problem, first, grid.delay)
+    horizon = int(round(first.makespan(grid)))
+    model = continuous.build(problem, grid, horizon, min(floor, horizon))
+    if not continuous.hint(model, first):
+        notes.append("continuous model: the start schedule could not be hinted")
+
+    def progress(objective: float | None, bound: float | None) -> None:
+        trace.record(None if objective is None else grid.seconds(objective),
+                     None if bound is None else grid.seconds(math.ceil(bound - 1e-6)))
+
+    res = continuous.solve(model, time_limit=budget.left(), threads=budget.threads, seed=budget.seed,
+                           progress=progress)
+    budget.interrupted |= res.interrupted
+    notes.append(f"continuous model ({len(model.candidates)} optional transfers, unit {grid.quantum:g} s): "
+                 f"{res.status} ({res.wall:.2f} s)")
+    found = model.decode(res.values) if res.values is not None else None
+    if res.status == "optimal" and res.objective is not None:
+        return found, grid.seconds(round(res.objective))
+    if res.bound is not None:
+        return found, grid.seconds(min(math.ceil(res.bound - 1e-6), horizon))
+    return found, None
+
+
+def _allreduce(instance: Instance, solver: str, quantum: float | None, time_limit: float, threads: int,
+               seed: int, progress: Progress | None, start: float, formulation: str) -> SolverOutcome:
+    """ReduceScatter then AllGather, each solved exactly (the step solver reports the same way).
+
+    ``params["family_optimal"]`` says whether the schedule is optimal within that family (both
+    parts optimal), ``params["family_lower_bound"]`` is the sum of the parts' bounds. The outcome's
+    own bound holds for every AllReduce schedule: an AllReduce schedule is a ReduceScatter schedule
+    and contains an AllGather one, so either part's bound (and optcoll.bounds) bounds it. The
+    progress callback and the trace follow each part in turn.
+    """
+    parts: list[SolverOutcome] = []
+    for i, part in enumerate(split_allreduce(instance.collective)):
+        sub = Instance(f"{instance.name}:{part.kind}", instance.machine, part, instance.model, instance.budget)
+        share = (start + time_limit - time.perf_counter()) / (2 - i)
+        if parts and parts[0].params.get("interrupted"):
+            share = INTERRUPTED_PART_TIME  # after Ctrl-C: only the greedy start of the other part
+        parts.append(_solve(sub, solver, quantum, time.perf_counter() + share, threads, seed, None,
+                            _Trace(start, progress), start, share, formulation))
+    rs, ag = parts
+    family_optimal = rs.status == ag.status == "optimal"
+    notes = [f"reducescatter: {n}" for n in rs.notes] + [f"allgather: {n}" for n in ag.notes]
+    schedule = None
+    if rs.schedule is not None and ag.schedule is not None:
+        schedule = Schedule.concat(rs.schedule, ag.schedule, compose.makespan(rs.schedule, instance))
+        schedule = schedule.with_meta(family="reducescatter+allgather")
+        notes.append(("optimal" if family_optimal else "best found") + " within the family ReduceScatter "
+                     "then AllGather; the bound holds for every AllReduce schedule")
+    overall = best_lower_bound(instance.machine, instance.collective, instance.model)
+    bound, source = max((rs.lower_bound or 0.0, f"reducescatter part: {rs.lower_bound_source}"),
+                        (ag.lower_bound or 0.0, f"allgather part: {ag.lower_bound_source}"),
+                        (float(overall.value), f"{overall.name} bound ({overall.detail})"), key=lambda item: item[0])
+    params = {**ag.params, "time_limit": time_limit, "family": "reducescatter+allgather",
+              "family_optimal": family_optimal, "family_lower_bound": (rs.lower_bound or 0.0) + (ag.lower_bound or 0.0),
+              "reducescatter": rs.params, "allgather": ag.params}
+    status = "unknown" if schedule is None else "feasible"
+    if schedule is not None and compose.makespan(schedule, instance) <= bound * (1 + TIME_TOLERANCE):
+        status = "optimal"
+    return SolverOutcome(status, schedule, bound, source, "timed", rs.solver, rs.solver_version,
+                         time.perf_counter() - start, ag.quantum, params, rs.trace + ag.trace, tuple(notes))
+
+
+@dataclass(frozen=True)
+class ExportInfo:
+    path: str
+    horizon: int  # epochs
+    floor: int  # the makespan objective's lower limit, epochs
+    quantum: float  # seconds per epoch
+    rounding: str
+    variables: int
+    rows: int
+
+
+def export_timed_model(instance: Instance, path: str | Path, *, horizon: int | None = None,
+                       quantum: float | None = None) -> ExportInfo:
+    """Writes the time-expanded MIP (minimise the makespan in epochs) as .mps or .lp.
+
+    ``horizon`` defaults to the greedy schedule's makespan, so the model is feasible; its optimum
+    times the quantum is the optimal makespan when the grid is exact (an upper bound otherwise).
+    The makespan variable is bounded below by the analytic bounds (at most horizon − 1, so the
+    objective is always there).
+    """
+    if instance.collective.kind == "allreduce":
+        raise InputError("export the reducescatter and allgather parts of an allreduce separately",
+                         field="collective")
+    suffix = Path(path).suffix.lower()
+    if suffix not in (".mps", ".lp"):
+        raise InputError(f"cannot export the timed model to {Path(path).name!r}: use .mps or .lp",
+                         field="export-model")
+    problem = _problem(instance)
+    missing = reach(problem, problem.delay).unreachable(problem)
+    if missing is not None:
+        raise InputError(f"chunk {missing[0]} cannot reach node {missing[1]}: nothing to export",
+                         field="collective")
+    grid, _ = choose_grids(problem, quantum)
+    true_bound, _ = _analytic_bound(instance, problem)
+    floor, _ = _grid_floor(problem, grid, true_bound)
+    if horizon is None:
+        horizon = int(round(_starts(instance, problem, grid, 0, None, []).makespan(grid)))
+    elif isinstance(horizon, bool) or not isinstance(horizon, int) or horizon < 1:
+        raise InputError(f"must be a positive number of epochs, got {horizon!r}", field="horizon")
+    floor = min(floor, horizon - 1)
+    model = expanded.build(problem, grid, reach(problem, grid.delay), horizon, floor)
+    if model is None:
+        raise InputError(f"no schedule fits {horizon} epochs of {grid.quantum:g} s (some delivery "
+                         "path is longer)", field="horizon")
+    linear.export(model.linear, path)
+    return ExportInfo(str(path), horizon, floor, grid.quantum, grid.rounding, model.linear.num_vars,
+                      model.linear.num_rows)

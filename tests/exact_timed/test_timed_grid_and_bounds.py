@@ -1,0 +1,93 @@
+"""Quanta and the solver's own bounds: exact units found with fractions, rounding in the right
+direction, bounds that never exceed the proven optimum."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from optcoll.instances.instance import TimeModel
+from optcoll.machines import generators as G
+from optcoll.producers.exact.timed import solve_timed
+from optcoll.producers.exact.timed.grid import choose_grids, exact_unit, fine_grid, make_grid, seconds_grid
+from optcoll.producers.exact.timed.reach import egress_bound, ingress_bound, latency_bound, reach
+from optcoll.producers.exact.timed.solve import _problem
+
+from timed_helpers import BW, LAT, close, instance, link_time, small_instances
+
+
+def test_exact_unit_uses_fractions():
+    assert close(exact_unit(np.array([800.5e-6, 3203e-6 / 6]), 10**6), 1e-6 / 6)
+    assert close(exact_unit(np.array([2e-6, 3e-6, 4.5e-6]), 100), 0.5e-6)
+    assert exact_unit(np.array([1.0, math.sqrt(2)]), 1000) is None
+    assert exact_unit(np.array([1.0, 30.0]), 24) is None  # too many units per link
+
+
+def test_uniform_links_give_one_exact_grid_of_one_link_time():
+    problem = _problem(instance(G.torus([3, 3], BW, LAT)))
+    upper, lower = choose_grids(problem)
+    assert upper.exact and lower is None
+    assert close(upper.quantum, link_time(instance(G.torus([3, 3], BW, LAT))))
+    assert set(upper.delay.tolist()) == set(upper.busy.tolist()) == {1}
+
+
+def test_commensurable_links_give_an_exact_finer_grid():
+    # 2 ms and 3 ms links: 1 ms epochs, exact.
+    inst = instance(G.mesh([2, 2], [0.5 * BW, BW / 3], [0.0, 0.0]))
+    upper, lower = choose_grids(_problem(inst))
+    assert upper.exact and lower is None and close(upper.quantum, 1e-3)
+    assert sorted(set(upper.delay.tolist())) == [2, 3]
+
+
+def test_incommensurable_links_are_bracketed():
+    problem = _problem(instance(G.mesh([2, 3], [1.25e9, 1.875e9], [0.5e-6, 0.5e-6])))
+    upper, lower = choose_grids(problem)
+    assert upper.rounding == "up" and lower.rounding == "down"
+    assert np.all(upper.delay * upper.quantum >= problem.delay * (1 - 1e-12))
+    assert np.all(lower.delay * lower.quantum <= problem.delay * (1 + 1e-12))
+    assert np.all(lower.delay >= 1)
+    assert close(fine_grid(problem).quantum, 1e-6 / 6)
+
+
+def test_serialization_port_windows_round_outwards_up_and_inwards_down():
+    inst = instance(G.ring(4, BW, 0.3e-3), "reducescatter", model=TimeModel(occupancy="serialization", send_ports=1))
+    problem = _problem(inst)
+    assert problem.inverted and np.all(problem.port_shift > 0)
+    up, down = make_grid(problem, 0.4e-3, "up"), make_grid(problem, 0.4e-3, "down")
+    q = 0.4e-3
+    assert np.all(up.port_lo * q <= problem.port_shift + 1e-15)
+    assert np.all(up.port_hi * q >= problem.port_shift + problem.busy - 1e-15)
+    assert np.all(down.port_lo * q >= problem.port_shift - 1e-15)
+    assert np.all(down.port_hi * q <= problem.port_shift + problem.busy + 1e-15)
+
+
+INSTANCES = small_instances()
+
+
+@pytest.mark.parametrize("inst", INSTANCES, ids=[i.name for i in INSTANCES])
+def test_own_bounds_never_exceed_the_optimum(inst):
+    problem = _problem(inst)
+    grid = seconds_grid(problem)
+    r = reach(problem, grid.delay)
+    optimum = solve_timed(inst, time_limit=60).lower_bound
+    for bound in (latency_bound(problem, r), ingress_bound(problem, r, grid), egress_bound(problem, r, grid)):
+        assert bound <= optimum * (1 + 1e-9)
+
+
+def test_port_aware_ingress_bound_is_tight_on_one_port_fully_connected():
+    inst = instance(G.fully_connected(6, BW, LAT), model=TimeModel(send_ports=1, recv_ports=1))
+    problem = _problem(inst)
+    grid = seconds_grid(problem)
+    assert close(ingress_bound(problem, reach(problem, grid.delay), grid), 5 * link_time(inst))
+
+
+def test_egress_bound_of_a_broadcast_root():
+    """The root of a 4-chunk broadcast on a ring sends every chunk over its 2 links."""
+    inst = instance(G.ring(6, BW, LAT), "broadcast", 4, root=0)
+    problem = _problem(inst)
+    grid = seconds_grid(problem)
+    tau = link_time(inst)
+    # 4 departures over 2 links: the last leaves at τ and still needs a hop: 2τ... plus the
+    # nearest non-root is one hop away, so the 4th departure arrives no earlier than 2τ.
+    assert close(egress_bound(problem, reach(problem, grid.delay), grid), 2 * tau)

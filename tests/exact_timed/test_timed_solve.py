@@ -1,0 +1,305 @@
+"""solve_timed end to end: known optima, bounds and baselines around them, every collective and
+machine feature, inversion, AllReduce, heterogeneous links, interrupts, exports and input errors."""
+from __future__ import annotations
+
+import _thread
+import threading
+from dataclasses import astuple
+
+import numpy as np
+import pytest
+
+from optcoll.bounds import lower_bounds
+from optcoll.collectives.builtins import make_custom
+from optcoll.errors import InputError
+from optcoll.instances.instance import Instance, TimeModel
+from optcoll.machines import generators as G
+from optcoll.machines.machine import MachineBuilder
+from optcoll.producers.base import NotApplicable
+from optcoll.producers.exact.step import solve_step
+from optcoll.producers.exact.timed import ExportInfo, export_timed_model, solve_timed
+from optcoll.producers.registry import IMPLEMENTS, SYNTHESIZERS, best_of
+
+from timed_helpers import BW, LAT, MB, close, instance, link_time, small_instances, verified
+
+ONE_PORT = TimeModel(send_ports=1, recv_ports=1)
+
+
+@pytest.mark.parametrize("machine, hops", [
+    (G.ring(8, BW, LAT, bidirectional=False), 7),
+    (G.hypercube(3, BW, LAT), 3),
+    (G.dgx1(), 2),
+    (G.torus([4, 4], BW, LAT), 4),
+    (G.hypercube(4, BW, LAT), 4),
+], ids=["uniring8", "hypercube3", "dgx1", "torus4x4", "hypercube4"])
+def test_uniform_links_one_chunk_take_least_steps_times_link_time(machine, hops):
+    inst = instance(machine)
+    out = solve_timed(inst, time_limit=60)
+    assert out.status == "optimal"
+    assert close(verified(inst, out), hops * link_time(inst))
+    assert close(out.lower_bound, hops * link_time(inst))
+
+
+STEP = [instance(G.ring(8, BW, LAT, bidirectional=False)), instance(G.hypercube(3, BW, LAT)), instance(G.dgx1()),
+        instance(G.dgx1(), chunks=2), instance(G.torus([3, 3], BW, LAT)), instance(G.switch(4, BW, LAT)),
+        instance(G.line(5, BW, LAT)), instance(G.mesh([2, 3], BW, LAT), "reducescatter")]
+
+
+@pytest.mark.parametrize("inst", STEP, ids=[i.name for i in STEP])
+def test_uniform_links_agree_with_the_step_models_least_steps(inst):
+    """On equal links a timed schedule on the exact grid is a one-round-per-step schedule and
+    back, so the timed optimum is the step engineer's least steps times the link time."""
+    steps = solve_step(inst, objective="steps", time_limit=60)
+    timed = solve_timed(inst, time_limit=60)
+    assert steps.status == timed.status == "optimal"
+    assert close(verified(inst, timed), steps.schedule.num_steps * link_time(inst))
+
+
+def test_dgx1_allgather_six_chunks_meets_the_ingress_bound():
+    """42 chunks arrive over 6 NVLinks per GPU: 7 chunk times, the 7/6 of the step model."""
+    inst = instance(G.dgx1(), chunks=6)
+    out = solve_timed(inst, time_limit=60)
+    assert out.status == "optimal"
+    assert close(verified(inst, out), 7 * link_time(inst))
+
+
+INSTANCES = small_instances()
+
+
+@pytest.mark.parametrize("inst", INSTANCES, ids=[i.name for i in INSTANCES])
+def test_optimum_between_every_lower_bound_and_every_baseline(inst):
+    out = solve_timed(inst, time_limit=60)
+    assert out.status == "optimal", out.notes
+    time = verified(inst, out)
+    assert close(time, out.lower_bound)
+    for bound in lower_bounds(inst.machine, inst.collective, inst.model):
+        assert time >= bound.value * (1 - 1e-9), bound
+    kind = inst.collective.kind
+    for name, synth in SYNTHESIZERS.items():
+        if kind not in IMPLEMENTS[name]:
+            continue
+        try:
+            _, times = best_of(inst, synth, runs=3)
+        except NotApplicable:
+            continue
+        assert time <= min(times) * (1 + 1e-9), name
+
+
+@pytest.mark.parametrize("kind, root", [
+    ("allgather", None), ("reducescatter", None), ("allreduce", None), ("broadcast", 2),
+    ("reduce", 5), ("gather", 1), ("scatter", 6), ("alltoall", None)])
+def test_every_collective_on_dgx1(kind, root):
+    inst = instance(G.dgx1(), kind, 2 if kind != "alltoall" else 1, root=root)
+    out = solve_timed(inst, time_limit=60)
+    if kind == "allreduce":
+        assert out.params["family_optimal"]
+        assert close(verified(inst, out), out.params["family_lower_bound"])
+    else:
+        assert out.status == "optimal"
+        assert close(verified(inst, out), out.lower_bound)
+
+
+def test_custom_all_to_next():
+    m = G.ring(5, BW, LAT)
+    coll = make_custom(range(5), [[i] for i in range(4)], [[i + 1] for i in range(4)], MB)
+    inst = Instance("alltonext", m, coll)
+    out = solve_timed(inst, time_limit=30)
+    assert out.status == "optimal"
+    assert close(verified(inst, out), link_time(inst))
+
+
+def test_reduction_is_the_time_reversed_dual_on_the_reversed_machine():
+    """An asymmetric machine: ReduceScatter on it costs what AllGather costs on its reverse."""
+    b = MachineBuilder("chorded", 4)
+    for i in range(4):
+        b.add_link(i, (i + 1) % 4, bandwidth=BW, latency=LAT)
+    b.add_link(0, 2, bandwidth=BW, latency=LAT)
+    b.add_link(3, 1, bandwidth=2 * BW, latency=LAT)
+    m = b.build()
+    rs = instance(m, "reducescatter", 2)
+    ag = instance(m.reversed(), "allgather", 2)
+    out_rs, out_ag = solve_timed(rs, time_limit=30), solve_timed(ag, time_limit=30)
+    assert out_rs.status == out_ag.status == "optimal"
+    assert out_rs.params["inverted"] and not out_ag.params["inverted"]
+    assert close(verified(rs, out_rs), verified(ag, out_ag))
+    assert np.all(out_rs.schedule.op == 1)  # every transfer into an NPU reduces
+
+
+def test_allreduce_is_reducescatter_then_allgather():
+    """Optimal within the family (the parts' optima add up); its bound holds for any AllReduce."""
+    m = G.ring(5, BW, LAT)
+    ar = instance(m, "allreduce", 2)
+    out = solve_timed(ar, time_limit=60)
+    rs = solve_timed(instance(m, "reducescatter", 2), time_limit=30)
+    ag = solve_timed(instance(m, "allgather", 2), time_limit=30)
+    assert out.params["family"] == "reducescatter+allgather" and out.params["family_optimal"]
+    assert close(verified(ar, out), rs.lower_bound + ag.lower_bound)
+    assert close(out.params["family_lower_bound"], rs.lower_bound + ag.lower_bound)
+    assert out.status == "feasible"  # the family optimum is above every AllReduce bound here
+    assert out.lower_bound >= max(rs.lower_bound, ag.lower_bound) * (1 - 1e-9)
+    for bound in lower_bounds(ar.machine, ar.collective, ar.model):
+        assert out.lower_bound >= bound.value * (1 - 1e-9)
+    assert any("family" in note for note in out.notes)
+
+
+def test_machine_features():
+    """Plain and multicast switches, failed links, sub-communicators, ports, serialization."""
+    ring = G.ring(6, BW, LAT)
+    cases = [
+        instance(G.switch(5, BW, LAT)),
+        instance(G.switch(5, BW, LAT, multicast=True)),
+        instance(ring.without(links=[0, 1])),
+        instance(G.torus([3, 3], BW, LAT), ranks=[0, 4, 8]),
+        instance(ring, chunks=2, model=ONE_PORT),
+        instance(ring, "reducescatter", 2, model=TimeModel(occupancy="serialization")),
+        instance(G.switch(4, BW, LAT, reduce=True), "reduce", root=0),
+    ]
+    times = []
+    for inst in cases:
+        out = solve_timed(inst, time_limit=60)
+        assert out.status == "optimal", (inst.name, out.notes)
+        times.append(verified(inst, out))
+    plain, multicast = times[:2]
+    assert multicast <= plain
+    # A plain switch forwards each arrival once: each chunk crosses its owner's uplink 4 times.
+    assert close(plain, (4 + 1) * link_time(cases[0]))
+
+
+def test_one_port_fully_connected_needs_n_minus_one_link_times():
+    inst = instance(G.fully_connected(5, BW, LAT), model=ONE_PORT)
+    out = solve_timed(inst, time_limit=30)
+    assert out.status == "optimal"
+    assert close(verified(inst, out), 4 * link_time(inst))
+
+
+def test_heterogeneous_links_are_exact_through_the_fine_unit():
+    """x links 800.5 µs and y links 533.83 µs per 0.5 MB chunk (FIELD-NOTES): exact in 1/6 µs,
+    too fine for epochs, so the rounded grids bracket the optimum and the continuous model
+    closes the bracket."""
+    inst = instance(G.mesh([3, 2], [0.625e9, 0.9375e9], [0.5e-6, 0.5e-6]), chunks=2)
+    assert sorted({round(link_time(inst, e) * 1e6, 4) for e in range(inst.machine.num_links)}) == [533.8333, 800.5]
+    out = solve_timed(inst, time_limit=60)
+    assert out.status == "optimal"
+    assert "continuous" in out.params["formulation"] and "continuous" in out.lower_bound_source
+    assert close(out.params["unit"], 1e-6 / 6)
+    best = verified(inst, out)
+    assert close(best, out.lower_bound)
+    rounded = solve_timed(inst, time_limit=30, formulation="expanded")
+    assert rounded.params["rounding"] == "up"
+    assert rounded.lower_bound <= best * (1 + 1e-9) <= verified(inst, rounded) * (1 + 1e-9)
+
+
+@pytest.mark.parametrize("inst", [instance(G.switch(4, BW, LAT), chunks=2), instance(G.ring(6, BW, LAT), "alltoall")],
+                         ids=["switch4-C2", "ring6-alltoall"])
+def test_continuous_and_expanded_agree_on_an_exact_grid(inst):
+    a = solve_timed(inst, time_limit=60, formulation="expanded")
+    b = solve_timed(inst, time_limit=60, formulation="continuous")
+    assert a.status == b.status == "optimal"
+    assert b.params["formulation"] == "continuous" and b.quantum is None
+    assert close(verified(inst, a), verified(inst, b))
+
+
+PROOFS = [instance(G.line(4, BW, LAT), model=ONE_PORT), instance(G.line(5, BW, LAT), "broadcast", 3, root=2, model=ONE_PORT)]
+
+
+@pytest.mark.parametrize("solver", ["scip", "highs"])
+@pytest.mark.parametrize("inst", PROOFS, ids=[i.name for i in PROOFS])
+def test_mip_solvers_prove_the_same_optimum(solver, inst):
+    """Instances whose optimum lies above every analytic bound: the solver itself proves it."""
+    ref = solve_timed(inst, time_limit=60)
+    out = solve_timed(inst, solver=solver, time_limit=60)
+    assert out.status == ref.status == "optimal"
+    assert out.solver == solver and solver.upper() in out.solver_version.upper()
+    assert f"{solver}: " in out.lower_bound_source and "cpsat: " in ref.lower_bound_source
+    assert close(verified(inst, out), verified(inst, ref))
+
+
+# 10 chunk times found, 9 proven; the last epoch is not settled in 10 minutes.
+HARD = instance(G.mesh([3, 3], BW, LAT), model=ONE_PORT)
+
+
+def test_time_limit_returns_the_incumbent_and_a_bound():
+    out = solve_timed(HARD, time_limit=2.0)
+    assert out.status == "feasible"
+    assert out.wall_time < 6
+    time = verified(HARD, out)
+    assert out.lower_bound <= time
+    rows = out.trace
+    assert rows and all(a[0] <= b[0] for a, b in zip(rows, rows[1:]))
+    incumbents = [r[1] for r in rows if r[1] is not None]
+    bounds = [r[2] for r in rows if r[2] is not None]
+    assert incumbents == sorted(incumbents, reverse=True) and bounds == sorted(bounds)
+    assert max(bounds) <= min(incumbents) * (1 + 1e-9)
+
+
+def test_ctrl_c_returns_the_incumbent_and_a_bound():
+    timer = threading.Timer(2.0, _thread.interrupt_main)
+    timer.start()
+    try:
+        out = solve_timed(HARD, time_limit=60)
+    finally:
+        timer.cancel()
+    assert out.status == "feasible"
+    assert out.wall_time < 10
+    assert any("interrupted" in note for note in out.notes)
+    assert out.lower_bound <= verified(HARD, out)
+
+
+def test_progress_callback_sees_the_trace():
+    seen = []
+    out = solve_timed(instance(G.switch(5, BW, LAT)), time_limit=30, progress=lambda *row: seen.append(row))
+    assert seen == list(out.trace)
+
+
+def test_unreachable_destination_is_infeasible():
+    b = MachineBuilder("cut", 3)
+    b.add_link(0, 1, bandwidth=BW, latency=LAT, bidirectional=True)
+    b.add_link(2, 1, bandwidth=BW, latency=LAT)
+    out = solve_timed(instance(b.build()), time_limit=5)
+    assert out.status == "infeasible" and out.schedule is None
+    assert any("npu2" in note for note in out.notes)
+
+
+def test_exported_mps_solves_to_the_makespan_and_lp_says_the_same(tmp_path):
+    """The .mps file read back and solved by SCIP gives the optimal makespan in epochs; the .lp
+    file (CPLEX LP format, which OR-Tools cannot read back) names the same variables."""
+    import ortools.linear_solver.python.model_builder as mb
+
+    inst = instance(G.switch(4, BW, LAT))
+    mps, lp = tmp_path / "model.mps", tmp_path / "model.lp"
+    info = export_timed_model(inst, mps)
+    assert export_timed_model(inst, lp) == ExportInfo(str(lp), *astuple(info)[1:])
+    model = mb.Model()
+    assert model.import_from_mps_file(str(mps))
+    assert (model.num_variables, model.num_constraints) == (info.variables, info.rows)
+    solver = mb.Solver("scip")
+    assert solver.solve(model) == mb.SolveStatus.OPTIMAL
+    out = solve_timed(inst, time_limit=30)
+    assert close(solver.objective_value * info.quantum, out.lower_bound)
+    text = lp.read_text()
+    for section in ("Minimize", "Subject To", "Bounds", "End"):
+        assert section.lower() in text.lower()
+    assert "Obj: +1 makespan" in text
+    names = {v.name for v in model.get_variables()}
+    assert all(name in text for name in names)
+
+
+def test_input_errors():
+    inst = instance(G.ring(4, BW, LAT))
+    with pytest.raises(InputError, match="solver"):
+        solve_timed(inst, solver="gurobi")
+    with pytest.raises(InputError, match="time_limit"):
+        solve_timed(inst, time_limit=0)
+    with pytest.raises(InputError, match="threads"):
+        solve_timed(inst, threads=0)
+    with pytest.raises(InputError, match="formulation"):
+        solve_timed(inst, formulation="magic")
+    with pytest.raises(InputError, match="quantum"):
+        solve_timed(inst, quantum=-1.0)
+    with pytest.raises(InputError, match="mps"):
+        export_timed_model(inst, "model.txt")
+    with pytest.raises(NotApplicable):
+        solve_timed(inst, solver="scip", formulation="continuous")
+    two_homes = make_custom(range(4), [[0, 1, 2, 3]], [[0, 2]], MB, combining=True)
+    with pytest.raises(NotApplicable, match="several destinations"):
+        solve_timed(Instance("twohomes", inst.machine, two_homes), time_limit=5)
