@@ -30,3 +30,14 @@ def test_step_solvers_agree_and_write_what_they_prove(run, tmp_path, solver):
 def test_z3_refuses_the_timed_model(run):
     code, _, err = run("solve", QUICK / "ring8-allgather-c1.toml", "--solver", "z3", "--model", "timed")
     assert code == 2 and "step model only" in err
+
+
+@pytest.mark.parametrize("solver", ["cpsat", "highs"])
+def test_timed_solve_proves_the_dgx1_optimum_and_exports_the_mip(run, tmp_path, solver):
+    mps = tmp_path / "model.mps"
+    code, text, _ = run("solve", QUICK / "dgx1-allgather-c2.toml", "--solver", solver, "--no-progress",
+                        "--export-model", mps, "--json")
+    data = json.loads(text)
+    tau = 0.5e-6 + 2**30 / 16 / 25e9  # one 64 MiB chunk on a 25 GB/s NVLink
+    assert code == 0 and data["status"] == "optimal" and data["time"] == pytest.approx(3 * tau)
+    assert mps.read_text().startswith(("NAME", "*"))
