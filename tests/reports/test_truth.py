@@ -41,7 +41,7 @@ def test_update_records_optimum_and_keeps_the_hand_written_part(recorded):
         "dgx1-ag": "optimal", "ring4-a2a": "optimal", "ring8-ag": "optimal", "ring4-ar": "bounded"}
     allreduce = read_results(suite_dir / "ring4-ar.toml")
     assert allreduce["family"]["family"] == "reducescatter+allgather"
-    assert allreduce["lower_bound"] < allreduce["family"]["bound"] <= allreduce["time"]
+    assert allreduce["lower_bound"] <= allreduce["family"]["bound"] <= allreduce["time"]
     for path in suite_dir.glob("*-ag.toml"):
         text = path.read_text()
         assert text.startswith(heads[path.name])  # comments and layout kept byte for byte
