@@ -40,4 +40,16 @@ def bench_core(side: int, out: str) -> None:
     click.echo(f"wrote {out}")
 
 
+@bench.command("exact")
+@click.option("--time-limit", default=600.0, show_default=True, help="Seconds per timed instance.")
+@click.option("--pareto-limit", default=120.0, show_default=True, help="Seconds per Pareto question.")
+@click.option("--out", default="reports/bench-exact.md", show_default=True, type=click.Path(dir_okay=False))
+def bench_exact(time_limit: float, pareto_limit: float, out: str) -> None:
+    """Exact solvers: wall time to a proven optimum on issue 3's instances, and the DGX-1 front."""
+    from optcoll.producers.exact.bench import run_bench
+
+    click.echo(run_bench(out, time_limit, pareto_limit))
+    click.echo(f"wrote {out}")
+
+
 COMMANDS = [bench]
