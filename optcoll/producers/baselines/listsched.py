@@ -1,0 +1,226 @@
+"""The list scheduler every classical baseline shares: logical messages in, a timed schedule out.
+
+A baseline is written as an ordered list of logical messages (chunk, from rank, to rank, stage);
+this module maps it onto the physical network:
+
+* a message between non-neighbours travels a shortest path (by link delay), store and forward;
+* each hop starts at the earliest time its data is held, its link is idle for the transfer's
+  occupancy (gaps left by earlier hops are filled) and port limits allow; among parallel links
+  the one that can start first carries it;
+* a node receives each chunk at most once: a message whose path reaches a node that already
+  gets the chunk continues from that node's copy. The result is a tree per chunk, which keeps
+  reductions exact when the schedule is reversed (``optcoll.producers.compose``) and avoids
+  sending what is already there. Plain switches are the exception: they forward each arrival
+  once, so every message through them is its own arrival and forward;
+* ``stage`` models synchronous algorithms (recursive doubling, Bruck, binomial trees, pairwise
+  exchange): a rank starts its stage-k messages only after every message it sent or received in
+  earlier stages was delivered, as an MPI loop of sendrecv calls does. Pipelined algorithms
+  (rings, trees in NCCL) pass no stages and are limited by data and links only.
+"""
+from __future__ import annotations
+
+from bisect import bisect_left, bisect_right
+from collections.abc import Sequence
+
+import numpy as np
+from scipy.sparse import csr_matrix
+from scipy.sparse.csgraph import dijkstra
+
+from optcoll.producers.base import NotApplicable
+from optcoll.producers.spread import COPY, EXCLUSIVE, SpreadProblem
+from optcoll.schedules.schedule import Schedule, from_arrays
+
+
+class Timeline:
+    """Busy intervals of one resource that holds ``capacity`` transfers at once."""
+
+    def __init__(self, capacity: int = 1):
+        self.capacity = capacity
+        self.starts: list[float] = []
+        self.ends: list[float] = []
+
+    def earliest(self, t: float, duration: float) -> float:
+        """The earliest time ≥ t at which [time, time + duration) fits."""
+        if self.capacity == 1:
+            starts, ends = self.starts, self.ends
+            i = bisect_right(starts, t) - 1
+            if i >= 0 and ends[i] > t:
+                t = ends[i]
+            i += 1
+            while i < len(starts) and starts[i] < t + duration:
+                t = max(t, ends[i])
+                i += 1
+            return t
+        while True:
+            window = [(s, e) for s, e in zip(self.starts, self.ends) if s < t + duration and e > t]
+            if len(window) < self.capacity or self._peak(window, t) < self.capacity:
+                return t
+            t = min(e for _, e in window)
+
+    @staticmethod
+    def _peak(window: list[tuple[float, float]], t: float) -> int:
+        points = sorted([(max(s, t), 1) for s, _ in window] + [(e, -1) for _, e in window])
+        peak = level = 0
+        for _, step in points:
+            level += step
+            peak = max(peak, level)
+        return peak
+
+    def book(self, t: float, duration: float) -> None:
+        i = bisect_left(self.starts, t)
+        self.starts.insert(i, t)
+        self.ends.insert(i, t + duration)
+
+
+class _Routes:
+    """Shortest paths by link delay, computed per source on demand."""
+
+    def __init__(self, problem: SpreadProblem):
+        m, n = problem.machine, problem.num_nodes
+        keys = m.link_src * n + m.link_dst
+        order = np.lexsort((problem.delay, keys))
+        first = np.ones(order.size, dtype=bool)
+        first[1:] = keys[order][1:] != keys[order][:-1]
+        pick = order[first]
+        self.graph = csr_matrix((problem.delay[pick], (m.link_src[pick], m.link_dst[pick])),
+                                shape=(n, n))
+        self.pred: dict[int, list[int]] = {}
+        self.machine = m
+
+    def path(self, a: int, b: int) -> list[int]:
+        """Nodes from a to b inclusive."""
+        if self.machine.links_between(a, b):
+            return [a, b]
+        pred = self.pred.get(a)
+        if pred is None:
+            _, row = dijkstra(self.graph, directed=True, indices=a, return_predecessors=True)
+            pred = self.pred[a] = row.tolist()
+        nodes = [b]
+        while nodes[-1] != a:
+            prev = pred[nodes[-1]]
+            if prev < 0:
+                raise NotApplicable(f"no path from {self.machine.label(a)} to "
+                                    f"{self.machine.label(b)} (failed links or a disconnected network?)")
+            nodes.append(prev)
+        return nodes[::-1]
+
+
+class ListScheduler:
+    """Places logical messages one by one (module docstring)."""
+
+    def __init__(self, problem: SpreadProblem):
+        self.p = problem
+        m = problem.machine
+        self.width = problem.num_nodes
+        self.routes = _Routes(problem)
+        self.delay = problem.delay.tolist()
+        self.busy = problem.busy.tolist()
+        self.mode = problem.mode.tolist()
+        self.links: dict[int, Timeline] = {}
+        num_npus = m.num_npus
+        self.ports: dict[tuple[str, int], Timeline] = {}
+        self.port_limit = {"send": problem.send_ports, "recv": problem.recv_ports}
+        self.num_npus = num_npus
+        pre_c, pre_v = problem.pre.pairs()
+        self.held: dict[int, float] = {int(c) * self.width + int(v): 0.0
+                                       for c, v in zip(pre_c.tolist(), pre_v.tolist())}
+        self.last_forward: dict[int, float] = {}
+        self.out_chunk: list[int] = []
+        self.out_link: list[int] = []
+        self.out_start: list[float] = []
+
+    def _timeline(self, e: int) -> Timeline:
+        line = self.links.get(e)
+        if line is None:
+            line = self.links[e] = Timeline()
+        return line
+
+    def _port(self, side: str, v: int) -> Timeline | None:
+        limit = self.port_limit[side]
+        if not limit or v >= self.num_npus:
+            return None
+        line = self.ports.get((side, v))
+        if line is None:
+            line = self.ports[(side, v)] = Timeline(limit)
+        return line
+
+    def hop(self, c: int, a: int, b: int, ready: float) -> float:
+        """Chunk c from a to neighbour b, starting no earlier than ready; returns its delivery."""
+        if self.mode[b] == EXCLUSIVE:
+            ready = max(ready, self.last_forward.get(c * self.width + b, 0.0))
+        best = None
+        for e in self.p.machine.links_between(a, b):
+            duration = self.busy[e]
+            resources = [r for r in (self._timeline(e), self._port("send", a), self._port("recv", b))
+                         if r is not None]
+            t = ready
+            while True:
+                moved = t
+                for r in resources:
+                    moved = r.earliest(moved, duration)
+                if moved == t:
+                    break
+                t = moved
+            if best is None or t + self.delay[e] < best[0]:
+                best = (t + self.delay[e], t, e, resources)
+        assert best is not None, f"no link {a}->{b}"
+        arrival, t, e, resources = best
+        for r in resources:
+            r.book(t, self.busy[e])
+        self.out_chunk.append(c)
+        self.out_link.append(e)
+        self.out_start.append(t)
+        if self.mode[a] == EXCLUSIVE:
+            self.last_forward[c * self.width + a] = t
+        return arrival
+
+    def send(self, c: int, src: int, dst: int, barrier: float = 0.0) -> float:
+        """Logical message: chunk c from src (which must hold it) to dst; returns its delivery."""
+        width = self.width
+        key = c * width + src
+        if key not in self.held:
+            raise AssertionError(f"baseline sends chunk {c} from {src}, which does not hold it")
+        ready = max(self.held[key], barrier)
+        path = self.routes.path(src, dst)
+        for a, b in zip(path, path[1:]):
+            key_b = c * width + b
+            copy_node = self.mode[b] == COPY
+            if copy_node and key_b in self.held:
+                ready = max(self.held[key_b], barrier)
+                continue
+            ready = self.hop(c, a, b, ready)
+            if copy_node:
+                self.held[key_b] = ready
+        return ready
+
+    def schedule(self) -> Schedule:
+        return from_arrays(self.out_chunk, self.out_link, self.out_start)
+
+
+def list_schedule(problem: SpreadProblem, chunk: Sequence[int], src: Sequence[int],
+                  dst: Sequence[int], stage: Sequence[int] | None = None) -> Schedule:
+    """The timed schedule of logical messages in the given order (module docstring).
+
+    ``stage``, when given, must be non-decreasing along the list.
+    """
+    ls = ListScheduler(problem)
+    chunk, src, dst = list(chunk), list(src), list(dst)
+    if stage is None:
+        for c, a, b in zip(chunk, src, dst):
+            ls.send(c, a, b)
+        return ls.schedule()
+    stage = list(stage)
+    if any(y < x for x, y in zip(stage, stage[1:])):
+        raise ValueError("stages must be non-decreasing along the message list")
+    before: dict[int, float] = {}  # node -> deliveries of its earlier stages
+    current: dict[int, float] = {}  # node -> deliveries of the stage in progress
+    now = stage[0] if stage else 0
+    for c, a, b, k in zip(chunk, src, dst, stage):
+        if k != now:
+            for v, t in current.items():
+                before[v] = max(before.get(v, 0.0), t)
+            current, now = {}, k
+        t = ls.send(c, a, b, before.get(a, 0.0))
+        current[a] = max(current.get(a, 0.0), t)
+        current[b] = max(current.get(b, 0.0), t)
+    return ls.schedule()

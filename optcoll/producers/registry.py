@@ -1,0 +1,141 @@
+"""Every heuristic and classical synthesizer by name: what ``optcoll synth --algo NAME`` runs.
+
+All of them produce spread schedules (``optcoll.producers.spread``) and get every collective
+from ``optcoll.producers.compose``: ReduceScatter and Reduce by time reversal on the reversed
+machine, AllReduce as a reduction to each chunk's home followed by a copy from it. Only the two
+greedy synthesizers use the seed; the classical ones are deterministic.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from optcoll.collectives.builtins import KINDS
+from optcoll.collectives.collective import Collective
+from optcoll.errors import InputError
+from optcoll.instances.instance import Instance
+from optcoll.producers import compose
+from optcoll.producers.base import NotApplicable, Synthesizer
+from optcoll.producers.baselines import algorithms
+from optcoll.producers.baselines.listsched import list_schedule
+from optcoll.producers.greedy.engine import spread_greedy
+from optcoll.producers.greedy.plus import spread_plus
+from optcoll.producers.spread import SpreadProblem
+from optcoll.schedules.schedule import Schedule
+from optcoll.verify import require_valid
+
+ALL = frozenset(KINDS) | {"custom"}
+
+
+@dataclass(frozen=True)
+class _Spec:
+    name: str
+    description: str
+    spreader: compose.Spreader
+    kinds: frozenset[str]
+    homes: compose.Homes | None = None
+    randomized: bool = False
+
+
+def _baseline(algorithm: Callable[[SpreadProblem], algorithms.Messages]) -> compose.Spreader:
+    def spread(problem: SpreadProblem, rng: np.random.Generator) -> Schedule:
+        messages = algorithm(problem)
+        schedule = list_schedule(problem, messages.chunk, messages.src, messages.dst, messages.stage)
+        return schedule.with_meta(**messages.notes)
+    return spread
+
+
+def _at_first_rank(collective: Collective) -> np.ndarray:
+    """Tree AllReduce: Reduce to the first rank, then Broadcast from it."""
+    if collective.kind != "allreduce":
+        return compose.default_homes(collective)
+    return np.full(collective.num_chunks, collective.ranks[0], dtype=np.int64)
+
+
+def _at_tree_roots(collective: Collective) -> np.ndarray:
+    """Double-binary-tree AllReduce: chunk c reduced at the root of tree c mod 2."""
+    if collective.kind != "allreduce":
+        return compose.default_homes(collective)
+    return algorithms.double_tree_homes(collective.ranks, collective.num_chunks)
+
+
+_GATHERS = frozenset({"allgather", "reducescatter", "allreduce"})
+_SPECS = [
+    _Spec("tacos", "TACOS greedy link-chunk matching (MICRO'24), seeded; any machine and collective",
+          spread_greedy, ALL, randomized=True),
+    _Spec("tacos+", "our improved greedy: most-constrained link, fewest-routes and rarest chunk "
+          "first; any machine and collective", spread_plus, ALL, randomized=True),
+    _Spec("ring", "unidirectional ring, pipelined (a physical Hamiltonian cycle when one is found)",
+          _baseline(algorithms.ring), ALL),
+    _Spec("ring-bidir", "bidirectional ring: each destination the shorter way round",
+          _baseline(algorithms.ring_bidir), ALL),
+    _Spec("multiring", "several edge-disjoint rings used both ways, chunk c on ring c mod R "
+          "(NCCL channels)", _baseline(algorithms.multiring), ALL),
+    _Spec("direct", "every chunk straight to each destination (shortest paths when not adjacent)",
+          _baseline(algorithms.direct), ALL),
+    _Spec("recursive-doubling", "recursive doubling AllGather, recursive halving ReduceScatter, "
+          "Rabenseifner AllReduce (power-of-two ranks)", _baseline(algorithms.recursive_doubling),
+          _GATHERS),
+    _Spec("bruck", "Bruck AllGather (any N, ceil(log2 N) stages) and AlltoAll",
+          _baseline(algorithms.bruck), _GATHERS | {"alltoall"}),
+    _Spec("double-binary-tree", "NCCL double binary tree: Broadcast, Reduce, AllReduce (reduce up "
+          "and broadcast down two complementary trees)", _baseline(algorithms.double_binary_tree),
+          frozenset({"broadcast", "reduce", "allreduce"}), homes=_at_tree_roots),
+    _Spec("binomial-tree", "binomial tree Broadcast, Reduce, Gather, Scatter; AllReduce as Reduce "
+          "+ Broadcast", _baseline(algorithms.binomial_tree),
+          frozenset({"broadcast", "reduce", "gather", "scatter", "allreduce"}), homes=_at_first_rank),
+    _Spec("pairwise", "pairwise exchange AlltoAll (N-1 stages)", _baseline(algorithms.pairwise),
+          frozenset({"alltoall"})),
+    _Spec("hierarchical", "ASTRA-sim multi-dimensional: ReduceScatter up the dimensions, "
+          "AllGather back down, a ring per dimension (dimensions found from the links)",
+          _baseline(algorithms.hierarchical), _GATHERS),
+]
+
+
+def _runner(spec: _Spec) -> Callable[[Instance, int], Schedule]:
+    def run(instance: Instance, seed: int) -> Schedule:
+        kind = instance.collective.kind if instance.collective.kind in ALL else "custom"
+        if kind not in spec.kinds:
+            raise NotApplicable(f"{spec.name} does not implement {kind}; it implements "
+                                f"{', '.join(sorted(spec.kinds))}")
+        if instance.model.kind != "timed":
+            raise NotApplicable(f"{spec.name} produces timed schedules; the instance asks for the "
+                                f"{instance.model.kind} model")
+        return compose.synthesize(instance, spec.spreader, seed, spec.homes)
+    return run
+
+
+SYNTHESIZERS: dict[str, Synthesizer] = {
+    spec.name: Synthesizer(spec.name, spec.description, _runner(spec)) for spec in _SPECS}
+#: The collectives each synthesizer implements ("custom" = user pre/postconditions).
+IMPLEMENTS: dict[str, frozenset[str]] = {spec.name: spec.kinds for spec in _SPECS}
+#: The synthesizers whose result depends on the seed (``best_of`` runs the others once).
+RANDOMIZED = frozenset(spec.name for spec in _SPECS if spec.randomized)
+
+
+def get_synthesizer(name: str) -> Synthesizer:
+    if name not in SYNTHESIZERS:
+        raise InputError(f"unknown synthesizer {name!r}; known: {', '.join(SYNTHESIZERS)}",
+                         field="algo")
+    return SYNTHESIZERS[name]
+
+
+def best_of(instance: Instance, synth: Synthesizer, runs: int = 1, seed0: int = 0
+            ) -> tuple[Schedule, list[float]]:
+    """The best verified schedule over seeds seed0 .. seed0+runs-1, and every run's verified time
+    (TACOS's own tests take the minimum over 20 runs). Deterministic synthesizers run once."""
+    if runs < 1:
+        raise InputError(f"runs must be at least 1, got {runs}", field="runs")
+    seeds = range(seed0, seed0 + (runs if synth.name in RANDOMIZED else 1))
+    best: tuple[float, Schedule] | None = None
+    times = []
+    for seed in seeds:
+        schedule = synth(instance, seed)
+        time = require_valid(instance.machine, instance.collective, schedule, instance.model).time
+        times.append(time)
+        if best is None or time < best[0]:
+            best = (time, schedule)
+    assert best is not None
+    return best[1].with_meta(runs=len(times), best_seed=best[1].meta.get("seed")), times

@@ -1,0 +1,59 @@
+"""Small machines and instances shared by the producer tests."""
+from __future__ import annotations
+
+from optcoll.collectives.builtins import make_collective
+from optcoll.instances.instance import Instance, TimeModel
+from optcoll.machines import generators as g
+from optcoll.machines.machine import Machine
+from optcoll.verify import Verification, verify
+
+GIB = 2.0**30
+
+
+def instance(machine: Machine, kind: str, size: float = 1e6, chunks_per_rank: int = 1,
+             root: int | None = None, ranks: list[int] | None = None,
+             model: TimeModel = TimeModel()) -> Instance:
+    members = list(range(machine.num_npus)) if ranks is None else ranks
+    coll = make_collective(kind, members, size, chunks_per_rank, root)
+    return Instance(f"{machine.name}-{kind}", machine, coll, model)
+
+
+def verified(inst: Instance, schedule) -> Verification:
+    """The shared verifier's verdict; fails the test with the violation when invalid."""
+    result = verify(inst.machine, inst.collective, schedule, inst.model)
+    assert result.valid, result.violation.message if result.violation else "invalid"
+    return result
+
+
+def link_time(inst: Instance) -> float:
+    """τ = α + b/B of the first link (the machines these tests use are homogeneous)."""
+    return float(inst.machine.link_times(inst.collective.chunk_bytes)[0])
+
+
+def small_machines() -> list[Machine]:
+    """A spread of models: rings, torus, mesh with unequal links, hypercube, DGX-1 (double links),
+    plain / multicast / reducing switches, a multi-node cluster with shared NICs, an ASTRA-sim
+    network, and a torus with failed links."""
+    bw = 10 * GIB
+    return [
+        g.ring(5, bw, 1e-6),
+        g.ring(4, bw, 1e-6, bidirectional=False),
+        g.torus([4, 4], bw, 1e-6),
+        g.mesh([3, 3], [bw, 2 * bw], [1e-6, 3e-6]),
+        g.hypercube(3, bw, 1e-6),
+        g.dgx1(),
+        g.switch(4, bw, 1e-6),
+        g.switch(4, bw, 1e-6, multicast=True),
+        g.switch(4, bw, 1e-6, reduce=True),
+        g.multinode(2, 4, nvlink_bandwidth=100e9, nvlink_latency=1e-6, nic_bandwidth=25e9,
+                    nic_latency=2e-6, gpus_per_nic=2),
+        g.astra([g.AstraDim("Ring", 4, bw, 1e-6), g.AstraDim("Switch", 3, bw / 2, 2e-6)]),
+        g.torus([3, 3], bw, 1e-6).without(links=[0, 5]),
+    ]
+
+
+MODELS = [TimeModel(), TimeModel(occupancy="serialization"), TimeModel(send_ports=1, recv_ports=1),
+          TimeModel(reduce_cost=1e-12)]
+ROOTED = {"broadcast", "reduce", "gather", "scatter"}
+KINDS = ["allgather", "reducescatter", "allreduce", "broadcast", "reduce", "gather", "scatter",
+         "alltoall"]

@@ -1,0 +1,122 @@
+"""The greedy synthesizers: seeding, causality, relays, the improved greedy's reach, best_of."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from optcoll.bounds import best_lower_bound
+from optcoll.collectives.builtins import make_custom
+from optcoll.instances.instance import Instance
+from optcoll.machines import generators as g
+from optcoll.machines.machine import MachineBuilder
+from optcoll.producers.base import NotApplicable
+from optcoll.producers.registry import SYNTHESIZERS, best_of
+from producer_cases import GIB, instance, link_time, verified
+
+
+def test_same_seed_same_schedule_other_seed_other_schedule():
+    inst = instance(g.torus([4, 4], 50 * GIB, 0.5e-6), "allgather", GIB)
+    a, b, c = (SYNTHESIZERS["tacos"](inst, s) for s in (5, 5, 6))
+    assert np.array_equal(a.chunk, b.chunk) and np.array_equal(a.link, b.link)
+    assert np.array_equal(a.start, b.start)
+    assert not (np.array_equal(a.chunk, c.chunk) and np.array_equal(a.link, c.link))
+    assert a.meta["seed"] == 5 and a.meta["producer"] == "tacos"
+
+
+@pytest.mark.parametrize("algo", ["tacos", "tacos+"])
+def test_every_transfer_carries_what_its_source_held_at_its_start(algo):
+    """Independent of the verifier: on links of three speeds, each transfer's chunk was at its
+    source (precondition or an earlier delivery) when the transfer started."""
+    machine = g.torus([4, 3], [10 * GIB, 25 * GIB], [0.3e-6, 2e-6])
+    inst = instance(machine, "allgather", GIB, 2)
+    s = SYNTHESIZERS[algo](inst, 1)
+    src, dst = machine.link_src[s.link], machine.link_dst[s.link]
+    arrive = s.start + machine.link_times(inst.collective.chunk_bytes)[s.link]
+    held = {(c, v): 0.0 for c, v in zip(*inst.collective.pre.pairs())}
+    for i in np.argsort(arrive):
+        held.setdefault((int(s.chunk[i]), int(dst[i])), float(arrive[i]))
+    for c, u, t in zip(s.chunk.tolist(), src.tolist(), s.start.tolist()):
+        assert held[(c, u)] <= t + 1e-15
+    verified(inst, s)
+
+
+@pytest.mark.parametrize("side", [8, 16])
+def test_improved_greedy_reaches_the_bound_on_2d_tori(side):
+    inst = instance(g.torus([side, side], 50 * GIB, 0.5e-6), "allgather", GIB)
+    bound = best_lower_bound(inst.machine, inst.collective, inst.model).value
+    assert bound == pytest.approx((side * side // 4) * link_time(inst), rel=1e-9)
+    _, times = best_of(inst, SYNTHESIZERS["tacos+"], runs=3)
+    assert min(times) == pytest.approx(bound, rel=1e-9)
+    _, plain = best_of(inst, SYNTHESIZERS["tacos"], runs=3)
+    assert min(plain) >= bound * (1 - 1e-9)
+
+
+@pytest.mark.slow
+def test_improved_greedy_reaches_the_bound_on_32x32_torus():
+    inst = instance(g.torus([32, 32], 50 * GIB, 0.5e-6), "allgather", GIB)
+    bound = best_lower_bound(inst.machine, inst.collective, inst.model).value
+    _, times = best_of(inst, SYNTHESIZERS["tacos+"], runs=1)
+    assert min(times) == pytest.approx(bound, rel=1e-9)
+
+
+def test_best_of_reports_every_run_and_keeps_the_best():
+    inst = instance(g.torus([4, 4], 50 * GIB, 0.5e-6), "allgather", GIB, 2)
+    best, times = best_of(inst, SYNTHESIZERS["tacos"], runs=6, seed0=10)
+    assert len(times) == 6
+    assert verified(inst, best).time == min(times)
+    assert best.meta["runs"] == 6 and best.meta["seed"] in range(10, 16)
+    _, once = best_of(inst, SYNTHESIZERS["ring"], runs=6)
+    assert len(once) == 1  # deterministic: one run says it all
+
+
+def test_unreachable_destination_is_a_clear_error():
+    machine = g.ring(4, GIB, 1e-6, bidirectional=False)
+    broken = machine.without(links=[int(machine.links_between(1, 2)[0])])
+    with pytest.raises(NotApplicable, match="cannot reach"):
+        SYNTHESIZERS["tacos"](instance(broken, "allgather"), 0)
+
+
+@pytest.mark.parametrize("algo", ["tacos", "tacos+"])
+def test_non_members_and_plain_switches_relay(algo):
+    """Members 0 and 3 of a line 0-1-2-3 talk through non-members; on a plain switch every
+    forward needs its own arrival."""
+    line = g.line(4, GIB, 1e-6)
+    inst = instance(line, "allgather", 1e6, ranks=[0, 3])
+    result = verified(inst, SYNTHESIZERS[algo](inst, 0))
+    assert result.time == pytest.approx(3 * link_time(inst))
+    star = g.switch(4, GIB, 1e-6)
+    inst = instance(star, "broadcast", 1e6, root=0)
+    s = SYNTHESIZERS[algo](inst, 0)
+    verified(inst, s)
+    into_switch = np.count_nonzero(star.link_dst[s.link] == 4)
+    assert into_switch == 3  # one arrival per NPU served
+
+
+@pytest.mark.parametrize("algo", ["tacos", "tacos+", "ring", "ring-bidir", "multiring", "direct"])
+def test_custom_collectives(algo):
+    machine = g.torus([3, 3], GIB, 1e-6)
+    n = machine.num_npus
+    to_next = make_custom(range(n), [[i] for i in range(n - 1)], [[i + 1] for i in range(n - 1)], 1e6)
+    inst = Instance("alltonext", machine, to_next)
+    verified(inst, SYNTHESIZERS[algo](inst, 0))
+    summed = make_custom(range(n), [[0, 4, 8], [1, 2]], [[3], [5, 6]], 1e6, combining=True)
+    inst = Instance("custom-reduce", machine, summed)
+    verified(inst, SYNTHESIZERS[algo](inst, 0))
+
+
+def test_parallel_links_are_used_side_by_side():
+    b = MachineBuilder("pair", 2)
+    b.add_link(0, 1, bandwidth=GIB, latency=1e-6, count=2, bidirectional=True)
+    inst = instance(b.build(), "allgather", 4e6, 2)
+    for algo in ("tacos", "tacos+"):
+        result = verified(inst, SYNTHESIZERS[algo](inst, 0))
+        assert result.time == pytest.approx(link_time(inst))
+
+
+def test_long_relay_chains():
+    """Two members 1500 hops apart on a one-way ring: the pull request travels the whole chain."""
+    ring = g.ring(1500, GIB, 1e-6, bidirectional=False)
+    inst = instance(ring, "allgather", 1e6, ranks=[0, 1499])
+    s = SYNTHESIZERS["tacos"](inst, 0)
+    assert len(s) == 1500
+    assert verified(inst, s).time == pytest.approx(1499 * link_time(inst))
