@@ -6,8 +6,6 @@ from click.testing import CliRunner
 
 from optcoll.cli.main import cli
 
-REPO = Path(__file__).resolve().parents[2]
-
 
 @pytest.fixture
 def run():

@@ -4,7 +4,7 @@ import sys
 
 import pytest
 
-from conftest import REPO
+from cli_paths import REPO
 
 
 def test_version_and_help(run):

@@ -1,6 +1,6 @@
 import json
 
-from conftest import REPO
+from cli_paths import REPO
 
 QUICK = REPO / "instances" / "quick"
 DATA = REPO / "tests" / "interop_msccl" / "data"

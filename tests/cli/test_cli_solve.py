@@ -3,7 +3,7 @@ from fractions import Fraction
 
 import pytest
 
-from conftest import REPO
+from cli_paths import REPO
 
 QUICK = REPO / "instances" / "quick"
 
