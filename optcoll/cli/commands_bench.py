@@ -3,6 +3,9 @@ from __future__ import annotations
 
 import click
 
+from optcoll.cli.output import done, json_option
+
+
 from optcoll.units import format_size
 
 
@@ -14,7 +17,8 @@ def bench() -> None:
 @bench.command("core")
 @click.option("--side", default=32, show_default=True, help="Torus side: side×side NPUs.")
 @click.option("--out", default="reports/bench-core.md", show_default=True, type=click.Path(dir_okay=False))
-def bench_core(side: int, out: str) -> None:
+@json_option
+def bench_core(side: int, out: str, as_json: bool) -> None:
     """Verifier on a ~million-transfer torus AllGather, and the exact cut bound of the torus."""
     from optcoll.bounds.bench import bench_cut
     from optcoll.reports.benchfile import write_bench_report
@@ -36,20 +40,21 @@ def bench_core(side: int, out: str) -> None:
            c["nodes_inside"], f"{c['allgather_1GiB_bound_s']:.6g}"]],
          "Target: ≤ 10 s."),
     ]
-    click.echo(write_bench_report(out, "Core benchmarks: verifier and exact cut bound", sections))
-    click.echo(f"wrote {out}")
+    text = write_bench_report(out, "Core benchmarks: verifier and exact cut bound", sections)
+    done(as_json, f"{text}\nwrote {out}", verify=v, cut=c, out=out)
 
 
 @bench.command("exact")
 @click.option("--time-limit", default=600.0, show_default=True, help="Seconds per timed instance.")
 @click.option("--pareto-limit", default=120.0, show_default=True, help="Seconds per Pareto question.")
 @click.option("--out", default="reports/bench-exact.md", show_default=True, type=click.Path(dir_okay=False))
-def bench_exact(time_limit: float, pareto_limit: float, out: str) -> None:
+@json_option
+def bench_exact(time_limit: float, pareto_limit: float, out: str, as_json: bool) -> None:
     """Exact solvers: wall time to a proven optimum on issue 3's instances, and the DGX-1 front."""
     from optcoll.producers.exact.bench import run_bench
 
-    click.echo(run_bench(out, time_limit, pareto_limit))
-    click.echo(f"wrote {out}")
+    text = run_bench(out, time_limit, pareto_limit)
+    done(as_json, f"{text}\nwrote {out}", report=text, out=out)
 
 
 COMMANDS = [bench]

@@ -5,10 +5,9 @@ import sys
 
 import click
 
-from optcoll.cli.output import emit_json, percent, table
+from optcoll.cli.output import done, emit_json, json_option, percent, table
 from optcoll.units import format_size, format_time
 
-json_option = click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 
 
 @click.group()
@@ -53,13 +52,14 @@ def model_show(ref: str, as_json: bool) -> None:
 @model.command("draw")
 @click.argument("ref")
 @click.option("-o", "--out", required=True, type=click.Path(dir_okay=False), help="SVG file to write.")
-def model_draw(ref: str, out: str) -> None:
+@json_option
+def model_draw(ref: str, out: str, as_json: bool) -> None:
     """Draw a model as an SVG picture."""
     from optcoll.machines.catalog import load_machine
     from optcoll.machines.draw import draw_machine
 
     draw_machine(load_machine(ref), out)
-    click.echo(f"wrote {out}")
+    done(as_json, f"wrote {out}", out=out)
 
 
 @click.group()

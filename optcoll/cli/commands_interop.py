@@ -5,8 +5,8 @@ import sys
 
 import click
 
-from optcoll.cli.commands_core import json_option, load_instance_and_schedule, model
-from optcoll.cli.output import emit_json
+from optcoll.cli.commands_core import load_instance_and_schedule, model
+from optcoll.cli.output import done, emit_json, json_option
 from optcoll.units import format_time, parse_bandwidth, parse_size, parse_time
 
 
@@ -24,14 +24,15 @@ def msccl() -> None:
 @click.option("--proto", type=click.Choice(["Simple", "LL", "LL128"]), default="Simple", show_default=True)
 @click.option("--inplace", is_flag=True, help="In-place buffer layout (default out-of-place).")
 @click.option("--name", default=None, help="Algorithm name (default: the instance name).")
-def msccl_export(instance_path, schedule_path, out, coll_names, proto, inplace, name) -> None:
+@json_option
+def msccl_export(instance_path, schedule_path, out, coll_names, proto, inplace, name, as_json) -> None:
     """Write a verified schedule as MSCCL-IR XML (checked by re-importing it)."""
     from optcoll.exports.msccl import save_msccl_xml
 
     inst, schedule = load_instance_and_schedule(instance_path, schedule_path)
     save_msccl_xml(out, inst.machine, inst.collective, schedule, model=inst.model,
                    coll_names=coll_names, proto=proto, inplace=inplace, name=name or inst.name)
-    click.echo(f"wrote {out}")
+    done(as_json, f"wrote {out}", out=out)
 
 
 @msccl.command("validate")
@@ -127,19 +128,22 @@ def astra_predict(network_path, system_path, collective, size, backend, algorith
 @click.argument("instance_path", metavar="INSTANCE", type=click.Path(dir_okay=False))
 @click.argument("schedule_path", metavar="SCHEDULE", type=click.Path(dir_okay=False))
 @click.option("--prefix", required=True, help="Output prefix: writes PREFIX.<npu>.et and PREFIX.system.json.")
-def astra_chakra(instance_path, schedule_path, prefix) -> None:
+@json_option
+def astra_chakra(instance_path, schedule_path, prefix, as_json) -> None:
     """Export a verified schedule as Chakra ET traces for ASTRA-sim's custom collectives."""
     from optcoll.exports.astra.etexport import export_chakra
 
     inst, schedule = load_instance_and_schedule(instance_path, schedule_path)
-    done = export_chakra(inst.machine, inst.collective, schedule, prefix, inst.model)
-    click.echo(f"wrote {len(done.files)} trace files and {done.system_json}")
+    exported = export_chakra(inst.machine, inst.collective, schedule, prefix, inst.model)
+    done(as_json, f"wrote {len(exported.files)} trace files and {exported.system_json}",
+         traces=[str(f) for f in exported.files], system_json=str(exported.system_json))
 
 
 @astra.command("import-network")
 @click.argument("network_path", metavar="NETWORK_YML", type=click.Path(dir_okay=False))
 @click.option("-o", "--out", required=True, type=click.Path(dir_okay=False), help="Model .toml to write.")
-def astra_import_network(network_path, out) -> None:
+@json_option
+def astra_import_network(network_path, out, as_json) -> None:
     """Turn an ASTRA-sim network.yml into an optcoll machine model file."""
     from optcoll.exports.astra.network import read_machine
     from optcoll.fileio import write_text_atomic
@@ -147,19 +151,21 @@ def astra_import_network(network_path, out) -> None:
 
     machine = read_machine(network_path)
     write_text_atomic(out, machine_to_toml(machine))
-    click.echo(f"wrote {out} ({machine.num_npus} NPUs, {machine.num_links} links)")
+    done(as_json, f"wrote {out} ({machine.num_npus} NPUs, {machine.num_links} links)", out=out,
+         npus=machine.num_npus, links=machine.num_links)
 
 
 @astra.command("export-network")
 @click.argument("ref", metavar="MODEL")
 @click.option("-o", "--out", required=True, type=click.Path(dir_okay=False), help="network.yml to write.")
-def astra_export_network(ref, out) -> None:
+@json_option
+def astra_export_network(ref, out, as_json) -> None:
     """Write a machine model as ASTRA-sim network.yml (when it is expressible there)."""
     from optcoll.exports.astra.network import write_network
     from optcoll.machines.catalog import load_machine
 
     network = write_network(load_machine(ref), out)
-    click.echo(f"wrote {out}: {network.describe()}")
+    done(as_json, f"wrote {out}: {network.describe()}", out=out, network=network.describe())
 
 
 @astra.command("compare")
@@ -168,14 +174,15 @@ def astra_export_network(ref, out) -> None:
               show_default=True)
 @click.option("--size", "sizes", multiple=True, default=["1 MiB", "64 MiB"], show_default=True)
 @click.option("--out", default="reports/astra-compare.md", show_default=True, type=click.Path(dir_okay=False))
-def astra_compare_cmd(networks, collectives, sizes, out) -> None:
+@json_option
+def astra_compare_cmd(networks, collectives, sizes, out, as_json) -> None:
     """Side by side: ASTRA-sim's native algorithms vs optcoll's bound, greedy and baselines."""
     from optcoll.exports.astra.compare import astra_compare
     from optcoll.producers.registry import SYNTHESIZERS
 
     rows = astra_compare(list(networks), list(collectives), [int(parse_size(s)) for s in sizes], out,
                          producers=SYNTHESIZERS)
-    click.echo(f"wrote {out} ({len(rows)} rows)")
+    done(as_json, f"wrote {out} ({len(rows)} rows)", out=out, rows=len(rows))
 
 
 @model.command("from-nvidia-smi")
@@ -184,7 +191,8 @@ def astra_compare_cmd(networks, collectives, sizes, out) -> None:
 @click.option("--nvlink-latency", default="0.5 us", show_default=True)
 @click.option("--pcie-bandwidth", default=None, help="Also model PCIe paths through a host switch.")
 @click.option("-o", "--out", required=True, type=click.Path(dir_okay=False), help="Model .toml to write.")
-def model_from_nvidia_smi(text_path, nvlink_bandwidth, nvlink_latency, pcie_bandwidth, out) -> None:
+@json_option
+def model_from_nvidia_smi(text_path, nvlink_bandwidth, nvlink_latency, pcie_bandwidth, out, as_json) -> None:
     """Read `nvidia-smi topo -m` output into a machine model file."""
     from optcoll.fileio import write_text_atomic
     from optcoll.imports.nvidia_smi import load_nvidia_smi
@@ -194,7 +202,8 @@ def model_from_nvidia_smi(text_path, nvlink_bandwidth, nvlink_latency, pcie_band
                               nvlink_latency=parse_time(nvlink_latency),
                               pcie_bandwidth=parse_bandwidth(pcie_bandwidth) if pcie_bandwidth else None)
     write_text_atomic(out, machine_to_toml(machine))
-    click.echo(f"wrote {out} ({machine.num_npus} GPUs, {machine.num_links} links)")
+    done(as_json, f"wrote {out} ({machine.num_npus} GPUs, {machine.num_links} links)", out=out,
+         npus=machine.num_npus, links=machine.num_links)
 
 
 @click.command()
@@ -211,14 +220,16 @@ def model_from_nvidia_smi(text_path, nvlink_bandwidth, nvlink_latency, pcie_band
 @click.option("--top", type=int, default=None, help="Rows to show.")
 @click.option("--seed", default=0, show_default=True)
 @click.option("--out", type=click.Path(dir_okay=False), help="Also write the Markdown report here.")
+@json_option
 def axonn(machine_ref, gpus, layer_size, seq_len, batch, shape, sharing, min_tensor_parallel,
-          no_schedules, top, seed, out) -> None:
+          no_schedules, top, seed, out, as_json) -> None:
     """Rank AxoNN 4D configurations: ring model vs optcoll bounds vs verified schedules."""
     from optcoll.analysis.axonn import axonn_command
 
-    click.echo(axonn_command(machine_ref, gpus, layer_size, seq_len=seq_len, batch=batch, shape=shape,
-                             out=out, sharing=sharing, schedules=not no_schedules,
-                             min_tensor_parallel=min_tensor_parallel, top=top, seed=seed))
+    text = axonn_command(machine_ref, gpus, layer_size, seq_len=seq_len, batch=batch, shape=shape,
+                         out=out, sharing=sharing, schedules=not no_schedules,
+                         min_tensor_parallel=min_tensor_parallel, top=top, seed=seed)
+    done(as_json, text, markdown=text, out=out)
 
 
 COMMANDS = [msccl, astra, axonn]

@@ -7,10 +7,9 @@ import time
 
 import click
 
-from optcoll.cli.output import emit_json, percent, table
+from optcoll.cli.output import emit_json, json_option, percent, table
 from optcoll.units import format_time
 
-json_option = click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 
 
 @click.command()

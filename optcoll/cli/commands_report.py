@@ -11,6 +11,7 @@ from typing import Any
 
 import click
 
+from optcoll.cli.output import emit_json, json_option
 from optcoll.errors import InputError
 
 EXIT_CONTRADICTION = 1
@@ -117,10 +118,11 @@ def _command_line(ctx: click.Context) -> str:
 @click.option("--resolve", is_flag=True,
               help="Run the exact solver even where the instance records a proven optimum.")
 @sweep_options
+@json_option
 def report(ctx: click.Context, suites: tuple[str, ...], out: str | None, resolve: bool, jobs: int | None,
            cluster: str | None, runs: int | None, seed: int | None, time_limit: float | None,
            threads: int | None, solver: str, cache_dir: str | None, no_cache: bool,
-           retry_failed: bool, progress: bool | None) -> None:
+           retry_failed: bool, progress: bool | None, as_json: bool) -> None:
     """How far from optimal is each synthesizer? Gap report over SUITES (default: quick).
 
     A SUITE is a built-in suite name (quick, standard, frontier), a directory of instance files,
@@ -143,11 +145,16 @@ def report(ctx: click.Context, suites: tuple[str, ...], out: str | None, resolve
         result = assemble(plan, records, title)
     except TruthContradiction as exc:
         _contradiction(exc)
-    click.echo(to_text(terminal_blocks(result, stats.line())), nl=False)
+    written = []
     if out is not None:
         from optcoll.reports.files import write_report
 
         written = write_report(result, out, _command_line(ctx))
+    if as_json:
+        emit_json({**result.to_dict(), "written": [str(p) for p in written]})
+        return
+    click.echo(to_text(terminal_blocks(result, stats.line())), nl=False)
+    if written:
         click.echo(f"wrote {len(written)} files to {out}/ (open {out}/README.md or {out}/report.html)")
 
 
@@ -159,10 +166,11 @@ def truth() -> None:
 @truth.command("update")
 @click.argument("suites", nargs=-1, required=True)
 @sweep_options
+@json_option
 def truth_update(suites: tuple[str, ...], jobs: int | None, cluster: str | None, runs: int | None,
                  seed: int | None, time_limit: float | None, threads: int | None, solver: str,
                  cache_dir: str | None, no_cache: bool, retry_failed: bool,
-                 progress: bool | None) -> None:
+                 progress: bool | None, as_json: bool) -> None:
     """Re-solve SUITES and record the best bound and schedule in each instance file.
 
     A proven optimum is never replaced by a worse value; a verified schedule below a proven bound
@@ -174,6 +182,7 @@ def truth_update(suites: tuple[str, ...], jobs: int | None, cluster: str | None,
     from optcoll.units import format_time
 
     settings = _settings(runs, seed, time_limit, threads, solver)
+    summary = []
     for suite in _suites(suites):
         try:
             with _cache(cache_dir, no_cache) as cache:
@@ -186,19 +195,28 @@ def truth_update(suites: tuple[str, ...], jobs: int | None, cluster: str | None,
                  format_time(u.after.lower_bound.value) if u.after.lower_bound else "-",
                  percent(u.after.gap), "changed" if u.changed else "same",
                  "; ".join(u.notes) or ""] for u in updated]
-        click.echo(f"{suite.name}: {stats.line()}")
-        click.echo(table(["instance", "status", "best", "lower bound", "gap", "record", "notes"], rows))
+        summary += [{"suite": suite.name, "instance": u.instance, "status": u.after.status,
+                     "best": u.after.best.value if u.after.best else None,
+                     "lower_bound": u.after.lower_bound.value if u.after.lower_bound else None,
+                     "gap": u.after.gap, "changed": u.changed, "notes": list(u.notes)} for u in updated]
+        if not as_json:
+            click.echo(f"{suite.name}: {stats.line()}")
+            click.echo(table(["instance", "status", "best", "lower bound", "gap", "record", "notes"], rows))
+    if as_json:
+        emit_json(summary)
 
 
 @truth.command("verify")
 @click.argument("suites", nargs=-1, required=True)
 @click.option("--require-all", is_flag=True, help="Fail when an instance has no recorded truth.")
-def truth_verify(suites: tuple[str, ...], require_all: bool) -> None:
+@json_option
+def truth_verify(suites: tuple[str, ...], require_all: bool, as_json: bool) -> None:
     """Re-verify stored schedules and check recorded bounds ≤ recorded times (no solving)."""
     from optcoll.cli.output import table
     from optcoll.truth.check import verify_suite
 
     bad = 0
+    summary = []
     for suite in _suites(suites):
         findings = verify_suite(suite)
         rows = []
@@ -206,8 +224,13 @@ def truth_verify(suites: tuple[str, ...], require_all: bool) -> None:
             ok = f.ok and not (require_all and f.status == "missing")
             bad += not ok
             rows.append([f.instance, "ok" if ok else "FAIL", f.status, f.message])
-        click.echo(f"{suite.name}:")
-        click.echo(table(["instance", "check", "status", "detail"], rows))
+            summary.append({"suite": suite.name, "instance": f.instance, "ok": ok, "status": f.status,
+                            "detail": f.message})
+        if not as_json:
+            click.echo(f"{suite.name}:")
+            click.echo(table(["instance", "check", "status", "detail"], rows))
+    if as_json:
+        emit_json(summary)
     if bad:
         click.echo(f"optcoll: {bad} recorded result(s) do not hold", err=True)
         sys.exit(EXIT_CONTRADICTION)

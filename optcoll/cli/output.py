@@ -10,6 +10,10 @@ import click
 import numpy as np
 
 
+#: Every command takes ``--json``: the same facts, machine-readable.
+json_option = click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+
+
 def _plain(value: Any) -> Any:
     if isinstance(value, dict):
         return {str(k): _plain(v) for k, v in value.items()}
@@ -37,3 +41,11 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
 
 def percent(gap: float | None) -> str:
     return "-" if gap is None else f"{100 * gap:.2f} %"
+
+
+def done(as_json: bool, message: str, **data: Any) -> None:
+    """The last word of a command that wrote files: a sentence, or the same facts as JSON."""
+    if as_json:
+        emit_json(data)
+    else:
+        click.echo(message)

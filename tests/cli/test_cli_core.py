@@ -89,3 +89,24 @@ def test_bench_core_writes_a_report(run, tmp_path):
     code, text, _ = run("bench", "core", "--side", "4", "--out", out)
     report = out.read_text()
     assert code == 0 and "16-NPU" in text and "| 240 | vectorised | True |" in report
+
+
+def _leaf_commands(group, prefix=()):
+    import click
+
+    for name, command in sorted(group.commands.items()):
+        if isinstance(command, click.Group):
+            yield from _leaf_commands(command, (*prefix, name))
+        else:
+            yield (*prefix, name), command
+
+
+def test_every_command_has_help_and_json():
+    from optcoll.cli.main import cli
+
+    leaves = list(_leaf_commands(cli))
+    assert len(leaves) >= 25
+    for path, command in leaves:
+        options = {opt for param in command.params for opt in getattr(param, "opts", ())}
+        assert "--json" in options, f"optcoll {' '.join(path)} has no --json"
+        assert command.help, f"optcoll {' '.join(path)} has no help text"
