@@ -57,4 +57,22 @@ def bench_exact(time_limit: float, pareto_limit: float, out: str, as_json: bool)
     done(as_json, f"{text}\nwrote {out}", report=text, out=out)
 
 
+@bench.command("greedy")
+@click.option("--sizes", default="64,256,1024", show_default=True, help="NPU counts, comma-separated.")
+@click.option("--families", default="mesh2d,torus2d,hypercube,torus3d", show_default=True)
+@click.option("--collectives", default="allgather,allreduce", show_default=True)
+@click.option("--algos", default="tacos,tacos+", show_default=True)
+@click.option("--out", default="reports/bench-greedy.md", show_default=True, type=click.Path(dir_okay=False))
+@json_option
+def bench_greedy(sizes: str, families: str, collectives: str, algos: str, out: str, as_json: bool) -> None:
+    """Greedy synthesis time, peak memory, growth exponent and gap, 64 to 4096 NPUs (one process per case)."""
+    from optcoll.producers.bench_greedy import run_bench
+
+    def split(text: str) -> tuple[str, ...]:
+        return tuple(item for item in text.split(",") if item)
+
+    rows = run_bench(tuple(int(n) for n in split(sizes)), split(families), split(collectives), split(algos), out)
+    done(as_json, f"wrote {out} ({len(rows)} cases)", rows=rows, out=out)
+
+
 COMMANDS = [bench]

@@ -250,7 +250,7 @@ def run_bench(sizes: tuple[int, ...] = (64, 256, 1024), families: tuple[str, ...
                 for n in sizes:
                     row = _run_child(Case(family, n, coll, algo), bounds, timeout, memory_cap)
                     rows.append(row)
-                    print(json.dumps(row), flush=True)
+                    print(json.dumps(row), file=sys.stderr, flush=True)  # progress
     rows.sort(key=lambda r: (FAMILIES.index(r["family"]), r["collective"], r["algo"], r["npus"]))
     if out:
         write_text_atomic(out, render(rows, note))
