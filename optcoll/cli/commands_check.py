@@ -7,26 +7,9 @@ import sys
 
 import click
 
-from optcoll.errors import InputError
+from optcoll.cli.output import seconds_option
 
 EXIT_FAILED = 1
-
-
-def _seconds(ctx: click.Context, param: click.Parameter, value: str | None) -> float | None:
-    if value is None:
-        return None
-    from optcoll.units import parse_time
-
-    try:
-        seconds = float(value)
-    except ValueError:
-        try:
-            seconds = parse_time(value, allow_zero=False)
-        except InputError as exc:
-            raise click.BadParameter(exc.detail) from None
-    if not 0 < seconds < float("inf"):
-        raise click.BadParameter("must be a positive number of seconds")
-    return seconds
 
 
 @click.command("check")
@@ -42,7 +25,7 @@ def _seconds(ctx: click.Context, param: click.Parameter, value: str | None) -> f
                    "max_gap, else 1.10].")
 @click.option("--against", type=click.Choice(["best", "bound"]), default="best", show_default=True,
               help="Reference: the recorded optimum/best known schedule, or the proven lower bound.")
-@click.option("--timeout", callback=_seconds, default=None, metavar="S",
+@click.option("--timeout", callback=seconds_option, default=None, metavar="S",
               help="Time limit per instance, seconds or '2 min' [default: each instance's "
                    "[budget] time_limit].")
 @click.option("--jobs", "-j", type=click.IntRange(min=1), default=None,

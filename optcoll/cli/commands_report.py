@@ -11,28 +11,10 @@ from typing import Any
 
 import click
 
-from optcoll.cli.output import emit_json, json_option
-from optcoll.errors import InputError
+from optcoll.cli.output import emit_json, json_option, seconds_option
 
 EXIT_CONTRADICTION = 1
 DEFAULT_SUITE = "quick"
-
-
-def _time_limit(ctx: click.Context, param: click.Parameter, value: str | None) -> float | None:
-    if value is None:
-        return None
-    from optcoll.units import parse_time
-
-    try:
-        seconds = float(value)
-    except ValueError:
-        try:
-            seconds = parse_time(value, allow_zero=False)
-        except InputError as exc:
-            raise click.BadParameter(exc.one_line()) from None
-    if not seconds > 0:
-        raise click.BadParameter("must be a positive number of seconds")
-    return seconds
 
 
 def sweep_options(command: Callable) -> Callable:
@@ -46,7 +28,7 @@ def sweep_options(command: Callable) -> Callable:
                      help="Seeds per randomised synthesizer, best kept (default: the suite's, else 20)."),
         click.option("--seed", type=click.IntRange(min=0), default=None,
                      help="First seed (default: each instance's [budget] seed)."),
-        click.option("--time-limit", callback=_time_limit, default=None, metavar="S",
+        click.option("--time-limit", callback=seconds_option, default=None, metavar="S",
                      help="Exact-solver time limit per instance, seconds or '2 min' "
                           "(default: each instance's [budget])."),
         click.option("--threads", type=click.IntRange(min=1), default=None,

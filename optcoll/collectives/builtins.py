@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import numpy as np
 
 from optcoll.collectives.collective import ChunkSets, Collective
 from optcoll.errors import InputError

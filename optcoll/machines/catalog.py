@@ -7,16 +7,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import optcoll
+from optcoll.bundled import bundled_dir
 from optcoll.errors import InputError
 from optcoll.machines.machine import Machine
 from optcoll.machines.modelfile import load_machine_file
 
 
 def models_dir() -> Path:
-    package = Path(optcoll.__file__).resolve().parent
-    installed = package / "_models"
-    return installed if installed.is_dir() else package.parent / "models"
+    return bundled_dir("models")
 
 
 def builtin_model_names() -> list[str]:

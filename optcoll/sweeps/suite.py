@@ -34,7 +34,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-import optcoll
+from optcoll.bundled import bundled_dir
 from optcoll.errors import InputError
 from optcoll.instances.instance import Instance
 from optcoll.instances.instancefile import instance_from_dict, read_toml
@@ -46,9 +46,7 @@ _SUITE_KEYS = {"suite", "plots", "check"}  # [check]: thresholds of ``optcoll ch
 
 def instances_dir() -> Path:
     """Built-in suites: ``optcoll/_instances`` when installed, ``instances/`` in a checkout."""
-    package = Path(optcoll.__file__).resolve().parent
-    installed = package / "_instances"
-    return installed if installed.is_dir() else package.parent / "instances"
+    return bundled_dir("instances")
 
 
 def builtin_suite_names() -> list[str]:

@@ -1,4 +1,3 @@
-import numpy as np
 import pytest
 
 from optcoll.collectives.builtins import dual, make_collective, make_custom, split_allreduce
