@@ -29,7 +29,10 @@ def _context():
     return mp.get_context("fork" if "fork" in methods else "spawn")
 
 
-def _serve(conn: Connection) -> None:
+def _serve(conn: Connection, driver_end: Connection) -> None:
+    # A forked worker inherits the driver's end of its own pipe; holding it open would keep
+    # ``recv`` from ever seeing EOF, so a killed driver would leave the worker waiting forever.
+    driver_end.close()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         while (job := conn.recv()) is not None:
@@ -41,7 +44,7 @@ def _serve(conn: Connection) -> None:
 class _Worker:
     def __init__(self, ctx) -> None:
         self.conn, child = ctx.Pipe()
-        self.process = ctx.Process(target=_serve, args=(child,), daemon=True)
+        self.process = ctx.Process(target=_serve, args=(child, self.conn), daemon=True)
         self.process.start()
         child.close()
         self.job: Job | None = None

@@ -17,6 +17,18 @@ def _records(cache: Path) -> dict[Path, tuple[int, bytes]]:
     return {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in cache.rglob("*.json")}
 
 
+def _processes_naming(text: str) -> list[int]:
+    """Live processes whose command line mentions ``text`` (Linux /proc)."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and text in (entry / "cmdline").read_bytes().decode(errors="replace"):
+                pids.append(int(entry.name))
+        except OSError:
+            continue
+    return pids
+
+
 def _interrupted_run(suite: Path, cache: Path, sig: int, after: int) -> dict[Path, tuple[int, bytes]]:
     """Starts the report, waits until ``after`` more records exist, sends ``sig``; returns the
     records present once the process is gone."""
@@ -32,6 +44,10 @@ def _interrupted_run(suite: Path, cache: Path, sig: int, after: int) -> dict[Pat
     proc.send_signal(sig)
     code = proc.wait(timeout=30)
     assert code == (130 if sig == signal.SIGINT else -signal.SIGKILL), proc.stderr.read()
+    deadline = time.monotonic() + 10  # its worker processes must not outlive it
+    while _processes_naming(str(cache)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _processes_naming(str(cache)) == []
     return _records(cache)
 
 
