@@ -136,32 +136,6 @@ class Machine:
                            latency=link.latency, bandwidth=link.bandwidth)
         return graph
 
-    def hop_distances(self, nbytes: float = 0.0) -> np.ndarray:
-        """All-pairs shortest time from u to v where each hop costs α_e + b/B_e (inf if unreachable).
-
-        With ``nbytes = 0`` and zero latencies this is 0 everywhere, so callers that want hop
-        counts use ``hop_counts``.
-        """
-        from scipy.sparse import csr_matrix
-        from scipy.sparse.csgraph import shortest_path
-
-        weights = self.link_times(nbytes)
-        n = self.num_nodes
-        # Keep the cheapest of parallel links; csr_matrix would add duplicates up.
-        best: dict[tuple[int, int], float] = {}
-        for u, v, w in zip(self.link_src.tolist(), self.link_dst.tolist(), weights.tolist()):
-            if w < best.get((u, v), np.inf):
-                best[(u, v)] = w
-        if not best:
-            dist = np.full((n, n), np.inf)
-            np.fill_diagonal(dist, 0.0)
-            return dist
-        rows, cols = zip(*best)
-        # A zero-weight edge would vanish from a sparse matrix: shift by a tiny epsilon and undo.
-        vals = np.array(list(best.values())) + 1e-300
-        graph = csr_matrix((vals, (rows, cols)), shape=(n, n))
-        return shortest_path(graph, method="D", directed=True)
-
     def hop_counts(self) -> np.ndarray:
         """All-pairs hop count (inf if unreachable)."""
         from scipy.sparse import csr_matrix

@@ -342,3 +342,13 @@ def test_link_order_follows_tacos():
     assert cables == [(0, 1), (1, 2), (2, 0), (3, 4), (4, 5), (5, 3), (6, 7), (7, 8), (8, 6),
                       (0, 3), (3, 6), (6, 0), (1, 4), (4, 7), (7, 1), (2, 5), (5, 8), (8, 2)]
     assert m.link_src.tolist()[1::2] == m.link_dst.tolist()[::2]
+
+
+def test_networkx_view_round_trips_through_from_networkx():
+    machine = g.dgx1()
+    graph = machine.to_networkx()
+    assert graph.number_of_nodes() == 8 and graph.number_of_edges() == machine.num_links == 48
+    assert sorted(data["id"] for *_, data in graph.edges(data=True)) == list(range(48))
+    back = g.from_networkx(graph, name="dgx1-again", bandwidth=1.0, latency=0.0)
+    assert back.num_links == machine.num_links
+    assert sorted(back.link_bandwidth.tolist()) == sorted(machine.link_bandwidth.tolist())
