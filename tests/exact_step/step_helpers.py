@@ -8,8 +8,7 @@ from optcoll.collectives.collective import Collective
 from optcoll.instances.instance import Instance, TimeModel
 from optcoll.machines import generators as G
 from optcoll.machines.machine import Machine, MachineBuilder
-from optcoll.producers.exact.outcome import SolverOutcome
-from optcoll.verify import verify
+from solver_checks import close, verified  # noqa: F401  (re-exported to the tests)
 
 BW = 1e9  # bytes/s
 LAT = 1e-6  # s: with 1 kB per rank-slot a round (b/B) costs as much as a step's latency
@@ -101,15 +100,3 @@ def agreement_instances() -> list[Instance]:
         instance(G.multinode(2, 2, nvlink_bandwidth=2 * BW, nvlink_latency=LAT, nic_bandwidth=BW,
                              nic_latency=LAT)),
     ]
-
-
-def verified(inst: Instance, out: SolverOutcome) -> float:
-    """The verifier's step cost of the outcome's schedule (fails the test when it is invalid)."""
-    assert out.schedule is not None, out.notes
-    result = verify(inst.machine, inst.collective, out.schedule, inst.model)
-    assert result.valid, result.violation
-    return result.time
-
-
-def close(a: float, b: float, rel: float = 1e-9) -> bool:
-    return abs(a - b) <= rel * max(abs(a), abs(b), 1e-300)

@@ -5,8 +5,7 @@ from optcoll.collectives.builtins import make_collective
 from optcoll.instances.instance import Instance, TimeModel
 from optcoll.machines import generators as G
 from optcoll.machines.machine import Machine
-from optcoll.producers.exact.outcome import SolverOutcome
-from optcoll.verify import verify
+from solver_checks import close, verified  # noqa: F401  (re-exported to the tests)
 
 BW = 1e9  # bytes/s
 LAT = 1e-6  # s
@@ -30,18 +29,6 @@ def instance(machine: Machine, kind: str = "allgather", chunks: int = 1, *, mode
 def link_time(inst: Instance, link: int = 0) -> float:
     m = inst.machine
     return float(m.link_latency[link] + inst.collective.chunk_bytes / m.link_bandwidth[link])
-
-
-def verified(inst: Instance, out: SolverOutcome) -> float:
-    """The verifier's time of the outcome's schedule (fails the test when it is invalid)."""
-    assert out.schedule is not None, out.notes
-    result = verify(inst.machine, inst.collective, out.schedule, inst.model)
-    assert result.valid, result.violation
-    return result.time
-
-
-def close(a: float, b: float, rel: float = 1e-9) -> bool:
-    return abs(a - b) <= rel * max(abs(a), abs(b), 1e-300)
 
 
 #: Small instances on which every solver and formulation must agree (seconds each).
