@@ -2,10 +2,11 @@
 
 ``run_bench`` synthesizes AllGather and AllReduce (1 GiB, C = 1, 50 GiB/s and 0.5 µs links,
 TACOS's defaults) on 2D meshes, 2D tori, binary hypercubes and 3D tori of each size, one case per
-child process so every case's peak memory is its own (``ru_maxrss``, read right after synthesis,
-before the schedule is verified). Each schedule then goes through the shared verifier and is
-compared with ``optcoll.bounds.best_lower_bound``; the report gives synthesis time, peak memory,
-the verified time, the gap and, per family, the exponent k of a least-squares fit time ∝ N^k.
+child process so every case's peak memory is its own (the kernel's high-water mark, reset when
+synthesis starts and read right after it). Each schedule then goes through the shared verifier
+(its wall time and peak memory measured the same way) and is compared with
+``optcoll.bounds.best_lower_bound``; the report gives synthesis time, peak memory, the verified
+time, the gap and, per family, the exponent k of a least-squares fit time ∝ N^k.
 
     python -m optcoll.producers.bench_greedy --sizes 64,256,1024 --out reports/bench-greedy.md
 """
@@ -115,6 +116,8 @@ def measure(case: Case, bounds: bool = True) -> dict[str, Any]:
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     rss_peak = _max_rss()
     synth_peak = _status_bytes("VmHWM") if reset else None
+    verify_start = _status_bytes("VmRSS")
+    verify_reset = _reset_peak()
     verify_wall = time.perf_counter()
     try:
         verified: float | None = require_valid(machine, coll, schedule, inst.model).time
@@ -122,13 +125,14 @@ def measure(case: Case, bounds: bool = True) -> dict[str, Any]:
     except MemoryError:
         verified, unverified = None, "the verifier ran out of memory (address-space cap)"
     verify_wall = time.perf_counter() - verify_wall
+    verify_peak = _status_bytes("VmHWM") if verify_reset else None
     out: dict[str, Any] = {
         **asdict(case), "machine": machine.name, "links": machine.num_links,
         "transfers": len(schedule), "synth_wall_s": wall, "synth_cpu_s": cpu,
         "rss_before_bytes": rss_before, "rss_peak_bytes": rss_peak, "rss_start_bytes": rss_now,
         "synth_peak_bytes": synth_peak, "time_s": verified,
         "link_time_s": float(machine.link_times(coll.chunk_bytes)[0]), "verify_wall_s": verify_wall,
-        "unverified": unverified}
+        "verify_start_bytes": verify_start, "verify_peak_bytes": verify_peak, "unverified": unverified}
     if bounds:
         bound = best_lower_bound(machine, coll, inst.model)
         out.update(bound_s=bound.value, bound_name=bound.name)
@@ -153,6 +157,10 @@ def _run_child(case: Case, bounds: bool, timeout: float | None, memory_cap: floa
         reason = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
         return {**asdict(case), "error": reason}
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _case_key(row: dict[str, Any]) -> tuple[str, int, str, str]:
+    return row["family"], row["npus"], row["collective"], row["algo"]
 
 
 def growth_exponent(npus: list[int], seconds: list[float]) -> float | None:
@@ -214,6 +222,21 @@ def render(rows: list[dict[str, Any]], note: str = "") -> str:
             f"{_mib(r.get('synth_peak_bytes') or r['rss_peak_bytes'])} | {shown} | {steps} | "
             f"{'–' if bound is None else f'{bound * 1e6:.1f}'} | {r.get('bound_name', '–')} | {gap} | "
             f"{split_gap} |")
+    verified = [r for r in rows if r.get("verify_peak_bytes") and r.get("time_s")]
+    if verified:
+        lines += ["", "## The shared verifier on these schedules", "",
+                  "Wall time of `optcoll.verify.require_valid` on the synthesized schedule, and the "
+                  "process's resident size when verification starts (the schedule, the machine and "
+                  "the collective included) and its peak during verification (the kernel's "
+                  "high-water mark, reset at the start).", "",
+                  "| family | NPUs | collective | algo | transfers | verify wall (s) | "
+                  "RSS at start (MiB) | peak RSS in verification (MiB) |",
+                  "|---|---|---|---|---|---|---|---|"]
+        for r in verified:
+            start = r.get("verify_start_bytes")
+            lines.append(f"| {r['family']} | {r['npus']} | {r['collective']} | {r['algo']} | "
+                         f"{r['transfers']} | {r['verify_wall_s']:.1f} | {_mib(start) if start else '–'} | "
+                         f"{_mib(r['verify_peak_bytes'])} |")
     lines += ["", "## Growth of synthesis time (CPU seconds ∝ N^k)", "",
               "| family | collective | algo | sizes | k |", "|---|---|---|---|---|"]
     groups: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
@@ -239,18 +262,21 @@ def run_bench(sizes: tuple[int, ...] = (64, 256, 1024), families: tuple[str, ...
               ) -> list[dict[str, Any]]:
     """Runs every case (module docstring) and writes the report to ``out`` (atomically).
 
-    ``extra_rows`` are earlier results (e.g. a separate 4096-NPU run) to include in the report.
-    Each child's address space is capped at ``memory_cap`` bytes, so a case too big for this
-    machine fails on its own instead of waking the kernel's OOM killer for everyone.
+    ``extra_rows`` are earlier results (e.g. a separate 4096-NPU run) to include in the report; a
+    case run again here replaces its earlier row. Each child's address space is capped at
+    ``memory_cap`` bytes, so a case too big for this machine fails on its own instead of waking
+    the kernel's OOM killer for everyone.
     """
-    rows = list(extra_rows or [])
+    fresh = []
     for family in families:
         for coll in collectives:
             for algo in algos:
                 for n in sizes:
                     row = _run_child(Case(family, n, coll, algo), bounds, timeout, memory_cap)
-                    rows.append(row)
+                    fresh.append(row)
                     print(json.dumps(row), file=sys.stderr, flush=True)  # progress
+    rerun = {_case_key(r) for r in fresh}
+    rows = [r for r in extra_rows or [] if _case_key(r) not in rerun] + fresh
     rows.sort(key=lambda r: (FAMILIES.index(r["family"]), r["collective"], r["algo"], r["npus"]))
     if out:
         write_text_atomic(out, render(rows, note))

@@ -18,20 +18,31 @@ value is the chunk itself (the int 1). Node roles:
 
 Timed problems also check link occupancy and port limits here, independently of ``timing.py``,
 so the two implementations check each other in the tests.
+
+Large problems run in batches. Values of different chunks never meet: causality, switch FIFOs
+and credits, contributions, ambiguous arrivals and the postcondition are all per chunk, and only
+link occupancy and port limits couple chunks. So above ``batch`` transfers (plus pre/post
+pairs) the chunks are simulated in consecutive ranges, each on its own columns and dropped after,
+and occupancy and ports are checked once by ``timing.py`` over the whole problem. Each range
+meets its events in the global order restricted to its chunks, so the first violation overall is
+the one among theirs (and timing's) that one run over all chunks would meet first
+(``_met_before``): the verdict and its words are the same, only memory changes.
 """
 from __future__ import annotations
 
 import heapq
 import math
 from collections import deque
+from typing import NamedTuple
 
 import numpy as np
 
+from optcoll.collectives.collective import ChunkSets
 from optcoll.machines.machine import Switch
 from optcoll.schedules.schedule import COPY, REDUCE
 from optcoll.verify import findings
-from optcoll.verify.problem import Finding, Outcome, Problem
-from optcoll.verify.timing import overlap_finding, ports_finding
+from optcoll.verify.problem import BATCH_TRANSFERS, Finding, Outcome, Problem, ranges, within
+from optcoll.verify.timing import link_overlap, overlap_finding, port_overflow, ports_finding
 
 BUFFER, FIFO, CREDIT = 0, 1, 2
 
@@ -52,40 +63,98 @@ def _role(switch: Switch) -> int:
     return CREDIT if switch.reduce else FIFO
 
 
-class _State:
-    """Who holds what, per key = chunk · num_nodes + node."""
+def _pairs(sets: ChunkSets, lo: int, hi: int) -> list[tuple[int, int]]:
+    """(chunk, node) memberships of chunks lo..hi-1, by chunk."""
+    counts = np.diff(sets.indptr[lo:hi + 1])
+    nodes = sets.nodes[int(sets.indptr[lo]):int(sets.indptr[hi])]
+    return list(zip(np.repeat(np.arange(lo, hi), counts).tolist(), nodes.tolist()))
 
-    def __init__(self, p: Problem):
+
+class _State:
+    """Who holds what for chunks lo..hi-1, per key = chunk · num_nodes + node."""
+
+    def __init__(self, p: Problem, lo: int, hi: int):
         m, width = p.machine, p.num_nodes
         self.width = width
         self.combining = p.collective.combining
         self.role = [BUFFER] * m.num_npus + [_role(s) for s in m.switches]
         self.reduce_ok = [True] * m.num_npus + [s.reduce for s in m.switches]
-        pre_c, pre_v = p.collective.pre.pairs()
-        self.full = [0] * p.collective.num_chunks
+        self.full = dict.fromkeys(range(lo, hi), 0)
         self.value: dict[int, int] = {}
-        for c, v in zip(pre_c.tolist(), pre_v.tolist()):
+        for c, v in _pairs(p.collective.pre, lo, hi):
             mine = 1 << v if self.combining else 1
             self.value[c * width + v] = mine
             self.full[c] |= mine
         self.fifo: dict[int, deque[int]] = {}
         self.credit: dict[int, int] = {}
         self.last: dict[int, tuple[float, int, int, int]] = {}  # key -> (arrival, op, value, pos)
-        post_c, post_v = p.collective.post.pairs()
-        self.post = list(zip(post_c.tolist(), post_v.tolist()))
+        self.post = _pairs(p.collective.post, lo, hi)
         self.since: dict[int, float | None] = {
             c * width + v: 0.0 if self.value.get(c * width + v) == self.full[c] else None
             for c, v in self.post}
 
 
-def run(p: Problem) -> Outcome:
-    st = _State(p)
+class _Part(NamedTuple):
+    """What one range of chunks comes to: its first violation, else its postcondition."""
+
+    finding: Finding | None
+    failing: list[tuple[int, int]]  # (chunk, node) pairs the postcondition misses
+    partial: list[list[int] | None]  # combining: the contributions each failing pair holds
+    time: float  # when the postcondition holds for these chunks
+
+
+def run(p: Problem, batch: int = BATCH_TRANSFERS) -> Outcome:
+    """One pass over all chunks, or (above ``batch``) one per range of chunks plus ``timing``."""
+    pre, post = p.collective.pre, p.collective.post
+    weights = np.bincount(p.chunk, minlength=pre.num_chunks) + pre.counts() + post.counts()
+    spans = ranges(weights, batch)
+    if len(spans) <= 1:
+        parts, shared = [_simulate(p, 0, pre.num_chunks, check_timing=True)], []
+    else:
+        parts = [_simulate(p.restrict(within(p.chunk, lo, hi)), lo, hi, check_timing=False)
+                 for lo, hi in spans]
+        shared = [] if p.step_model else [link_overlap(p, batch), port_overflow(p, "send", batch),
+                                          port_overflow(p, "recv", batch)]
+    first = None
+    for found in [part.finding for part in parts] + shared:
+        if found is not None and (first is None or _met_before(found, first, p.eps)):
+            first = found
+    if first is not None:
+        return Outcome(first, math.inf)
+    failing = [pair for part in parts for pair in part.failing]
+    if failing:
+        partial = [have for part in parts for have in part.partial] if p.collective.combining else None
+        chunks, nodes = (np.array(col, dtype=np.int64) for col in zip(*failing))
+        return Outcome(findings.unmet(p, chunks, nodes, partial), math.inf)
+    return Outcome(None, max((part.time for part in parts), default=0.0))
+
+
+#: Violations met when a transfer is delivered; every other engine violation is met at a start.
+_ON_DELIVERY = frozenset({"double-count", "ambiguous-arrival"})
+
+
+def _met_before(a: Finding, b: Finding, eps: float) -> bool:
+    """Whether the engine meets a before b: starts in (start, id) order, each after every delivery
+    up to its start + eps, deliveries in (arrival, id) order; checks on one start by priority."""
+    a_delivery, b_delivery = a.violation.kind in _ON_DELIVERY, b.violation.kind in _ON_DELIVERY
+    if a_delivery == b_delivery:
+        return (a.time, a.transfer, a.priority) < (b.time, b.transfer, b.priority)
+    return a.time <= b.time + eps if a_delivery else not b.time <= a.time + eps
+
+
+def _simulate(p: Problem, lo: int, hi: int, check_timing: bool) -> _Part:
+    """Runs the transfers of ``p``, which must be all those of chunks lo..hi-1.
+
+    ``check_timing``: also check link occupancy and port limits (timed), when ``p`` is everything.
+    """
+    st = _State(p, lo, hi)
     width, eps, combining = st.width, p.eps, st.combining
     value, fifo, credit, last, since = st.value, st.fifo, st.credit, st.last, st.since
     role, reduce_ok, full = st.role, st.reduce_ok, st.full
     chunk, src, dst, op = p.chunk.tolist(), p.src.tolist(), p.dst.tolist(), p.op.tolist()
-    link, start, arrive, occ = p.link.tolist(), p.start.tolist(), p.arrive.tolist(), p.occ_end.tolist()
-    timed = not p.step_model
+    start, arrive = p.start.tolist(), p.arrive.tolist()
+    timed = check_timing and not p.step_model
+    link, occ = (p.link.tolist(), p.occ_end.tolist()) if timed else ([], [])
     busy = [-math.inf] * p.machine.num_links
     limits = {"send": p.model.send_ports, "recv": p.model.recv_ports}
     heaps = {side: [[] for _ in range(p.machine.num_npus)] for side, lim in limits.items() if lim}
@@ -165,25 +234,20 @@ def run(p: Problem) -> Outcome:
         while ptr < n and arrive[arrivals[ptr]] <= horizon:
             found = deliver(arrivals[ptr])
             if found:
-                return Outcome(found, math.inf)
+                return _Part(found, [], [], math.inf)
             ptr += 1
         found = launch(j)
         if found:
-            return Outcome(found, math.inf)
+            return _Part(found, [], [], math.inf)
     for i in arrivals[ptr:]:
         found = deliver(i)
         if found:
-            return Outcome(found, math.inf)
-    return _postcondition(p, st)
+            return _Part(found, [], [], math.inf)
+    return _postcondition(st)
 
 
-def _postcondition(p: Problem, st: _State) -> Outcome:
+def _postcondition(st: _State) -> _Part:
     failing = [(c, v) for c, v in st.post if st.value.get(c * st.width + v) != st.full[c]]
-    if failing:
-        partial = None
-        if st.combining:
-            partial = [None if (x := st.value.get(c * st.width + v)) is None else _bits(x)
-                       for c, v in failing]
-        chunks, nodes = (np.array(col, dtype=np.int64) for col in zip(*failing))
-        return Outcome(findings.unmet(p, chunks, nodes, partial), math.inf)
-    return Outcome(None, max((t for t in st.since.values() if t is not None), default=0.0))
+    partial = [None if (x := st.value.get(c * st.width + v)) is None else _bits(x)
+               for c, v in failing] if st.combining else []
+    return _Part(None, failing, partial, max((t for t in st.since.values() if t is not None), default=0.0))

@@ -18,7 +18,7 @@ import numpy as np
 
 from optcoll.schedules.schedule import REDUCE
 from optcoll.verify import findings
-from optcoll.verify.problem import Finding, Outcome, Problem, earliest
+from optcoll.verify.problem import BATCH_TRANSFERS, Finding, Outcome, Problem, earliest
 from optcoll.verify.timing import first_position, link_overlap, port_overflow
 
 
@@ -52,7 +52,7 @@ class Holdings:
         return np.where(self.keys[pos] == query, self.times[pos], np.inf)
 
 
-def run(p: Problem) -> Outcome:
+def run(p: Problem, batch: int = BATCH_TRANSFERS) -> Outcome:
     held = Holdings(p)
     candidates: list[Finding | None] = []
     j = first_position(p, np.flatnonzero(p.op == REDUCE))
@@ -60,7 +60,8 @@ def run(p: Problem) -> Outcome:
     j = first_position(p, np.flatnonzero(held.at(p.chunk, p.src) > p.start + p.eps))
     candidates.append(None if j is None else findings.causality(p, j))
     if not p.step_model:
-        candidates += [link_overlap(p), port_overflow(p, "send"), port_overflow(p, "recv")]
+        candidates += [link_overlap(p, batch), port_overflow(p, "send", batch),
+                       port_overflow(p, "recv", batch)]
     first = earliest(*candidates)
     if first is not None:
         return Outcome(first, np.inf)

@@ -10,6 +10,7 @@ of one step happens at the same instant. ``Problem.seconds`` maps engine time ba
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -39,6 +40,11 @@ VIOLATION_KINDS = tuple(PRIORITY)
 RELATIVE_TOLERANCE = 1e-9
 ABSOLUTE_TOLERANCE = 1e-15
 
+#: Work done per chunk (the event engine), per link or per node (the timing checks) runs over
+#: contiguous ranges of them holding at most about this many transfers, so its Python objects
+#: and sort buffers stay bounded however large the schedule is (a 4096-NPU AllReduce has 33.5 M).
+BATCH_TRANSFERS = 1 << 20
+
 
 class Finding(NamedTuple):
     """A violation with the key that orders violations: (engine time, transfer id, priority)."""
@@ -59,6 +65,24 @@ class Outcome(NamedTuple):
 def earliest(*findings: Finding | None) -> Finding | None:
     present = [f for f in findings if f is not None]
     return min(present, key=lambda f: (f.time, f.transfer, f.priority)) if present else None
+
+
+def ranges(weights: np.ndarray, limit: int) -> list[tuple[int, int]]:
+    """Consecutive ranges [lo, hi) covering ``weights``' indices, each weighing at most ``limit``
+    (a single index heavier than that gets a range of its own)."""
+    total = np.cumsum(weights, dtype=np.int64)
+    out: list[tuple[int, int]] = []
+    lo, before = 0, 0
+    while lo < total.size:
+        hi = max(int(np.searchsorted(total, before + limit, side="right")), lo + 1)
+        out.append((lo, hi))
+        lo, before = hi, int(total[hi - 1])
+    return out
+
+
+def within(column: np.ndarray, lo: int, hi: int) -> np.ndarray:
+    """Positions whose ``column`` value lies in [lo, hi)."""
+    return np.flatnonzero((column >= lo) & (column < hi))
 
 
 @dataclass(frozen=True, eq=False)
@@ -86,6 +110,10 @@ class Problem:
     @property
     def num_nodes(self) -> int:
         return self.machine.num_nodes
+
+    def restrict(self, positions: np.ndarray) -> "Problem":
+        """The same problem over the transfers at ``positions`` only (same tolerance and clock)."""
+        return dataclasses.replace(self, **{name: getattr(self, name)[positions] for name in _COLUMNS})
 
     # -- time --------------------------------------------------------------------------------
     def seconds(self, t: float | np.ndarray) -> float | np.ndarray:
@@ -130,6 +158,10 @@ class Problem:
         return Finding(t, int(self.ids[j]), PRIORITY[kind],
                        Violation(kind, message, float(self.seconds(t)), int(self.chunk[j]),
                                  int(self.link[j]), int(self.ids[j]), node, step))
+
+
+#: The per-transfer columns of ``Problem``.
+_COLUMNS = ("ids", "chunk", "link", "op", "src", "dst", "start", "arrive", "occ_end")
 
 
 def _check_fit(machine: Machine, collective: Collective) -> None:
@@ -209,11 +241,20 @@ def prepare(machine: Machine, collective: Collective, schedule: Schedule, model:
     """
     _check_fit(machine, collective)
     step_model = step_start is not None
-    engine_start = schedule.step.astype(float) if step_model else schedule.start.astype(float)
+    engine_start = schedule.step.astype(float) if step_model else schedule.start.astype(float, copy=False)
     ok, malformed = _malformed(machine, collective, schedule, step_model, engine_start)
-    ids = np.flatnonzero(ok)
-    chunk, link, op = schedule.chunk[ids], schedule.link[ids], schedule.op[ids].astype(np.int64)
-    start = engine_start[ids]
+    # Memory: a 4096-NPU AllReduce has 33.5 M transfers, so the columns are the schedule's own
+    # arrays when every row is well formed, indices are 32-bit where they fit, and no column is
+    # built through temporaries of its own size.
+    every = bool(ok.all())
+    index = np.int32 if max(ok.size, machine.num_nodes) < 2**31 else np.int64
+    ids = np.arange(ok.size, dtype=index) if every else np.flatnonzero(ok).astype(index)
+
+    def rows(column: np.ndarray, dtype: type | None = None) -> np.ndarray:
+        return np.asarray(column if every else column[ids], dtype=dtype)
+
+    chunk, link, op, start = (rows(schedule.chunk, np.int64), rows(schedule.link, np.int64),
+                              rows(schedule.op), rows(engine_start))
     b = collective.chunk_bytes
     if step_model:
         arrive = start + 0.5
@@ -223,8 +264,17 @@ def prepare(machine: Machine, collective: Collective, schedule: Schedule, model:
         serial = b / machine.link_bandwidth
         duration = machine.link_latency + serial
         occupancy = duration if model.occupancy == "link" else serial
-        arrive = start + duration[link] + np.where(op == REDUCE, model.reduce_cost * b, 0.0)
-        occ_end = start + occupancy[link]
+        arrive = duration[link]
+        arrive += start
+        reduces = op == REDUCE
+        delayed = bool(model.reduce_cost * b) and bool(reduces.any())
+        if delayed:
+            arrive[reduces] += model.reduce_cost * b
+        if occupancy is duration and not delayed:
+            occ_end = arrive  # the very same numbers: share them
+        else:
+            occ_end = occupancy[link]
+            occ_end += start
         used = np.bincount(link, minlength=machine.num_links) > 0
         scale = max(float(start.max(initial=0.0)), float(duration[used].max(initial=0.0)))
         eps = RELATIVE_TOLERANCE * scale + ABSOLUTE_TOLERANCE
@@ -232,8 +282,8 @@ def prepare(machine: Machine, collective: Collective, schedule: Schedule, model:
             # A delivery (or link release) must never look simultaneous with its own start.
             eps = min(eps, 0.5 * float(occupancy[used].min()), 0.5 * float(duration[used].min()))
     problem = Problem(machine, collective, schedule, model, step_model, ids, chunk, link, op,
-                      machine.link_src[link], machine.link_dst[link], start, arrive, occ_end, eps,
-                      step_start)
+                      machine.link_src.astype(index)[link], machine.link_dst.astype(index)[link],
+                      start, arrive, occ_end, eps, step_start)
     if malformed is None:
         return problem, None
     kind, message, row, t = malformed

@@ -19,18 +19,25 @@ class Statistics:
     redundant: int
 
 
-def _activity(nodes: np.ndarray, times: np.ndarray, size: int, reduce: np.ufunc, fill: float) -> np.ndarray:
-    out = np.full(size, fill)
-    reduce.at(out, nodes, times)
+def _per_row(p: Problem, values: np.ndarray) -> np.ndarray:
+    """Per-transfer values by schedule row, NaN for a malformed row; read-only.
+
+    When every row is well formed they are ``values`` themselves: no copy of a column that a
+    33.5 M-transfer schedule would pay 268 MB for.
+    """
+    if p.ids.size == len(p.schedule):  # ids is then 0..rows-1
+        out = values.view()
+    else:
+        out = np.full(len(p.schedule), np.nan)
+        out[p.ids] = values
+    out.flags.writeable = False
     return out
 
 
 def statistics(p: Problem) -> Statistics:
     m, b = p.machine, p.collective.chunk_bytes
-    rows = len(p.schedule)
     start_s, arrive_s = np.asarray(p.seconds(p.start), float), np.asarray(p.seconds(p.arrive), float)
-    starts, arrivals = np.full(rows, np.nan), np.full(rows, np.nan)
-    starts[p.ids], arrivals[p.ids] = start_s, arrive_s
+    starts, arrivals = _per_row(p, start_s), _per_row(p, arrive_s)
     makespan = float(arrive_s.max(initial=0.0))
 
     L, V = m.num_links, m.num_nodes
@@ -46,9 +53,10 @@ def statistics(p: Problem) -> Statistics:
 
     sent = np.bincount(p.src, minlength=V)
     received = np.bincount(p.dst, minlength=V)
-    nodes = np.concatenate([p.src, p.dst])
-    first = _activity(nodes, np.concatenate([start_s, start_s]), V, np.minimum, np.inf)
-    last = _activity(nodes, np.concatenate([arrive_s, arrive_s]), V, np.maximum, -np.inf)
+    first, last = np.full(V, np.inf), np.full(V, -np.inf)
+    for nodes in (p.src, p.dst):
+        np.minimum.at(first, nodes, start_s)
+        np.maximum.at(last, nodes, arrive_s)
     ranks = tuple(RankStats(v, m.label(v), float(sent[v] * b), float(received[v] * b), int(sent[v]),
                             int(received[v]), float(first[v]) if np.isfinite(first[v]) else None,
                             float(last[v]) if np.isfinite(last[v]) else None)
@@ -62,7 +70,10 @@ def _redundant(p: Problem) -> int:
         return 0
     to_npu = p.dst < p.machine.num_npus
     width = p.num_nodes
-    keys = np.sort(p.chunk[to_npu] * width + p.dst[to_npu])
+    keys = p.chunk[to_npu]  # a fresh array, so the key is built and sorted in place
+    keys *= width
+    keys += p.dst[to_npu]
+    keys.sort()
     distinct = keys[np.concatenate([[True], keys[1:] != keys[:-1]])] if keys.size else keys
     pre_c, pre_v = p.collective.pre.pairs()
     fresh = np.count_nonzero(~np.isin(distinct, pre_c * width + pre_v))

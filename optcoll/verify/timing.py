@@ -3,13 +3,17 @@
 Link overlap (timed), port limits (timed) and step capacity (step model). Each returns the first
 offending transfer in (start, transfer id) order as a ``Finding``. The message writers here scan
 the columns for the transfers in the way, so both engines word a conflict identically.
+
+Link overlap and port limits concern one link or one node at a time, so they run over ranges of
+links or nodes holding at most ``batch`` transfers each: their sorts then need memory for a batch,
+not for the whole schedule.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from optcoll.units import format_time
-from optcoll.verify.problem import Finding, Problem
+from optcoll.verify.problem import BATCH_TRANSFERS, Finding, Problem, ranges, within
 
 
 def first_position(p: Problem, positions: np.ndarray) -> int | None:
@@ -38,12 +42,15 @@ def overlap_finding(p: Problem, j: int) -> Finding:
         f"{int(p.ids[j])}); a link carries one transfer at a time, each busy for {cost}"), j)
 
 
-def link_overlap(p: Problem) -> Finding | None:
+def link_overlap(p: Problem, batch: int = BATCH_TRANSFERS) -> Finding | None:
     """Every transfer on one link takes the same time, so only neighbours in start order can clash."""
-    order = np.lexsort((p.ids, p.start, p.link))
-    link, start, end = p.link[order], p.start[order], p.occ_end[order]
-    clash = (link[1:] == link[:-1]) & (end[:-1] > start[1:] + p.eps)
-    j = first_position(p, order[1:][clash])
+    clashes = [np.empty(0, dtype=np.int64)]
+    for lo, hi in ranges(np.bincount(p.link, minlength=p.machine.num_links), batch):
+        pos = within(p.link, lo, hi)
+        order = pos[np.lexsort((p.ids[pos], p.start[pos], p.link[pos]))]
+        link, start, end = p.link[order], p.start[order], p.occ_end[order]
+        clashes.append(order[1:][(link[1:] == link[:-1]) & (end[:-1] > start[1:] + p.eps)])
+    j = first_position(p, np.concatenate(clashes))
     return None if j is None else overlap_finding(p, j)
 
 
@@ -67,7 +74,7 @@ def ports_finding(p: Problem, j: int, side: str) -> Finding:
         f"{p.transfer_text(j)} starts, but {option} = {limit}: {shown}{more}"), j, node=v)
 
 
-def port_overflow(p: Problem, side: str) -> Finding | None:
+def port_overflow(p: Problem, side: str, batch: int = BATCH_TRANSFERS) -> Finding | None:
     """Transfers in flight at each start, per NPU, by counting starts and releases.
 
     In flight at j = (earlier starts at the node, j included) − (releases at or before j's start,
@@ -79,17 +86,25 @@ def port_overflow(p: Problem, side: str) -> Finding | None:
     if limit is None:
         return None
     nodes = getattr(p, column)
-    pos = np.flatnonzero(nodes < p.machine.num_npus)
-    if pos.size == 0:
-        return None
-    node, start, end, ids = nodes[pos], p.start[pos], p.occ_end[pos], p.ids[pos]
-    base = np.concatenate([[0], np.cumsum(np.bincount(node, minlength=p.num_nodes))])
+    npus = p.machine.num_npus
+    over = [np.empty(0, dtype=np.int64)]
+    for lo, hi in ranges(np.bincount(nodes, minlength=npus)[:npus], batch):
+        pos = within(nodes, lo, hi)
+        over.append(pos[_in_flight(nodes[pos], p.start[pos], p.occ_end[pos], p.ids[pos], p.eps) > limit])
+    j = first_position(p, np.concatenate(over))
+    return None if j is None else ports_finding(p, j, side)
+
+
+def _in_flight(node: np.ndarray, start: np.ndarray, end: np.ndarray, ids: np.ndarray, eps: float
+               ) -> np.ndarray:
+    """For each transfer, how many transfers of its node are in flight when it starts (itself included)."""
+    m = node.size
+    base = np.concatenate([[0], np.cumsum(np.bincount(node))])
     order = np.lexsort((ids, start, node))
-    started = np.empty(pos.size, dtype=np.int64)
-    started[order] = np.arange(pos.size) - base[node[order]] + 1
+    started = np.empty(m, dtype=np.int64)
+    started[order] = np.arange(m) - base[node[order]] + 1
     # Releases and queries in one sort per node: a release equal to a query sorts first.
-    m = pos.size
-    values = np.concatenate([end, start + p.eps])
+    values = np.concatenate([end, start + eps])
     is_query = np.concatenate([np.zeros(m, dtype=np.int8), np.ones(m, dtype=np.int8)])
     owner = np.concatenate([node, node])
     merged = np.lexsort((is_query, values, owner))
@@ -97,8 +112,7 @@ def port_overflow(p: Problem, side: str) -> Finding | None:
     ended = np.empty(m, dtype=np.int64)
     query_at = merged[is_query[merged] == 1] - m
     ended[query_at] = releases[is_query[merged] == 1] - base[node[query_at]]
-    j = first_position(p, pos[started - ended > limit])
-    return None if j is None else ports_finding(p, j, side)
+    return started - ended
 
 
 # -- step capacity -----------------------------------------------------------------------------

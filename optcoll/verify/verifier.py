@@ -18,7 +18,7 @@ from optcoll.instances.instance import TimeModel
 from optcoll.machines.machine import Machine
 from optcoll.schedules.schedule import Schedule
 from optcoll.verify import events, fast, stepmodel
-from optcoll.verify.problem import earliest, prepare
+from optcoll.verify.problem import BATCH_TRANSFERS, earliest, prepare
 from optcoll.verify.result import Verification
 from optcoll.verify.stats import statistics
 from optcoll.verify.timing import step_capacity
@@ -45,10 +45,12 @@ def require_valid(machine: Machine, collective: Collective, schedule: Schedule,
 
 
 def verify_with(machine: Machine, collective: Collective, schedule: Schedule, model: TimeModel,
-                engine: str = "auto") -> Verification:
+                engine: str = "auto", batch: int = BATCH_TRANSFERS) -> Verification:
     """``verify`` with the engine forced: "vectorised" (only where it applies) or "events".
 
-    For tests that check the two engines against each other, and for timing them.
+    ``batch`` bounds the transfers the event engine simulates at once and the timing checks sort
+    at once (``problem.BATCH_TRANSFERS``); the verdict never depends on it. For tests that check
+    the engines and batch sizes against each other, and for timing them.
     """
     if engine not in ENGINES:
         raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
@@ -69,7 +71,7 @@ def verify_with(machine: Machine, collective: Collective, schedule: Schedule, mo
     first = earliest(rounds_problem, malformed)
     time = math.inf
     if first is None or math.isfinite(first.time):
-        outcome = (fast if use_fast else events).run(problem)
+        outcome = (fast if use_fast else events).run(problem, batch)
         capacity = step_capacity(problem, weights, rounds) if step_model else None
         first = earliest(first, outcome.finding, capacity)
         if first is None:
