@@ -5,6 +5,8 @@ Every problem with input a person wrote (a model file, an instance, a schedule) 
 """
 from __future__ import annotations
 
+import re
+
 
 class InputError(ValueError):
     """Bad user input: carries where it came from so the message can name file and field."""
@@ -16,8 +18,11 @@ class InputError(ValueError):
         super().__init__(self.one_line())
 
     def one_line(self) -> str:
+        """``source: field: detail`` on one line, whatever line breaks a wrapped library
+        message carried (YAML and XML parsers write several)."""
         where = ": ".join(part for part in (self.source, self.field) if part)
-        return f"{where}: {self.detail}" if where else self.detail
+        text = f"{where}: {self.detail}" if where else self.detail
+        return re.sub(r"\s*[\r\n]+\s*", " ", text.strip())
 
     def located(self, source: str | None = None, field: str | None = None) -> "InputError":
         """The same error with a source/field filled in where it was missing."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 import re
-from decimal import Decimal
+from decimal import Context, Decimal
 
 from optcoll.errors import InputError
 
@@ -22,6 +22,9 @@ _BYTE_UNITS = {"B": Decimal(1), "byte": Decimal(1), "bytes": Decimal(1), "bit": 
                "bits": Decimal("0.125"), "b": Decimal("0.125")}
 _TIME_UNITS = {"h": Decimal(3600), "min": Decimal(60), "s": Decimal(1), "ms": Decimal("1e-3"), "us": Decimal("1e-6"), "µs": Decimal("1e-6"),
                "ns": Decimal("1e-9"), "ps": Decimal("1e-12")}
+#: Decimal arithmetic that never raises: an exponent beyond its range ("1e9999999999 GB") gives
+#: Infinity or NaN, which ``_finite`` refuses like any other non-finite value.
+_EXACT = Context(traps=[])
 _NUMBER = r"(?P<num>[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)"
 _QUANTITY = re.compile(_NUMBER + r"\s*(?P<unit>[A-Za-zµ/]*)\s*$")
 
@@ -32,7 +35,7 @@ def _split(text: object, kind: str) -> tuple[Decimal, str]:
     match = _QUANTITY.match(text.strip())
     if not match:
         raise InputError(f"cannot read {text!r} as a {kind}, e.g. {_EXAMPLES[kind]!r}")
-    return Decimal(match["num"]), match["unit"]
+    return _EXACT.create_decimal(match["num"]), match["unit"]
 
 
 _EXAMPLES = {"size": "1 GiB", "bandwidth": "50 GiB/s", "time": "0.5 us"}
@@ -47,8 +50,9 @@ def _bytes_factor(unit: str, text: str, kind: str) -> Decimal:
     raise InputError(f"unknown unit in {text!r} for a {kind} (use B, KiB, MB, GiB, Gbit, ...)")
 
 
-def _finite(exact: Decimal, text: str, kind: str, *, allow_zero: bool) -> float:
-    value = float(exact)
+def _finite(number: Decimal, factor: Decimal, text: str, kind: str, *, allow_zero: bool) -> float:
+    """``number · factor`` as a float, refused unless finite and positive (or zero when allowed)."""
+    value = float(_EXACT.multiply(number, factor))
     if not math.isfinite(value):
         raise InputError(f"{kind} {text!r} is not a finite number")
     if value < 0 or (value == 0 and not allow_zero):
@@ -61,7 +65,7 @@ def parse_size(text: object) -> float:
     number, unit = _split(text, "size")
     if not unit:
         raise InputError(f"size {text!r} has no unit (write e.g. '{text} B' or '{text} MiB')")
-    return _finite(number * _bytes_factor(unit, str(text), "size"), str(text), "size", allow_zero=False)
+    return _finite(number, _bytes_factor(unit, str(text), "size"), str(text), "size", allow_zero=False)
 
 
 def parse_bandwidth(text: object) -> float:
@@ -75,7 +79,7 @@ def parse_bandwidth(text: object) -> float:
     amount, _, per = unit.partition("/")
     if per != "s":
         raise InputError(f"bandwidth {text!r} must be per second ('/s')")
-    return _finite(number * _bytes_factor(amount, str(text), "bandwidth"), str(text), "bandwidth",
+    return _finite(number, _bytes_factor(amount, str(text), "bandwidth"), str(text), "bandwidth",
                    allow_zero=False)
 
 
@@ -84,7 +88,7 @@ def parse_time(text: object, *, allow_zero: bool = True) -> float:
     number, unit = _split(text, "time")
     if unit not in _TIME_UNITS:
         raise InputError(f"time {text!r} needs a unit: one of {', '.join(_TIME_UNITS)}")
-    return _finite(number * _TIME_UNITS[unit], str(text), "time", allow_zero=allow_zero)
+    return _finite(number, _TIME_UNITS[unit], str(text), "time", allow_zero=allow_zero)
 
 
 def format_size(nbytes: float) -> str:

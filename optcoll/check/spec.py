@@ -74,6 +74,8 @@ class SynthSpec:
 def parse_synth(text: str) -> SynthSpec:
     """A validated ``SynthSpec``; ``InputError`` naming ``--synth`` when it cannot run."""
     text = text.strip()
+    if "\0" in text:
+        raise InputError("contains a NUL character, which no path or command can", field=_FIELD)
     kind, sep, rest = text.partition(":")
     if sep and kind in KINDS:
         return _VALIDATE[kind](rest.strip())

@@ -7,7 +7,20 @@ import click
 
 from optcoll.cli.commands_core import load_instance_and_schedule, model
 from optcoll.cli.output import done, emit_json, json_option
+from optcoll.errors import InputError
 from optcoll.units import format_time, parse_bandwidth, parse_size, parse_time
+
+
+def parsed_option(parse):
+    """A click callback reading an option's value(s) with ``parse``; a bad value names the option."""
+    def convert(ctx: click.Context, param: click.Parameter, value):
+        try:
+            if isinstance(value, tuple):
+                return tuple(parse(v) for v in value)
+            return None if value is None else parse(value)
+        except InputError as exc:
+            raise exc.located(field=param.opts[0]) from None
+    return convert
 
 
 @click.group()
@@ -54,7 +67,8 @@ def msccl_validate(xml_path, runtime, as_json) -> None:
 @msccl.command("import")
 @click.argument("xml_path", metavar="XML", type=click.Path(dir_okay=False))
 @click.option("--machine", "machine_ref", required=True, help="Machine model (name or .toml).")
-@click.option("--size", default=None, help="Buffer size M, e.g. '1 GiB' (default: one byte per chunk unit).")
+@click.option("--size", default=None, callback=parsed_option(parse_size),
+              help="Buffer size M, e.g. '1 GiB' (default: one byte per chunk unit).")
 @click.option("-o", "--out", type=click.Path(dir_okay=False), help="Write the schedule (.json/.json.gz).")
 @json_option
 def msccl_import(xml_path, machine_ref, size, out, as_json) -> None:
@@ -65,7 +79,7 @@ def msccl_import(xml_path, machine_ref, size, out, as_json) -> None:
     from optcoll.verify import verify
 
     machine = load_machine(machine_ref)
-    imported = import_msccl_xml(xml_path, machine, size=parse_size(size) if size else None)
+    imported = import_msccl_xml(xml_path, machine, size=size)
     result = verify(machine, imported.collective, imported.schedule)
     ok = result.valid and imported.faithful
     if out:
@@ -96,7 +110,8 @@ def astra() -> None:
 @click.option("--system", "system_path", type=click.Path(dir_okay=False),
               help="system.json (default: ASTRA-sim defaults with no endpoint delay).")
 @click.option("--collective", required=True, help="allreduce, reducescatter or allgather.")
-@click.option("--size", required=True, help="ASTRA-sim's comm_size, e.g. 1MiB (AllGather: per-NPU input).")
+@click.option("--size", required=True, callback=parsed_option(parse_size),
+              help="ASTRA-sim's comm_size, e.g. 1MiB (AllGather: per-NPU input).")
 @click.option("--backend", type=click.Choice(["unaware", "aware"]), default="unaware", show_default=True)
 @click.option("--algorithm", default=None,
               help="ring, direct, halvingDoubling or doubleBinaryTree in every dimension "
@@ -117,7 +132,7 @@ def astra_predict(network_path, system_path, collective, size, backend, algorith
         impls = (parse_impl(algorithm or "ring", "--algorithm", "algorithm"),) * len(network.dims)
         system = replace(system, implementations={k: impls for k in ("allreduce", "reducescatter",
                                                                      "allgather")})
-    prediction = predict(network, system, collective, int(parse_size(size)), backend)
+    prediction = predict(network, system, collective, int(size), backend)
     if as_json:
         emit_json(asdict(prediction))
     else:
@@ -172,7 +187,8 @@ def astra_export_network(ref, out, as_json) -> None:
 @click.argument("networks", nargs=-1, required=True, type=click.Path(dir_okay=False))
 @click.option("--collective", "collectives", multiple=True, default=["allgather", "reducescatter", "allreduce"],
               show_default=True)
-@click.option("--size", "sizes", multiple=True, default=["1 MiB", "64 MiB"], show_default=True)
+@click.option("--size", "sizes", multiple=True, default=["1 MiB", "64 MiB"], show_default=True,
+              callback=parsed_option(parse_size))
 @click.option("--out", default="reports/astra-compare.md", show_default=True, type=click.Path(dir_okay=False))
 @json_option
 def astra_compare_cmd(networks, collectives, sizes, out, as_json) -> None:
@@ -180,16 +196,18 @@ def astra_compare_cmd(networks, collectives, sizes, out, as_json) -> None:
     from optcoll.exports.astra.compare import astra_compare
     from optcoll.producers.registry import SYNTHESIZERS
 
-    rows = astra_compare(list(networks), list(collectives), [int(parse_size(s)) for s in sizes], out,
+    rows = astra_compare(list(networks), list(collectives), [int(s) for s in sizes], out,
                          producers=SYNTHESIZERS)
     done(as_json, f"wrote {out} ({len(rows)} rows)", out=out, rows=len(rows))
 
 
 @model.command("from-nvidia-smi")
 @click.argument("text_path", metavar="TOPO_TXT", type=click.Path(dir_okay=False))
-@click.option("--nvlink-bandwidth", required=True, help="Per NVLink and direction, e.g. '25 GB/s'.")
-@click.option("--nvlink-latency", default="0.5 us", show_default=True)
-@click.option("--pcie-bandwidth", default=None, help="Also model PCIe paths through a host switch.")
+@click.option("--nvlink-bandwidth", required=True, callback=parsed_option(parse_bandwidth),
+              help="Per NVLink and direction, e.g. '25 GB/s'.")
+@click.option("--nvlink-latency", default="0.5 us", show_default=True, callback=parsed_option(parse_time))
+@click.option("--pcie-bandwidth", default=None, callback=parsed_option(parse_bandwidth),
+              help="Also model PCIe paths through a host switch.")
 @click.option("-o", "--out", required=True, type=click.Path(dir_okay=False), help="Model .toml to write.")
 @json_option
 def model_from_nvidia_smi(text_path, nvlink_bandwidth, nvlink_latency, pcie_bandwidth, out, as_json) -> None:
@@ -198,9 +216,8 @@ def model_from_nvidia_smi(text_path, nvlink_bandwidth, nvlink_latency, pcie_band
     from optcoll.imports.nvidia_smi import load_nvidia_smi
     from optcoll.machines.modelfile import machine_to_toml
 
-    machine = load_nvidia_smi(text_path, nvlink_bandwidth=parse_bandwidth(nvlink_bandwidth),
-                              nvlink_latency=parse_time(nvlink_latency),
-                              pcie_bandwidth=parse_bandwidth(pcie_bandwidth) if pcie_bandwidth else None)
+    machine = load_nvidia_smi(text_path, nvlink_bandwidth=nvlink_bandwidth, nvlink_latency=nvlink_latency,
+                              pcie_bandwidth=pcie_bandwidth)
     write_text_atomic(out, machine_to_toml(machine))
     done(as_json, f"wrote {out} ({machine.num_npus} GPUs, {machine.num_links} links)", out=out,
          npus=machine.num_npus, links=machine.num_links)

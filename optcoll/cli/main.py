@@ -12,17 +12,30 @@ EXIT_OK, EXIT_CHECK_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 
 class OptcollGroup(click.Group):
-    """Turns user errors into one line and an exit code instead of a traceback."""
+    """Turns user errors into one line and an exit code instead of a traceback.
+
+    Usage errors of subcommands (a directory where a file argument belongs, a missing option)
+    get the same one line as bad file content: exit 2 always means one ``optcoll: error:`` line.
+    """
 
     def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)
         except InputError as exc:
-            click.echo(f"optcoll: error: {exc.one_line()}", err=True)
-            sys.exit(EXIT_BAD_INPUT)
+            _fail(exc.one_line())
+        except click.exceptions.NoArgsIsHelpError:
+            raise  # a bare group: click prints its help
+        except click.UsageError as exc:
+            hint = f" (see '{exc.ctx.command_path} --help')" if exc.ctx else ""
+            _fail(exc.format_message() + hint)
         except KeyboardInterrupt:
             click.echo("optcoll: interrupted", err=True)
             sys.exit(EXIT_INTERRUPTED)
+
+
+def _fail(line: str) -> None:
+    click.echo(f"optcoll: error: {line}", err=True)
+    sys.exit(EXIT_BAD_INPUT)
 
 
 @click.group(cls=OptcollGroup, context_settings={"help_option_names": ["-h", "--help"]})

@@ -15,13 +15,16 @@ import re
 from pathlib import Path
 
 from optcoll.errors import InputError
+from optcoll.inputfiles import read_bytes
 from optcoll.machines.machine import Machine, MachineBuilder
+from optcoll.machines.modelfile import check_machine_size
 from optcoll.units import format_bandwidth, format_time, parse_bandwidth, parse_time
 
 PCIE_PATHS = frozenset({"PIX", "PXB", "PHB", "NODE", "SYS", "SOC"})
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
-_GPU = re.compile(r"GPU(\d+)$")
-_NV = re.compile(r"NV(\d+)$")
+# At most 9 digits: any real count fits, and int() never meets an absurdly long one.
+_GPU = re.compile(r"GPU(\d{1,9})$")
+_NV = re.compile(r"NV([1-9]\d{0,8})$")
 _AFFINITY_WORDS = frozenset({"CPU", "NUMA", "GPU", "Affinity", "ID"})
 
 
@@ -97,6 +100,8 @@ def machine_from_nvidia_smi(text: str, *, nvlink_bandwidth: float | str, nvlink_
                 raise InputError(f"row {gi} says {cell} to {labels[j]}, but row {labels[j]} says "
                                  f"{cells[labels[j]][1][gpu_cols[i]]} to {gi} (NVLinks are symmetric)",
                                  source=where, field=f"line {line_no}")
+    total = sum(2 * links[i][j] for i in range(n) for j in range(i + 1, n))
+    check_machine_size(n + 1, total + 2 * n, source=where, field=f"line {head + 1}")
     text_links = f"NVLink {format_bandwidth(nv_bw)} per link, {format_time(nv_lat)}"
     b = MachineBuilder(name, n, f"{n} GPUs from nvidia-smi topo -m: {text_links}"
                        + (f"; PCIe {format_bandwidth(_value(pcie_bandwidth, parse_bandwidth, 'pcie_bandwidth'))} "
@@ -123,9 +128,6 @@ def _is_header(tokens: list[str]) -> bool:
 def load_nvidia_smi(path: str | os.PathLike, **options) -> Machine:
     """``machine_from_nvidia_smi`` on a file (options as there; ``name`` defaults to the file stem)."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except FileNotFoundError:
-        raise InputError("file not found", source=str(path)) from None
+    text = read_bytes(path).decode("utf-8", errors="replace")  # stray bytes are just not a matrix
     options.setdefault("name", path.stem)
     return machine_from_nvidia_smi(text, source=str(path), **options)

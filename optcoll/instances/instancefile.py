@@ -32,7 +32,6 @@
 from __future__ import annotations
 
 import os
-import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +39,7 @@ import numpy as np
 
 from optcoll.collectives.builtins import KINDS, canonical_kind, make_collective, make_custom
 from optcoll.errors import InputError
+from optcoll.inputfiles import known_keys, read_toml
 from optcoll.instances.instance import Budget, Instance, TimeModel
 from optcoll.machines.catalog import load_machine
 from optcoll.units import parse_size, parse_time
@@ -49,33 +49,20 @@ _INSTANCE_KEYS = {"name", "machine", "collective", "size", "chunks_per_rank", "r
 _MODEL_KEYS = {"kind", "occupancy", "send_ports", "recv_ports", "reduce_cost"}
 _BUDGET_KEYS = {"time_limit", "threads", "seed"}
 _CUSTOM_KEYS = {"pre", "post", "chunk_size", "combining"}
-
-
-def read_toml(path: Path) -> dict[str, Any]:
-    """Parses a TOML file; every failure is an InputError naming the file."""
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raise InputError("file not found", source=str(path)) from None
-    except IsADirectoryError:
-        raise InputError("is a directory, not a TOML file", source=str(path)) from None
-    try:
-        return tomllib.loads(raw.decode("utf-8"))
-    except UnicodeDecodeError as exc:
-        raise InputError(f"not UTF-8 text (byte {exc.start})", source=str(path)) from None
-    except tomllib.TOMLDecodeError as exc:
-        raise InputError(f"malformed TOML: {exc}", source=str(path)) from None
+#: A sanity limit on N²·C, the most (chunk, rank) pairs a built-in collective lists: far beyond
+#: what any producer solves, low enough that a typo in chunks_per_rank is refused before the
+#: chunk tables exhaust memory.
+MAX_CHUNK_COPIES = 2**24
 
 
 def _table(data: dict, key: str, allowed: set[str], source: str) -> dict[str, Any]:
+    """An optional section; ``[results]`` is optcoll's own record, its keys are not checked here."""
     table = data.get(key, {})
-    if not isinstance(table, dict):
-        raise InputError("must be a table", source=source, field=key)
-    unknown = sorted(set(table) - allowed) if key != "results" else []
-    if unknown:
-        raise InputError(f"unknown key {unknown[0]!r}; allowed: {', '.join(sorted(allowed))}",
-                         source=source, field=f"{key}.{unknown[0]}")
-    return table
+    if key == "results":
+        if not isinstance(table, dict):
+            raise InputError("must be a table", source=source, field=key)
+        return table
+    return known_keys(table, key, sorted(allowed), source)
 
 
 def _int(table: dict, key: str, section: str, source: str, default: int | None = None,
@@ -91,16 +78,19 @@ def _int(table: dict, key: str, section: str, source: str, default: int | None =
     return value
 
 
-def _located(source: str, field: str):
-    """Context manager: re-raise an InputError with the file and field filled in."""
+def _located(source: str, field: str, *, nested: bool = False):
+    """Context manager: re-raise an InputError with the file and field filled in; ``nested``: the
+    callee names a field inside ``field`` (``pre[0]`` of ``custom``), so prefix it."""
     class _Ctx:
         def __enter__(self):
             return self
 
         def __exit__(self, kind, exc, tb):
-            if isinstance(exc, InputError):
-                raise exc.located(source, field) from None
-            return False
+            if not isinstance(exc, InputError):
+                return False
+            if nested and exc.source is None and exc.field:
+                raise InputError(exc.detail, source=source, field=f"{field}.{exc.field}") from None
+            raise exc.located(source, field) from None
     return _Ctx()
 
 
@@ -137,6 +127,9 @@ def instance_from_dict(data: dict[str, Any], source: str, base_dir: Path,
     machine_ref = inst["machine"]
     candidate = base_dir / machine_ref
     ref = str(candidate) if machine_ref.endswith(".toml") and candidate.exists() else machine_ref
+    if machine_ref.endswith(".toml") and not Path(ref).exists():
+        raise InputError(f"no machine model file {machine_ref!r} (looked in {base_dir} and the "
+                         "working directory)", source=source, field="instance.machine")
     with _located(source, "instance.machine"):
         machine = load_machine(ref)
     with _located(source, "instance.collective"):
@@ -152,8 +145,19 @@ def instance_from_dict(data: dict[str, Any], source: str, base_dir: Path,
         if bad:
             raise InputError(f"NPU {bad[0]} does not exist in machine {machine.name!r} "
                              f"(NPUs 0..{machine.num_npus - 1})", source=source, field="instance.ranks")
+        if not ranks_value:
+            raise InputError("lists no NPU", source=source, field="instance.ranks")
+        seen: set[int] = set()
+        for r in ranks_value:
+            if r in seen:
+                raise InputError(f"NPU {r} is listed twice", source=source, field="instance.ranks")
+            seen.add(r)
         ranks = list(ranks_value)
     chunks = _int(inst, "chunks_per_rank", "instance", source, default=1, minimum=1)
+    if len(ranks) ** 2 * chunks > MAX_CHUNK_COPIES:
+        raise InputError(f"{chunks} is too many: with {len(ranks)} ranks the collective would track up "
+                         f"to {len(ranks) ** 2 * chunks} chunk copies (at most {MAX_CHUNK_COPIES})",
+                         source=source, field="instance.chunks_per_rank")
     root = _int(inst, "root", "instance", source)
     if kind == "custom":
         custom = _table(data, "custom", _CUSTOM_KEYS, source)
@@ -166,7 +170,7 @@ def instance_from_dict(data: dict[str, Any], source: str, base_dir: Path,
         combining = custom.get("combining", False)
         if not isinstance(combining, bool):
             raise InputError("must be true or false", source=source, field="custom.combining")
-        with _located(source, "custom"):
+        with _located(source, "custom", nested=True):
             collective = make_custom(ranks, pre, post, chunk_bytes, combining=combining)
     else:
         if "custom" in data:
@@ -197,7 +201,7 @@ def instance_from_dict(data: dict[str, Any], source: str, base_dir: Path,
     if not isinstance(name, str) or not name:
         raise InputError("must be a non-empty string", source=source, field="instance.name")
     instance = Instance(name, machine, collective, model, budget, source, machine_ref,
-                        dict(data.get("results", {})))
+                        dict(_table(data, "results", set(), source)))
     with _located(source, "instance"):
         require_reachable(instance)
     return instance
@@ -231,7 +235,5 @@ def require_reachable(instance: Instance) -> None:
 
 def load_instance(path: str | os.PathLike) -> Instance:
     path = Path(path)
-    if path.suffix != ".toml" and not path.exists():
-        raise InputError("file not found", source=str(path))
     data = read_toml(path)
     return instance_from_dict(data, str(path), path.parent, default_name=path.stem)

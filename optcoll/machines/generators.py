@@ -27,7 +27,7 @@ from typing import Any
 import networkx as nx
 
 from optcoll.errors import InputError
-from optcoll.machines.machine import Machine, MachineBuilder
+from optcoll.machines.machine import Machine, MachineBuilder, check_size
 from optcoll.machines.describe import bandwidth_text
 from optcoll.units import format_time
 
@@ -164,6 +164,7 @@ def fully_connected(n: int, bandwidth: float, latency: float) -> Machine:
     """A direct link between every ordered pair of NPUs."""
     n = _int("n", n, 2)
     bandwidth, latency = _bandwidth("bandwidth", bandwidth), _latency("latency", latency)
+    check_size(n, n * (n - 1))  # quadratic: refuse before adding millions of links one by one
     b = MachineBuilder(f"fc{n}", n, f"fully connected {n} NPUs, {_link_text([bandwidth], [latency])}")
     for i, j in combinations(range(n), 2):
         b.add_link(i, j, bandwidth=bandwidth, latency=latency, bidirectional=True)
@@ -440,6 +441,7 @@ def astra(dims: Sequence[AstraDim]) -> Machine:
     n = math.prod(sizes)
     if n < 2:
         raise InputError("a network needs at least 2 NPUs", field="dims")
+    check_size(*astra_size([(dim.topology, dim.npus_count) for dim in spec]))
     short = {"Ring": "ring", "FullyConnected": "fc", "Switch": "switch"}
     text = " x ".join(f"{dim.topology}({dim.npus_count}, {_link_text([dim.bandwidth], [dim.latency])})"
                       for dim in spec)
@@ -463,6 +465,17 @@ def astra(dims: Sequence[AstraDim]) -> Machine:
                 b.positions[hub] = (x, y + 0.3 * d)  # a later Switch dim's hubs sit a bit higher
     return b.build()
 
+
+
+def astra_size(dims: Sequence[tuple[str, int]]) -> tuple[int, int]:
+    """(nodes, directed links) at most of the ASTRA-style machine with these (topology, npus_count)
+    dimensions, counted without building it: per NPU and dimension two links for a Ring or a
+    Switch (a cable to the hub and back), one to each peer of a FullyConnected group; one switch
+    per group of a Switch dimension."""
+    n = math.prod(size for _, size in dims)
+    switches = sum(n // size for topology, size in dims if topology == "Switch")
+    links = sum(n * (size - 1 if topology == "FullyConnected" else 2) for topology, size in dims)
+    return n + switches, links
 
 # -- networkx import -------------------------------------------------------------------------------
 

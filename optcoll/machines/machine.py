@@ -188,6 +188,20 @@ class Machine:
                        self.description if description is None else description, self.positions)
 
 
+#: Sanity limits on any machine: far beyond what optcoll can analyse, low enough that a typo
+#: (npus = 80000000000, a hypercube of dimension 40, count = 10**12) is refused before building
+#: the machine exhausts memory.
+MAX_NODES = 2**20
+MAX_LINKS = 2**24
+
+
+def check_size(nodes: int, links: int) -> None:
+    """``InputError`` when a machine about to be built exceeds ``MAX_NODES``/``MAX_LINKS``."""
+    for what, count, limit in (("nodes", nodes, MAX_NODES), ("links", links, MAX_LINKS)):
+        if count > limit:
+            raise InputError(f"{count} {what} is more than optcoll can model (at most {limit})")
+
+
 class MachineBuilder:
     """Accumulates NPUs, switches and links, then freezes them into a ``Machine``.
 
@@ -198,6 +212,7 @@ class MachineBuilder:
                  npu_labels: list[str] | None = None):
         if num_npus < 1:
             raise InputError(f"a machine needs at least one NPU, got {num_npus}")
+        check_size(num_npus, 0)
         self.name = name
         self.num_npus = num_npus
         self.description = description
@@ -227,6 +242,7 @@ class MachineBuilder:
             raise InputError(f"link {src}->{dst}: count must be at least 1, got {count}")
         if src == dst:
             raise InputError(f"link {src}->{dst} is a self-loop")
+        check_size(self.num_npus + len(self._switches), len(self._links) + count * (1 + bidirectional))
         for _ in range(count):
             self._links.append((src, dst, latency, bandwidth))
             if bidirectional:

@@ -44,14 +44,16 @@ links (default: all) src → dst, and dst → src too unless ``bidirectional = f
 
 Every value with a unit is a string ("50 GiB/s", "400 Gbit/s", "0.5 us"): a bare number is an
 error. Every problem is an ``InputError`` naming the file and the field path; unknown keys are
-errors too, so a typo is never silently ignored. ``machine_to_toml`` writes the explicit form
-(exactly, link ids preserved), so any machine, e.g. one with failures applied, can be saved.
+errors too, so a typo is never silently ignored, and so are machines beyond
+``machine.MAX_NODES``/``MAX_LINKS`` (checked before they are built). ``machine_to_toml`` writes the
+explicit form (exactly, link ids preserved), so any machine, e.g. one with failures applied, can
+be saved.
 """
 from __future__ import annotations
 
 import difflib
+import math
 import os
-import tomllib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -59,8 +61,9 @@ from typing import Any
 import tomli_w
 
 from optcoll.errors import InputError
+from optcoll.inputfiles import join, kind_of, known_keys, read_toml
 from optcoll.machines.generators import GENERATORS, AstraDim, GeneratorSpec
-from optcoll.machines.machine import Machine, MachineBuilder
+from optcoll.machines.machine import Machine, MachineBuilder, check_size
 from optcoll.units import parse_bandwidth, parse_time
 
 _TOP = ("machine", "topology", "switches", "links", "failures")
@@ -70,6 +73,13 @@ _LINK = ("src", "dst", "bandwidth", "latency", "count", "bidirectional")
 _FAILURES = ("npus", "links")
 _FAILED_LINK = ("src", "dst", "count", "bidirectional")
 _ASTRA_DIM = ("topology", "npus_count", "bandwidth", "latency", "multicast", "reduce")
+
+def check_machine_size(nodes: int, links: int, *, source: str | None, field: str | None) -> None:
+    """``machine.check_size`` before a machine described in a file is read link by link."""
+    try:
+        check_size(nodes, links)
+    except InputError as exc:
+        raise exc.located(source, field) from None
 
 
 class _Reader:
@@ -83,38 +93,32 @@ class _Reader:
 
     def table(self, value: Any, path: str, allowed: tuple[str, ...],
               required: tuple[str, ...] = ()) -> dict[str, Any]:
-        if not isinstance(value, dict):
-            raise self.error(path, f"must be a table, got {_kind(value)}")
-        for key in value:
-            if key not in allowed:
-                close = difflib.get_close_matches(key, allowed, n=1)
-                hint = f" (did you mean {close[0]!r}?)" if close else ""
-                raise self.error(_join(path, key), f"unknown key{hint}; allowed: {', '.join(allowed)}")
+        known_keys(value, path, allowed, self.source)
         for key in required:
             if key not in value:
-                raise self.error(_join(path, key), "missing")
+                raise self.error(join(path, key), "missing")
         return value
 
     def list(self, value: Any, path: str) -> list[Any]:
         if not isinstance(value, list):
-            raise self.error(path, f"must be an array, got {_kind(value)}")
+            raise self.error(path, f"must be an array, got {kind_of(value)}")
         return value
 
     def int(self, value: Any, path: str, minimum: int | None = None) -> int:
         if isinstance(value, bool) or not isinstance(value, int):
-            raise self.error(path, f"must be an integer, got {_kind(value)} {value!r}")
+            raise self.error(path, f"must be an integer, got {kind_of(value)} {value!r}")
         if minimum is not None and value < minimum:
             raise self.error(path, f"must be at least {minimum}, got {value}")
         return value
 
     def bool(self, value: Any, path: str) -> bool:
         if not isinstance(value, bool):
-            raise self.error(path, f"must be true or false, got {_kind(value)} {value!r}")
+            raise self.error(path, f"must be true or false, got {kind_of(value)} {value!r}")
         return value
 
     def str(self, value: Any, path: str) -> str:
         if not isinstance(value, str):
-            raise self.error(path, f"must be a string, got {_kind(value)} {value!r}")
+            raise self.error(path, f"must be a string, got {kind_of(value)} {value!r}")
         return value
 
     def unit(self, parse: Callable[[Any], float], value: Any, path: str) -> float:
@@ -143,15 +147,6 @@ class _Reader:
         if not 0 <= index < num_npus:
             raise self.error(path, f"NPU {index} does not exist (NPUs are 0..{num_npus - 1})")
         return index
-
-
-def _kind(value: Any) -> str:
-    return {bool: "a boolean", int: "an integer", float: "a number", str: "a string",
-            list: "an array", dict: "a table"}.get(type(value), type(value).__name__)
-
-
-def _join(path: str, key: str) -> str:
-    return f"{path}.{key}" if path else key
 
 
 # -- generator calls -------------------------------------------------------------------------------
@@ -199,7 +194,7 @@ def _convert(r: _Reader, type_: str, value: Any, path: str) -> Any:
 
 def _generated(r: _Reader, topology: Any) -> Machine:
     if not isinstance(topology, dict):
-        raise r.error("topology", f"must be a table, got {_kind(topology)}")
+        raise r.error("topology", f"must be a table, got {kind_of(topology)}")
     if "kind" not in topology:
         raise r.error("topology.kind", f"missing; one of: {', '.join(GENERATORS)}")
     kind = r.str(topology["kind"], "topology.kind")
@@ -225,12 +220,18 @@ def _generated(r: _Reader, topology: Any) -> Machine:
 
 def _explicit(r: _Reader, data: dict[str, Any], machine: dict[str, Any], name: str) -> Machine:
     n = r.int(machine["npus"], "machine.npus", 1)
+    check_machine_size(n, 0, source=r.source, field="machine.npus")
     labels = None
     if "labels" in machine:
         raw = r.list(machine["labels"], "machine.labels")
         labels = [r.str(v, f"machine.labels[{i}]") for i, v in enumerate(raw)]
         if len(labels) != n:
             raise r.error("machine.labels", f"must list one label per NPU ({n}), got {len(labels)}")
+        first: dict[str, int] = {}
+        for i, label in enumerate(labels):
+            if first.setdefault(label, i) != i:
+                raise r.error(f"machine.labels[{i}]",
+                              f"duplicate label {label!r} (as labels[{first[label]}])")
     builder = MachineBuilder(name, n, "", labels)
     switch_ids: dict[str, int] = {}
     for i, item in enumerate(r.list(data.get("switches", []), "switches")):
@@ -244,6 +245,7 @@ def _explicit(r: _Reader, data: dict[str, Any], machine: dict[str, Any], name: s
         switch_ids[label] = n + len(switch_ids)
     if "links" not in data:
         raise r.error("links", "missing: an explicit graph lists its [[links]]")
+    total = 0
     for i, item in enumerate(r.list(data["links"], "links")):
         where = f"links[{i}]"
         table = r.table(item, where, _LINK, ("src", "dst", "bandwidth", "latency"))
@@ -251,11 +253,14 @@ def _explicit(r: _Reader, data: dict[str, Any], machine: dict[str, Any], name: s
         dst = r.node(table["dst"], f"{where}.dst", n, switch_ids)
         if src == dst:
             raise r.error(where, f"is a self-loop at {table['src']!r}")
+        count = r.int(table.get("count", 1), f"{where}.count", 1)
+        both = r.bool(table.get("bidirectional", False), f"{where}.bidirectional")
+        total += count * (2 if both else 1)
+        check_machine_size(n + len(switch_ids), total, source=r.source, field=f"{where}.count")
         builder.add_link(table["src"], table["dst"],
                          bandwidth=r.bandwidth(table["bandwidth"], f"{where}.bandwidth"),
                          latency=r.latency(table["latency"], f"{where}.latency"),
-                         count=r.int(table.get("count", 1), f"{where}.count", 1),
-                         bidirectional=r.bool(table.get("bidirectional", False), f"{where}.bidirectional"))
+                         count=count, bidirectional=both)
     if "positions" in machine:
         total = n + len(switch_ids)
         switch_labels = {v: label for label, v in switch_ids.items()}
@@ -265,8 +270,9 @@ def _explicit(r: _Reader, data: dict[str, Any], machine: dict[str, Any], name: s
         for v, point in enumerate(points):
             where = f"machine.positions[{v}]"
             xy = r.list(point, where)
-            if len(xy) != 2 or any(isinstance(c, bool) or not isinstance(c, (int, float)) for c in xy):
-                raise r.error(where, f"must be [x, y] numbers, got {point!r}")
+            if len(xy) != 2 or any(isinstance(c, bool) or not isinstance(c, (int, float))
+                                   or not math.isfinite(c) for c in xy):
+                raise r.error(where, f"must be [x, y] numbers (finite), got {point!r}")
             builder.positions[v if v < n else switch_labels[v]] = (float(xy[0]), float(xy[1]))
     return builder.build()
 
@@ -338,23 +344,7 @@ def machine_from_dict(data: dict[str, Any], source: str, default_name: str = "ma
 
 def load_machine_file(path: str | os.PathLike) -> Machine:
     """Reads a TOML model file; its name defaults to the file name without ``.toml``."""
-    path = Path(path)
-    source = str(path)
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise InputError(f"cannot read the file: {exc.strerror or exc}", source=source) from None
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = raw[:exc.start].count(b"\n") + 1
-        raise InputError(f"not UTF-8 text (line {line}, byte {exc.start} is {raw[exc.start]:#04x})",
-                         source=source) from None
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise InputError(f"malformed TOML: {exc}", source=source) from None
-    return machine_from_dict(data, source, path.stem)
+    return machine_from_dict(read_toml(path), str(path), Path(path).stem)
 
 
 # -- writing ---------------------------------------------------------------------------------------

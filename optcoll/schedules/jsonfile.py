@@ -9,19 +9,23 @@ Column-wise so large schedules stay compact::
 
 ``link`` may be omitted when src→dst has one link (or ``lane`` picks among parallel links);
 when both are given they must agree, which catches a schedule written for another machine.
+Unknown keys and columns are errors (a misspelt ``lane`` would silently mean lane 0), times are
+seconds (``time_unit`` may only say "s"), ids are integers from 0 and start times finite ≥ 0:
+anything else is not a schedule. What depends on the collective (a chunk id it does not have,
+causality, capacity) is the verifier's to judge.
 """
 from __future__ import annotations
 
-import gzip
 import json
+import math
 import os
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from optcoll.errors import InputError
-from optcoll.fileio import open_text, write_atomic
+from optcoll.fileio import write_atomic
+from optcoll.inputfiles import read_json
 from optcoll.machines.machine import Machine
 from optcoll.schedules.schedule import OP_NAMES, OPS, Schedule
 
@@ -47,6 +51,24 @@ def schedule_to_dict(schedule: Schedule, machine: Machine) -> dict[str, Any]:
             "meta": schedule.meta, "transfers": transfers}
 
 
+_INT64 = 2**63 - 1
+_KEYS = ("format", "version", "machine", "model", "time_unit", "rounds", "meta", "transfers")
+_COLUMNS = ("chunk", "src", "dst", "link", "lane", "start", "op", "step")
+
+
+def _problem(value: Any, kind: type) -> str | None:
+    """Why ``value`` cannot sit in a column of ``kind``: ids are integers from 0 that fit 64 bits,
+    times finite numbers ≥ 0 (a time before the start, like a negative id, is no schedule at all;
+    the verifier judges everything that depends on the machine and the collective)."""
+    if kind is str:
+        return None if isinstance(value, str) else "is not a string"
+    if isinstance(value, bool) or not isinstance(value, (int, float) if kind is float else int):
+        return f"is not {'a number' if kind is float else 'an integer'}"
+    if kind is int:
+        return None if 0 <= value <= _INT64 else "is not an id from 0 to 2^63 - 1"
+    return None if math.isfinite(value) and value >= 0 else "is not a finite time ≥ 0"
+
+
 def _column(transfers: dict, name: str, n: int, source: str, kind: type, default=None) -> list:
     if name not in transfers:
         if default is None:
@@ -54,11 +76,13 @@ def _column(transfers: dict, name: str, n: int, source: str, kind: type, default
         return [default] * n
     column = transfers[name]
     if not isinstance(column, list) or len(column) != n:
-        raise InputError(f"must be a list of {n} values", source=source, field=f"transfers.{name}")
+        got = f"{len(column)}" if isinstance(column, list) else f"a {type(column).__name__}"
+        raise InputError(f"must be a list of {n} values, one per transfer as in 'chunk'; got {got}",
+                         source=source, field=f"transfers.{name}")
     for i, value in enumerate(column):
-        if isinstance(value, bool) or not isinstance(value, kind):
-            raise InputError(f"value {value!r} is not a {kind.__name__ if isinstance(kind, type) else 'number'}",
-                             source=source, field=f"transfers.{name}[{i}]")
+        problem = _problem(value, kind)
+        if problem:
+            raise InputError(f"value {value!r} {problem}", source=source, field=f"transfers.{name}[{i}]")
     return column
 
 
@@ -69,10 +93,15 @@ def schedule_from_dict(data: Any, machine: Machine, source: str = "<schedule>") 
     if data.get("version") != VERSION:
         raise InputError(f"unsupported version {data.get('version')!r} (this optcoll reads {VERSION})",
                          source=source, field="version")
+    _known(data, _KEYS, source, "")
+    if data.get("time_unit", "s") != "s":
+        raise InputError(f"{data['time_unit']!r}: start times are read in seconds, \"time_unit\": \"s\"",
+                         source=source, field="time_unit")
     transfers = data.get("transfers")
     if not isinstance(transfers, dict) or not isinstance(transfers.get("chunk"), list):
         raise InputError("must be an object of columns with a 'chunk' list", source=source,
                          field="transfers")
+    _known(transfers, _COLUMNS, source, "transfers.")
     n = len(transfers["chunk"])
     chunk = _column(transfers, "chunk", n, source, int)
     rounds = data.get("rounds")
@@ -80,15 +109,15 @@ def schedule_from_dict(data: Any, machine: Machine, source: str = "<schedule>") 
     if model not in ("timed", "step"):
         raise InputError(f"unknown model {model!r}; use timed or step", source=source, field="model")
     if model == "step":
-        if not isinstance(rounds, list) or not all(isinstance(r, int) and not isinstance(r, bool) and r >= 1
-                                                   for r in rounds):
+        if not isinstance(rounds, list) or not all(isinstance(r, int) and not isinstance(r, bool)
+                                                   and 1 <= r <= _INT64 for r in rounds):
             raise InputError("a step schedule needs rounds: a list of positive integers",
                              source=source, field="rounds")
         step = _column(transfers, "step", n, source, int)
         start = [float("nan")] * n
     else:
         rounds = None
-        start = _column(transfers, "start", n, source, (int, float))
+        start = _column(transfers, "start", n, source, float)
         step = _column(transfers, "step", n, source, int, default=0)
     ops = _column(transfers, "op", n, source, str, default="copy")
     for i, op in enumerate(ops):
@@ -99,13 +128,17 @@ def schedule_from_dict(data: Any, machine: Machine, source: str = "<schedule>") 
     meta = data.get("meta") or {}
     if not isinstance(meta, dict):
         raise InputError("must be an object", source=source, field="meta")
-    start_arr = np.array(start, dtype=float)
-    if model == "timed" and not np.all(np.isfinite(start_arr)):
-        bad = int(np.flatnonzero(~np.isfinite(start_arr))[0])
-        raise InputError("start time is not a finite number", source=source, field=f"transfers.start[{bad}]")
-    return Schedule(np.array(chunk, dtype=np.int64), link, start_arr,
+    return Schedule(np.array(chunk, dtype=np.int64), link, np.array(start, dtype=float),
                     np.array([OPS[o] for o in ops], dtype=np.uint8), np.array(step, dtype=np.int64),
                     tuple(rounds) if rounds is not None else None, meta)
+
+
+def _known(table: dict, keys: tuple[str, ...], source: str, prefix: str) -> None:
+    """Unknown keys are errors: a misspelt "lane" or "rounds" would otherwise be read as absent."""
+    unknown = sorted(set(map(str, table)) - set(keys))
+    if unknown:
+        raise InputError(f"unknown key; allowed: {', '.join(keys)}", source=source,
+                         field=f"{prefix}{unknown[0]}")
 
 
 def _resolve_links(transfers: dict, n: int, machine: Machine, source: str) -> np.ndarray:
@@ -146,15 +179,7 @@ def _resolve_links(transfers: dict, n: int, machine: Machine, source: str) -> np
 
 
 def load_schedule(path: str | os.PathLike, machine: Machine) -> Schedule:
-    path = Path(path)
-    try:
-        with open_text(path, "r") as handle:
-            data = json.load(handle)
-    except FileNotFoundError:
-        raise InputError("file not found", source=str(path)) from None
-    except (json.JSONDecodeError, UnicodeDecodeError, gzip.BadGzipFile, EOFError) as exc:
-        raise InputError(f"not valid JSON: {exc}", source=str(path)) from None
-    return schedule_from_dict(data, machine, str(path))
+    return schedule_from_dict(read_json(path), machine, str(path))
 
 
 def save_schedule(path: str | os.PathLike, schedule: Schedule, machine: Machine) -> None:

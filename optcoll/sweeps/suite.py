@@ -37,7 +37,8 @@ from typing import Any
 from optcoll.bundled import bundled_dir
 from optcoll.errors import InputError
 from optcoll.instances.instance import Instance
-from optcoll.instances.instancefile import instance_from_dict, read_toml
+from optcoll.inputfiles import known_keys, read_toml
+from optcoll.instances.instancefile import instance_from_dict
 from optcoll.units import parse_size
 
 SUITE_FILE = "suite.toml"
@@ -115,11 +116,15 @@ class InstanceSpec:
         return {k: v for k, v in self.__dict__.items() if k != "instance"}
 
 
-def _instance_data(path: Path) -> dict[str, Any]:
+def _read_spec(path: Path) -> InstanceSpec:
+    """An instance file, read in full now: a bad instance anywhere in a suite stops the command
+    before anything runs or is written."""
     data = read_toml(path)
     if "instance" not in data:
         raise InputError("not an instance file (no [instance] table)", source=str(path))
-    return data
+    spec = InstanceSpec(path, data)
+    _ = spec.instance
+    return spec
 
 
 @dataclass(frozen=True)
@@ -165,7 +170,8 @@ def _sizes_plot(table: Any, source: str) -> SizesPlot:
     def err(key: str, message: str) -> InputError:
         return InputError(message, source=source, field=f"plots.sizes.{key}")
 
-    if not isinstance(table, dict) or not isinstance(table.get("instance"), str):
+    known_keys(table, "plots.sizes", ("instance", "chunks", "from", "to", "points"), source)
+    if not isinstance(table.get("instance"), str):
         raise err("instance", "missing or not a string")
     chunks = table.get("chunks", [1])
     if not isinstance(chunks, list) or not chunks or not all(
@@ -182,7 +188,8 @@ def _sizes_plot(table: Any, source: str) -> SizesPlot:
 
 
 def _pareto_plot(table: Any, source: str) -> ParetoPlot:
-    if not isinstance(table, dict) or not isinstance(table.get("instance"), str):
+    known_keys(table, "plots.pareto", ("instance", "max_chunks"), source)
+    if not isinstance(table.get("instance"), str):
         raise InputError("missing or not a string", source=source, field="plots.pareto.instance")
     max_chunks = table.get("max_chunks", 4)
     if isinstance(max_chunks, bool) or not isinstance(max_chunks, int) or max_chunks < 1:
@@ -191,14 +198,20 @@ def _pareto_plot(table: Any, source: str) -> ParetoPlot:
 
 
 def _config(directory: Path) -> dict[str, Any]:
+    """suite.toml's tables ([check] is read by ``optcoll.check.config``)."""
     path = directory / SUITE_FILE
-    if not path.is_file():
+    if not path.exists():
         return {}
+    source = str(path)
     data = read_toml(path)
     unknown = sorted(set(data) - _SUITE_KEYS)
     if unknown:
         raise InputError(f"unknown section [{unknown[0]}]; allowed: {', '.join(sorted(_SUITE_KEYS))}",
-                         source=str(path))
+                         source=source)
+    known_keys(data.get("suite", {}), "suite", ("description", "runs"), source)
+    known_keys(data.get("plots", {}), "plots", ("sizes", "pareto"), source)
+    if not isinstance(data.get("suite", {}).get("description", ""), str):
+        raise InputError("must be a string", source=source, field="suite.description")
     return data
 
 
@@ -206,7 +219,7 @@ def find_suite(ref: str) -> Suite:
     """A suite from a built-in name, a directory, or a single instance file."""
     path = Path(ref)
     if path.is_file():
-        return Suite(path.stem, path.parent, (InstanceSpec(path, _instance_data(path)),))
+        return Suite(path.stem, path.parent, (_read_spec(path),))
     if not path.is_dir():
         builtin = instances_dir() / ref
         if "/" in ref or not builtin.is_dir():
@@ -216,7 +229,7 @@ def find_suite(ref: str) -> Suite:
     files = sorted(p for p in path.glob("*.toml") if p.name != SUITE_FILE)
     if not files:
         raise InputError("no instance files (*.toml) in this directory", source=str(path))
-    specs = tuple(InstanceSpec(p, _instance_data(p)) for p in files)
+    specs = tuple(_read_spec(p) for p in files)
     config = _config(path)
     source = str(path / SUITE_FILE)
     head = config.get("suite", {})

@@ -1,21 +1,12 @@
-"""Small suites in tmp dirs (instances copied from the quick suite with their recorded truth and
-stored schedules), the deliberately broken synthesizer's specs, and the CLI invoked in-process."""
-import shlex
-import shutil
-import sys
+"""Fixtures for the check tests: small suites in tmp dirs and the CLI invoked in-process."""
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
+from check_helpers import copy_instance
 from optcoll.cli.commands_check import check
 from optcoll.cli.main import OptcollGroup
-from optcoll.sweeps.suite import instances_dir
-
-QUICK = instances_dir() / "quick"
-CHAOS = Path(__file__).resolve().parent / "chaos.py"
-PY_CHAOS = f"py:{CHAOS}:synthesize"
-CMD_CHAOS = f"cmd:{shlex.quote(sys.executable)} {shlex.quote(str(CHAOS))} {{name}} {{instance}} {{out}}"
 
 
 def pytest_configure(config):
@@ -23,21 +14,6 @@ def pytest_configure(config):
     error in pytest ≥ 8 when the whole suite runs, so the plugin is registered here instead."""
     if not config.pluginmanager.has_plugin("pytester"):
         config.pluginmanager.import_plugin("pytester")
-
-
-def copy_instance(suite: Path, source: str, stem: str, results: bool = True) -> Path:
-    """Copies quick/<source>.toml to suite/<stem>.toml with its stored schedule (under both
-    names: the recorded [results] point at the original, the chaos synthesizer at the copy).
-    The content hash ignores file names, so the recorded truth stays valid."""
-    text = (QUICK / f"{source}.toml").read_text()
-    if not results:
-        text = text.split("\n[results]")[0] + "\n"
-    path = suite / f"{stem}.toml"
-    path.write_text(text)
-    (suite / "schedules").mkdir(exist_ok=True)
-    for name in {source, stem}:
-        shutil.copy(QUICK / "schedules" / f"{source}.json.gz", suite / "schedules" / f"{name}.json.gz")
-    return path
 
 
 @pytest.fixture

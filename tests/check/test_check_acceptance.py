@@ -8,7 +8,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from chaos import behave, stored
-from conftest import CMD_CHAOS, PY_CHAOS
+from check_helpers import CMD_CHAOS, PY_CHAOS
 from optcoll.schedules.jsonfile import schedule_from_dict
 from optcoll.sweeps.suite import find_suite
 from optcoll.truth import load_truth

@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from conftest import CHAOS, PY_CHAOS
+from check_helpers import CHAOS, PY_CHAOS
 from optcoll.check import parse_synth
 from optcoll.errors import InputError
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import yaml
 
-from conftest import PY_CHAOS
+from check_helpers import PY_CHAOS
 
 RING = "ring8-allgather-c1"
 WORKFLOW = Path(__file__).resolve().parents[2] / "examples" / "ci" / "github-actions-optcoll-check.yml"

@@ -1,5 +1,5 @@
 """The pytest plugin, run the way a user's suite runs it (pytester: a fresh pytest session)."""
-from conftest import PY_CHAOS
+from check_helpers import PY_CHAOS
 
 RING = "ring8-allgather-c1"
 PLUGIN = ("-p", "optcoll.check.pytest_plugin")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import QUICK
+from check_helpers import QUICK
 from optcoll.check import run_check
 from optcoll.machines.modelfile import load_machine_file
 from optcoll.sweeps.suite import find_suite

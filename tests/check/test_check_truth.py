@@ -5,7 +5,7 @@ import tomllib
 import pytest
 import tomli_w
 
-from conftest import PY_CHAOS, copy_instance
+from check_helpers import PY_CHAOS, copy_instance
 from optcoll.check import run_check
 from optcoll.units import format_time
 

@@ -43,4 +43,4 @@ def test_unknown_name_lists_known_models():
 def test_missing_path_names_the_file(tmp_path):
     with pytest.raises(InputError) as err:
         load_machine(str(tmp_path / "absent.toml"))
-    assert err.value.source.endswith("absent.toml") and "cannot read" in str(err.value)
+    assert err.value.source.endswith("absent.toml") and "file not found" in str(err.value)

@@ -22,8 +22,10 @@ from typing import Any
 
 from optcoll.errors import InputError
 from optcoll.fileio import write_text_atomic
-from optcoll.machines.generators import ASTRA_TOPOLOGIES, AstraDim, astra
+from optcoll.inputfiles import read_yaml
+from optcoll.machines.generators import ASTRA_TOPOLOGIES, AstraDim, astra, astra_size
 from optcoll.machines.machine import Machine
+from optcoll.machines.modelfile import check_machine_size
 
 #: ASTRA-sim's "GB" in network.yml (see module docstring).
 GB = 2**30
@@ -156,25 +158,15 @@ def parse_network(data: Any, source: str = "network.yml", name: str = "astra") -
         dims.append(NetDim(canonical[topo.lower()], count,
                            _number(columns["bandwidth"][d], f"bandwidth[{d}]", source, positive=True),
                            _number(columns["latency"][d], f"latency[{d}]", source, positive=False)))
-    return AstraNetwork(tuple(dims), name)
+    network = AstraNetwork(tuple(dims), name)
+    check_machine_size(*astra_size([(d.topology, d.npus_count) for d in network.dims]), source=source,
+                       field="npus_count")
+    return network
 
 
 def read_network(path: str | Path) -> AstraNetwork:
-    """Reads an ASTRA-sim network.yml (needs PyYAML)."""
-    path = Path(path)
-    try:
-        import yaml
-    except ImportError as exc:  # pragma: no cover - PyYAML is a declared dependency
-        raise InputError("reading network.yml needs PyYAML (pip install pyyaml)", source=str(path)) from exc
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise InputError(f"cannot read: {exc.strerror}", source=str(path)) from exc
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise InputError(f"is not valid YAML: {exc}", source=str(path)) from exc
-    return parse_network(data, str(path), name=path.stem)
+    """Reads an ASTRA-sim network.yml."""
+    return parse_network(read_yaml(path), str(path), name=Path(path).stem)
 
 
 def read_machine(path: str | Path) -> Machine:

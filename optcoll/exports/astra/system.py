@@ -25,12 +25,12 @@ attached in ASTRA-sim's ``Sys::mem_read``/``mem_write``), 30 ns by default.
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from optcoll.errors import InputError
+from optcoll.inputfiles import read_json
 
 KINDS = {"allreduce": "all-reduce", "reducescatter": "reduce-scatter", "allgather": "all-gather",
          "alltoall": "all-to-all"}
@@ -100,7 +100,8 @@ def _int(data: dict, key: str, default: int | None, minimum: int, source: str) -
             raise InputError("is missing (ASTRA-sim divides the collective by it)", source=source, field=key)
         return default
     value = data[key]
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value):
+    whole = isinstance(value, int) or isinstance(value, float) and value.is_integer()  # not inf, nan
+    if isinstance(value, bool) or not whole:
         raise InputError(f"must be an integer, got {value!r}", source=source, field=key)
     if value < minimum:
         raise InputError(f"must be at least {minimum}, got {value!r}", source=source, field=key)
@@ -145,11 +146,4 @@ def parse_system(data: Any, source: str = "system.json",
 
 
 def read_system(path: str | Path, reduction_delay: int = DEFAULT_REDUCTION_DELAY) -> SystemConfig:
-    path = Path(path)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise InputError(f"cannot read: {exc.strerror}", source=str(path)) from exc
-    except json.JSONDecodeError as exc:
-        raise InputError(f"is not valid JSON: {exc.msg} (line {exc.lineno})", source=str(path)) from exc
-    return parse_system(data, str(path), reduction_delay)
+    return parse_system(read_json(path), str(path), reduction_delay)

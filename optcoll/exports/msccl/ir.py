@@ -20,10 +20,10 @@ from __future__ import annotations
 import os
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
-from pathlib import Path
 from xml.sax.saxutils import escape
 
 from optcoll.errors import InputError
+from optcoll.inputfiles import read_text
 
 STEP_TYPES = ("s", "r", "rcs", "rrs", "rrc", "rrcs", "cpy", "re", "nop")
 #: Step types with a send part (need the tb's send peer) and with a receive part (its recv peer).
@@ -143,13 +143,7 @@ class _Attrs:
 def _read_text(source: str | os.PathLike) -> tuple[str, str]:
     """(text, name for messages): a path to a file, or the XML text itself."""
     if isinstance(source, os.PathLike) or not str(source).lstrip().startswith("<"):
-        path = Path(source)
-        try:
-            return path.read_text(encoding="utf-8"), str(path)
-        except FileNotFoundError:
-            raise InputError("file not found", source=str(path)) from None
-        except (OSError, UnicodeDecodeError) as exc:
-            raise InputError(f"cannot read: {exc}", source=str(path)) from None
+        return read_text(source), str(source)
     return str(source), "<msccl-xml>"
 
 

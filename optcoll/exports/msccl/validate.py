@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 from collections import Counter
+from itertools import islice
 from dataclasses import dataclass
 
 from optcoll.errors import InputError
@@ -25,6 +26,9 @@ from optcoll.exports.msccl.layout import (COMBINING, CURRENT_RUNTIME_COLLS, ROOT
                                           kind_of, make_layout)
 
 REDOPS = ("sum", "prod", "max", "min", "avg")
+#: A sanity limit on ngpus × nchunksperloop, the slots a collective's buffer layout names: far
+#: beyond real algorithms, low enough that a typo is a finding rather than exhausted memory.
+MAX_LAYOUT_SLOTS = 2**22
 RUNTIMES = ("current", "legacy")
 
 
@@ -57,7 +61,8 @@ def check(algo: Algo, parsed: list[Finding], *, runtime: str = "current",
     _check_gpus(algo, limits, out)
     _check_steps(algo, program, limits, out)
     _check_connections(program, out)
-    if kind is not None and algo.ngpus >= 1 and algo.nchunksperloop >= 1:
+    if kind is not None and algo.ngpus >= 1 and algo.nchunksperloop >= 1 \
+            and algo.ngpus * algo.nchunksperloop <= MAX_LAYOUT_SLOTS:
         _check_layout(algo, program, kind, root, out)
     if not any(f.fatal for f in out):
         _check_progress(program, out)
@@ -89,6 +94,9 @@ def _check_algo(algo: Algo, runtime: str, out: list[Finding]) -> str | None:
         _add(out, f"algo: attribute ngpus={algo.ngpus} must be at least 1")
     if "nchunksperloop" in algo.present and algo.nchunksperloop < 1:
         _add(out, f"algo: attribute nchunksperloop={algo.nchunksperloop} must be at least 1")
+    if algo.ngpus * algo.nchunksperloop > MAX_LAYOUT_SLOTS:
+        _add(out, f"algo: ngpus={algo.ngpus} x nchunksperloop={algo.nchunksperloop} buffer slots are "
+                  f"more than optcoll lays out (at most {MAX_LAYOUT_SLOTS})")
     for a in ("inplace", "outofplace"):
         if a in algo.present and getattr(algo, a) not in (0, 1):
             _add(out, f"algo: attribute {a}={getattr(algo, a)} must be 0 or 1", False)
@@ -120,9 +128,12 @@ def _check_gpus(algo: Algo, limits: RuntimeLimits, out: list[Finding]) -> None:
             _add(out, f"gpu {gid}: appears {count} times")
         if not 0 <= gid < algo.ngpus:
             _add(out, f"gpu {gid}: id outside 0..{algo.ngpus - 1} (ngpus={algo.ngpus})")
-    missing = [g for g in range(algo.ngpus) if g not in ids]
-    if missing:
-        _add(out, f"algo: ngpus={algo.ngpus} but no <gpu> element for id(s) {_list(missing)}")
+    present = {g for g in ids if 0 <= g < algo.ngpus}
+    if len(present) < algo.ngpus:  # listed lazily: ngpus may be absurdly large
+        first = list(islice((g for g in range(algo.ngpus) if g not in present), 10))
+        more = algo.ngpus - len(present) - len(first)
+        _add(out, f"algo: ngpus={algo.ngpus} but no <gpu> element for id(s) {', '.join(map(str, first))}"
+                  + (f" and {more} more" if more else ""))
     for g in algo.gpus:
         for a, value in (("i_chunks", g.i_chunks), ("o_chunks", g.o_chunks), ("s_chunks", g.s_chunks)):
             if value < 0:
