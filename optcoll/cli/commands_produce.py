@@ -1,4 +1,5 @@
-"""Commands that produce schedules: ``synth`` (greedy and classical baselines)."""
+"""Commands that produce schedules: ``synth`` (greedy and classical baselines), ``solve`` and
+``pareto`` (the exact solvers)."""
 from __future__ import annotations
 
 import statistics
@@ -8,6 +9,7 @@ import time
 import click
 
 from optcoll.cli.output import emit_json, json_option, percent, table
+from optcoll.producers.exact.memory import DEFAULT_SHARE, parse_limit
 from optcoll.units import format_time
 
 
@@ -79,6 +81,18 @@ def _progress_printer(enabled: bool):
     return show
 
 
+#: ``--max-memory`` of every command that runs an exact solver (parsed by ``memory_limit``).
+max_memory_option = click.option(
+    "--max-memory", metavar="SIZE", default=None,
+    help="Refuse to build a solver model estimated to need more memory than this, e.g. '8 GiB' "
+         f"(default: {DEFAULT_SHARE:.0%} of the memory available when the model is about to be built).")
+
+
+def memory_limit(text: str | None) -> int | None:
+    """Bytes from a ``--max-memory`` value; a bad one is an InputError (one line, exit 2)."""
+    return None if text is None else parse_limit(text)
+
+
 def _with_model(inst, kind: str | None):
     from dataclasses import replace
 
@@ -99,9 +113,10 @@ def _with_model(inst, kind: str | None):
 @click.option("--export-model", type=click.Path(dir_okay=False),
               help="Also write the encoding: .mps/.lp (MIP), .smt2 (z3, step model), .pbtxt (CP-SAT, step).")
 @click.option("--progress/--no-progress", default=True, show_default=True, help="Show incumbent/bound over time.")
+@max_memory_option
 @json_option
 def solve(instance_path, solver, model_kind, time_limit, threads, seed, quantum, out, export_model,
-          progress, as_json) -> None:
+          progress, max_memory, as_json) -> None:
     """Optimal schedule (or best found plus a proven bound) from an exact solver, verified."""
     from optcoll.instances.instancefile import load_instance
     from optcoll.results.record import evaluate_outcome
@@ -112,7 +127,7 @@ def solve(instance_path, solver, model_kind, time_limit, threads, seed, quantum,
     limits = dict(time_limit=inst.budget.time_limit if time_limit is None else time_limit,
                   threads=inst.budget.threads if threads is None else threads,
                   seed=inst.budget.seed if seed is None else seed,
-                  progress=_progress_printer(progress and not as_json))
+                  progress=_progress_printer(progress and not as_json), max_memory=memory_limit(max_memory))
     if inst.model.kind == "step":
         from optcoll.producers.exact.step import export_step_model, solve_step
 
@@ -163,8 +178,9 @@ def solve(instance_path, solver, model_kind, time_limit, threads, seed, quantum,
 @click.option("--solver", type=click.Choice(["cpsat", "highs", "scip", "z3"]), default="cpsat", show_default=True)
 @click.option("--time-limit", type=float, default=None, help="Seconds per question (default: the budget).")
 @click.option("--threads", type=int, default=None)
+@max_memory_option
 @json_option
-def pareto(instance_path, max_chunks, solver, time_limit, threads, as_json) -> None:
+def pareto(instance_path, max_chunks, solver, time_limit, threads, max_memory, as_json) -> None:
     """The step model's Pareto front over (steps S, rounds per chunk R/C), every point verified."""
     from optcoll.instances.instancefile import load_instance
     from optcoll.producers.exact.step import pareto_front, rounds_lower_bound
@@ -172,7 +188,8 @@ def pareto(instance_path, max_chunks, solver, time_limit, threads, as_json) -> N
     from optcoll.verify import require_valid
 
     inst = _with_model(load_instance(instance_path), "step")
-    points = pareto_front(inst, max_chunks, solver=solver, time_limit=time_limit, threads=threads)
+    points = pareto_front(inst, max_chunks, solver=solver, time_limit=time_limit, threads=threads,
+                          max_memory=memory_limit(max_memory))
     bound = rounds_lower_bound(inst.machine, inst.collective)
     for point in points:  # each point's schedule cuts the buffer into its own C pieces
         require_valid(inst.machine, rechunk(inst.collective, point.chunks), point.schedule, inst.model)

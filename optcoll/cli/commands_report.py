@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shlex
 import sys
 import tempfile
 from collections.abc import Callable, Iterator
@@ -11,6 +12,7 @@ from typing import Any
 
 import click
 
+from optcoll.cli.commands_produce import max_memory_option, memory_limit
 from optcoll.cli.output import emit_json, json_option, seconds_option
 
 EXIT_CONTRADICTION = 1
@@ -35,6 +37,7 @@ def sweep_options(command: Callable) -> Callable:
                      help="Solver threads per job (default: each instance's [budget])."),
         click.option("--solver", type=click.Choice(["cpsat", "highs", "scip"]), default="cpsat",
                      show_default=True, help="Exact solver for timed instances."),
+        max_memory_option,
         click.option("--cache-dir", type=click.Path(file_okay=False), default=None,
                      help="Result cache (default: $OPTCOLL_CACHE or .optcoll-cache)."),
         click.option("--no-cache", is_flag=True, help="Compute everything afresh, store nothing."),
@@ -59,10 +62,11 @@ def _cache(cache_dir: str | None, no_cache: bool) -> Iterator[Any]:
         yield ResultCache(cache_dir)
 
 
-def _settings(runs, seed, time_limit, threads, solver):
+def _settings(runs, seed, time_limit, threads, solver, max_memory):
     from optcoll.sweeps.plan import Settings
 
-    return Settings(runs=runs, seed=seed, solver=solver, time_limit=time_limit, threads=threads)
+    return Settings(runs=runs, seed=seed, solver=solver, time_limit=time_limit, threads=threads,
+                    max_memory=memory_limit(max_memory))
 
 
 def _suites(refs: tuple[str, ...]):
@@ -89,7 +93,7 @@ def _command_line(ctx: click.Context) -> str:
             continue
         flag = param.opts[0]
         words += [flag] if value is True else [flag, str(value)]
-    return " ".join(words)
+    return shlex.join(words)
 
 
 @click.command()
@@ -103,8 +107,8 @@ def _command_line(ctx: click.Context) -> str:
 @json_option
 def report(ctx: click.Context, suites: tuple[str, ...], out: str | None, resolve: bool, jobs: int | None,
            cluster: str | None, runs: int | None, seed: int | None, time_limit: float | None,
-           threads: int | None, solver: str, cache_dir: str | None, no_cache: bool,
-           retry_failed: bool, progress: bool | None, as_json: bool) -> None:
+           threads: int | None, solver: str, max_memory: str | None, cache_dir: str | None,
+           no_cache: bool, retry_failed: bool, progress: bool | None, as_json: bool) -> None:
     """How far from optimal is each synthesizer? Gap report over SUITES (default: quick).
 
     A SUITE is a built-in suite name (quick, standard, frontier), a directory of instance files,
@@ -117,7 +121,7 @@ def report(ctx: click.Context, suites: tuple[str, ...], out: str | None, resolve
     from optcoll.truth.record import TruthContradiction
 
     chosen = _suites(suites)
-    settings = _settings(runs, seed, time_limit, threads, solver)
+    settings = _settings(runs, seed, time_limit, threads, solver, max_memory)
     try:
         plan = plan_report(chosen, settings, plots=out is not None, resolve=resolve)
         with _cache(cache_dir, no_cache) as cache:
@@ -151,7 +155,7 @@ def truth() -> None:
 @json_option
 def truth_update(suites: tuple[str, ...], jobs: int | None, cluster: str | None, runs: int | None,
                  seed: int | None, time_limit: float | None, threads: int | None, solver: str,
-                 cache_dir: str | None, no_cache: bool, retry_failed: bool,
+                 max_memory: str | None, cache_dir: str | None, no_cache: bool, retry_failed: bool,
                  progress: bool | None, as_json: bool) -> None:
     """Re-solve SUITES and record the best bound and schedule in each instance file.
 
@@ -163,7 +167,7 @@ def truth_update(suites: tuple[str, ...], jobs: int | None, cluster: str | None,
     from optcoll.truth.update import update_suite
     from optcoll.units import format_time
 
-    settings = _settings(runs, seed, time_limit, threads, solver)
+    settings = _settings(runs, seed, time_limit, threads, solver, max_memory)
     summary = []
     for suite in _suites(suites):
         try:

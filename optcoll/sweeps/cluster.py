@@ -10,7 +10,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from optcoll.errors import InputError
-from optcoll.sweeps.jobs import Job, JobResult, execute, failed
+from optcoll.sweeps.jobs import WORKER_LOST, Job, JobResult, execute, failed
 
 
 def run_on_cluster(jobs: Sequence[Job], address: Any) -> Iterator[tuple[Job, JobResult]]:
@@ -33,7 +33,10 @@ def run_on_cluster(jobs: Sequence[Job], address: Any) -> Iterator[tuple[Job, Job
                 try:
                     result = future.result()
                 except Exception as exc:  # noqa: BLE001 - a lost worker fails the job, not the sweep
-                    result = failed(job, f"Dask worker error: {type(exc).__name__}: {exc}")
+                    # ``execute`` never raises for a producer: this is the cluster failing (a
+                    # worker lost more often than the scheduler's allowed failures, a cancel).
+                    result = failed(job, f"Dask worker error: {type(exc).__name__}: {exc}",
+                                    error=WORKER_LOST)
                 yield job, result
         finally:
             client.cancel(list(futures))

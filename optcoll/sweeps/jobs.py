@@ -10,7 +10,8 @@ Producers:
 - ``bounds``: every analytic lower bound (``optcoll.bounds.lower_bounds``).
 - ``synth``: a synthesizer from the registry, best of ``runs`` seeds from ``seed0``.
 - ``exact``: the exact solver of the instance's model (timed: ``solve_timed``; step:
-  ``solve_step``) with ``solver``, ``time_limit``, ``threads``, ``seed``.
+  ``solve_step``) with ``solver``, ``time_limit``, ``threads``, ``seed`` and, when given,
+  ``max_memory`` (a model over it is refused: the job fails with the estimate as its reason).
 - ``pareto``: the step model's Pareto front up to ``max_chunks`` chunks per rank.
 - ``check``: a user's synthesizer (``synth``, an ``optcoll check`` spec) run with a time limit
   (``time_limit``) and verified (``optcoll.check.worker``); the record says what went wrong.
@@ -30,6 +31,10 @@ from optcoll.sweeps.suite import InstanceSpec, digest
 PRODUCERS = ("bounds", "synth", "exact", "pareto", "check")
 #: Statuses of a record. "failed" carries a reason; "not-applicable" too (not an error).
 FAILED, NOT_APPLICABLE = "failed", "not-applicable"
+#: ``error`` of a failed record whose worker was lost before the job ended (killed, out of
+#: memory, a Dask worker gone): the environment failed, not the job, so the sweep reports it but
+#: does not cache it, and the next run computes the job again.
+WORKER_LOST = "Killed"
 
 
 @dataclass(frozen=True, eq=False)
@@ -128,6 +133,7 @@ def _exact(job: Job) -> tuple[dict[str, Any], dict[str, Any] | None]:
 
     inst = job.spec.instance
     options = {k: job.params[k] for k in ("solver", "time_limit", "threads", "seed")}
+    options["max_memory"] = job.params.get("max_memory")
     if inst.model.kind == "step":
         from optcoll.producers.exact.step import solve_step
         outcome = solve_step(inst, **options)
@@ -164,7 +170,7 @@ def _pareto(job: Job) -> tuple[dict[str, Any], None]:
     inst = job.spec.instance
     points = pareto_front(inst, job.params["max_chunks"], solver=job.params["solver"],
                           time_limit=job.params["time_limit"], threads=job.params["threads"],
-                          seed=job.params["seed"])
+                          seed=job.params["seed"], max_memory=job.params.get("max_memory"))
     rows = []
     for point in points:
         collective = rechunk(inst.collective, point.chunks)

@@ -25,6 +25,7 @@ class Settings:
     time_limit: float | None = None  # None: each instance's [budget] time_limit
     threads: int | None = None  # None: each instance's [budget] threads
     exact: bool = True
+    max_memory: int | None = None  # bytes per solver model; None: the solvers' default share
 
     def __post_init__(self) -> None:
         if self.runs is not None and self.runs < 1:
@@ -53,7 +54,14 @@ def exact_job(spec: InstanceSpec, settings: Settings) -> Job:
         "solver": settings.solver,
         "time_limit": float(settings.time_limit if settings.time_limit is not None else budget.time_limit),
         "threads": settings.threads if settings.threads is not None else budget.threads,
-        "seed": seed_for(spec, settings)})
+        "seed": seed_for(spec, settings), **memory_param(settings)})
+
+
+def memory_param(settings: Settings) -> dict[str, int]:
+    """The memory limit as a job parameter, only when one was given: a refused model is a
+    failed job, and a larger limit must be a different job (key) so that it runs again, while
+    the default leaves the keys of earlier runs as they were."""
+    return {} if settings.max_memory is None else {"max_memory": settings.max_memory}
 
 
 def seed_for(spec: InstanceSpec, settings: Settings) -> int:
@@ -99,4 +107,4 @@ def pareto_jobs(suite: Suite, settings: Settings) -> list[Job]:
     limit = settings.time_limit if settings.time_limit is not None else spec.instance.budget.time_limit
     return [Job(spec, "pareto", {"max_chunks": plot.max_chunks, "solver": PARETO_SOLVER,
                                  "time_limit": float(limit), "threads": spec.instance.budget.threads,
-                                 "seed": seed_for(spec, settings)})]
+                                 "seed": seed_for(spec, settings), **memory_param(settings)})]

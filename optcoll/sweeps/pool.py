@@ -18,7 +18,7 @@ from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from multiprocessing.connection import Connection, wait
 
-from optcoll.sweeps.jobs import Job, JobResult, execute, failed
+from optcoll.sweeps.jobs import WORKER_LOST, Job, JobResult, execute, failed
 
 #: A job's hard deadline in seconds (None: no deadline).
 Deadline = Callable[[Job], "float | None"]
@@ -105,7 +105,7 @@ def run_local(jobs: Sequence[Job], workers: int, deadline: Deadline) -> Iterator
                 if worker.process.sentinel in ready or worker.conn in ready:
                     worker.process.join(timeout=1.0)  # the pipe may close before it is reaped
                     reason = f"worker process died (exit code {worker.process.exitcode})"
-                    error = "Killed"
+                    error = WORKER_LOST
                 elif time.monotonic() >= worker.deadline:
                     reason = (f"exceeded its hard time limit of {deadline(job):.3g} s "
                               f"(time limit {job.params.get('time_limit')} s) and was stopped")

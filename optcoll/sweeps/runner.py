@@ -1,5 +1,7 @@
 """Running a sweep: skip what the cache holds, run the rest locally or on Dask, store each result
-as it arrives. Interrupt it at any point and run it again: finished jobs are not redone."""
+as it arrives. Interrupt it at any point and run it again: finished jobs are not redone. A job
+whose worker was lost (killed, out of memory) is reported failed but not stored, so the next run
+computes it again and ends with the results of an undisturbed run."""
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -7,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from optcoll.sweeps.cache import ResultCache
-from optcoll.sweeps.jobs import FAILED, Job
+from optcoll.sweeps.jobs import FAILED, WORKER_LOST, Job
 from optcoll.sweeps.pool import run_in_process, run_local
 from optcoll.sweeps.progress import Progress
 
@@ -39,7 +41,7 @@ def run_sweep(jobs: Sequence[Job], cache: ResultCache, *, workers: int = 1, clus
 
     ``workers = 0`` runs in this process; ``cluster`` (a Dask scheduler address or cluster
     object) runs the jobs there instead of locally. Failed records are kept (a failure is a
-    result) unless ``retry_failed``.
+    result) unless ``retry_failed``; a lost worker's never are (``jobs.WORKER_LOST``).
     """
     unique: dict[str, Job] = {}
     for job in jobs:
@@ -65,7 +67,8 @@ def run_sweep(jobs: Sequence[Job], cache: ResultCache, *, workers: int = 1, clus
         else:
             stream = run_local(pending, workers, hard_deadline)
         for job, result in stream:
-            cache.put(job.key, result.record, result.schedule)
+            if result.record.get("error") != WORKER_LOST:
+                cache.put(job.key, result.record, result.schedule)
             records[job.key] = result.record
             bar.advance(f"{job.spec.name} {job.label}", result.record.get("status") == FAILED)
     finally:

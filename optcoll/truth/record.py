@@ -15,6 +15,7 @@ from datetime import date
 from typing import Any
 
 import optcoll
+from optcoll.errors import InputError
 from optcoll.results.record import MEET_TOLERANCE, meets
 
 OPTIMAL, BOUNDED, UNSOLVED = "optimal", "bounded", "unsolved"
@@ -45,9 +46,17 @@ class Claim:
                 "date": self.date, "optcoll_version": self.optcoll_version, **self.details}
 
     @staticmethod
-    def from_dict(data: dict[str, Any]) -> "Claim":
+    def from_dict(data: Any, where: str = "results") -> "Claim":
+        """A claim from its table; ``InputError`` naming ``where`` when the table was mangled."""
+        data = _table(data, where)
         core = ("value", "producer", "source", "date", "optcoll_version")
-        return Claim(float(data["value"]), str(data["producer"]), str(data["source"]),
+        value = data.get("value")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < float("inf"):
+            raise InputError(f"must be a number of seconds ≥ 0, got {value!r}", field=f"{where}.value")
+        missing = [k for k in ("producer", "source") if k not in data]
+        if missing:
+            raise InputError(f"missing {', '.join(missing)}", field=where)
+        return Claim(float(value), str(data["producer"]), str(data["source"]),
                      {k: v for k, v in data.items() if k not in core}, str(data.get("date", "")),
                      str(data.get("optcoll_version", "")))
 
@@ -91,12 +100,24 @@ class Truth:
                 "family": self.family, "environment": self.environment}
 
     @staticmethod
-    def from_dict(data: dict[str, Any]) -> "Truth":
+    def from_dict(data: Any) -> "Truth":
+        """The ``[results]`` table; ``InputError`` naming the field when it was edited into nonsense."""
+        data = _table(data, "results")
+        schedule = data.get("schedule")
+        if schedule is not None and not isinstance(schedule, str):
+            raise InputError(f"must be a path, got {schedule!r}", field="results.schedule")
         return Truth(str(data.get("instance_hash", "")), str(data.get("model", "timed")),
-                     Claim.from_dict(data["bound"]) if "bound" in data else None,
-                     Claim.from_dict(data["best"]) if "best" in data else None,
-                     data.get("schedule"), data.get("family"), dict(data.get("environment", {})),
+                     Claim.from_dict(data["bound"], "results.bound") if "bound" in data else None,
+                     Claim.from_dict(data["best"], "results.best") if "best" in data else None,
+                     schedule, _table(data["family"], "results.family") if "family" in data else None,
+                     _table(data.get("environment", {}), "results.environment"),
                      str(data.get("updated", "")))
+
+
+def _table(data: Any, field: str) -> dict[str, Any]:
+    if not isinstance(data, dict):
+        raise InputError(f"must be a table, got {data!r}", field=field)
+    return dict(data)
 
 
 def above(bound: float, time: float) -> bool:

@@ -1,18 +1,41 @@
 """Reading recorded truth back, and re-verifying a stored schedule without solving anything."""
 from __future__ import annotations
 
+import re
 from pathlib import Path
+from typing import Any
 
+from optcoll.errors import InputError
 from optcoll.results.record import meets
-from optcoll.sweeps.suite import InstanceSpec
+from optcoll.sweeps.suite import InstanceSpec, digest
 from optcoll.truth.record import Truth, TruthContradiction
 
 SCHEDULE_DIR = "schedules"
 
 
-def schedule_path(spec: InstanceSpec) -> Path:
-    """Where an instance's best schedule is stored: ``schedules/<file stem>.json.gz`` beside it."""
-    return spec.path.parent / SCHEDULE_DIR / f"{spec.path.stem}.json.gz"
+def schedule_path(spec: InstanceSpec) -> Path | None:
+    """The instance's stored best schedule, as its recorded ``[results]`` name it (None: none)."""
+    name = (spec.data.get("results") or {}).get("schedule")
+    return spec.path.parent / name if name else None
+
+
+def new_schedule_path(spec: InstanceSpec, schedule: dict[str, Any]) -> Path:
+    """Where a new best schedule goes: ``schedules/<file stem>.<content hash>.json.gz`` beside the
+    instance. A name of its own, never the recorded one, keeps an update all-or-nothing: the
+    schedule is written first and the ``[results]`` naming it second, so an update interrupted
+    between the two leaves the old record naming the old, untouched file."""
+    return spec.path.parent / SCHEDULE_DIR / f"{spec.path.stem}.{digest(schedule)[:12]}.json.gz"
+
+
+def unreferenced_schedules(spec: InstanceSpec, keep: str | None) -> list[Path]:
+    """Stored schedules of this instance other than ``keep`` (relative to the instance file):
+    replaced by a better one, or written by an update interrupted before its record."""
+    own = re.compile(re.escape(spec.path.stem) + r"(\.[0-9a-f]{12})?\.json\.gz")
+    folder = spec.path.parent / SCHEDULE_DIR
+    if not folder.is_dir():
+        return []
+    return sorted(p for p in folder.iterdir() if own.fullmatch(p.name)
+                  and p.relative_to(spec.path.parent).as_posix() != keep)
 
 
 def load_truth(spec: InstanceSpec) -> tuple[Truth | None, str | None]:
@@ -21,7 +44,10 @@ def load_truth(spec: InstanceSpec) -> tuple[Truth | None, str | None]:
     data = spec.data.get("results") or {}
     if not data:
         return None, None
-    truth = Truth.from_dict(data)
+    try:
+        truth = Truth.from_dict(data)
+    except InputError as exc:
+        raise exc.located(str(spec.path)) from None
     if truth.instance_hash != spec.content_key:
         return None, ("recorded results were for different instance content (the file or its "
                       "machine changed since); they were set aside")
@@ -31,7 +57,6 @@ def load_truth(spec: InstanceSpec) -> tuple[Truth | None, str | None]:
 def verify_stored(spec: InstanceSpec, truth: Truth) -> float:
     """Loads the stored schedule, verifies it, and checks it still takes the recorded time.
     Returns the verified time; raises ``TruthContradiction`` when it does not hold."""
-    from optcoll.errors import InputError
     from optcoll.schedules.jsonfile import load_schedule
     from optcoll.verify import verify
 

@@ -4,6 +4,10 @@ Per instance: the analytic bounds, the exact solver and every synthesizer run as
 (cached, local or Dask); the recorded schedule is re-verified first; old and new claims are
 combined (``record.combine``); a better schedule is stored compressed beside the instance file.
 A contradiction stops everything before anything is written for that instance.
+
+Interrupted anywhere (Ctrl-C, a kill, a full disk), every instance keeps its old record or has
+its new one, whole: a new schedule gets a file of its own, written before the record naming it
+(``stored.new_schedule_path``); schedules no record names any more are removed after it.
 """
 from __future__ import annotations
 
@@ -17,7 +21,7 @@ from optcoll.sweeps.plan import Settings, instance_jobs, runs_for
 from optcoll.sweeps.runner import SweepStats, run_sweep
 from optcoll.sweeps.suite import InstanceSpec, Suite
 from optcoll.truth.record import Claim, Truth, TruthContradiction, combine
-from optcoll.truth.stored import load_truth, schedule_path, verify_stored
+from optcoll.truth.stored import load_truth, new_schedule_path, unreferenced_schedules, verify_stored
 from optcoll.truth.tomlfile import write_results
 
 _RESULT_DETAILS = ("solver", "solver_version", "quantum", "wall_time", "params", "steps", "rounds")
@@ -128,13 +132,15 @@ def update_instance(spec: InstanceSpec, records: list[dict[str, Any]], cache: Re
         if time != best.value:
             raise TruthContradiction(f"{spec.name}: {best.producer}'s schedule verifies at {time!r} s "
                                      f"after a round trip through JSON, not {best.value!r} s")
-        path = schedule_path(spec)
+        path = new_schedule_path(spec, data)
         save_schedule(path, schedule, instance.machine)
         relative = path.relative_to(spec.path.parent).as_posix()
         written = True
     truth = Truth(spec.content_key, instance.model.kind, bound, best, relative,
                   _family(old.family if old else None, family), environment)
     write_results(spec.path, truth.to_dict())
+    for leftover in unreferenced_schedules(spec, relative):
+        leftover.unlink(missing_ok=True)
     return Updated(spec.name, old, truth, written, tuple(notes))
 
 

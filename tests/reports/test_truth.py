@@ -12,7 +12,7 @@ from optcoll.truth import (Claim, Truth, TruthContradiction, load_truth, schedul
                            update_suite, verify_suite)
 from optcoll.truth.record import combine
 from optcoll.truth.tomlfile import read_results, split_results, write_results
-from sweep_helpers import CLI, QUICK, small_suite, write_instance
+from sweep_helpers import CLI, small_suite, write_instance
 
 SETTINGS = Settings(runs=2, time_limit=10.0, threads=1)
 
@@ -140,16 +140,14 @@ def test_results_must_come_last(tmp_path):
         write_results(path, {"status": "bounded"})
 
 
-@pytest.mark.parametrize("name", ["quick", "standard"])
+@pytest.mark.parametrize("name", ["quick", "standard", "frontier"])
 def test_recorded_truth_of_builtin_suites_holds(name):
-    """Every stored schedule re-verifies at its recorded time; every recorded and analytic bound
-    is ≤ every recorded time (no solving)."""
+    """Every instance has recorded truth; every stored schedule re-verifies at its recorded time;
+    every recorded and analytic bound is ≤ every recorded time (no solving)."""
     findings = verify_suite(find_suite(name))
     bad = [f"{f.instance}: {f.message}" for f in findings if not f.ok]
     assert not bad, bad
-    if name == "quick":
-        assert all(f.status != "missing" for f in findings)
-        assert (QUICK / "schedules").is_dir()
+    assert all(f.status != "missing" for f in findings)
 
 
 def test_family_record_changes_only_when_it_says_more():

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import replace
 from typing import Any
 
 from optcoll.collectives.builtins import split_allreduce
 from optcoll.errors import InputError
 from optcoll.instances.instance import Instance
 from optcoll.producers.base import NotApplicable
+from optcoll.producers.exact.memory import checked_limit
 from optcoll.producers.exact.outcome import SolverOutcome
 from optcoll.producers.exact.step.backends import MIP_SOLVERS, Backend, LinearBackend, Settings
 from optcoll.producers.exact.step.bounds import problem_rounds_bound
@@ -40,10 +42,12 @@ def backend_for(solver: str) -> Backend:
 def solve_step(instance: Instance, *, solver: str = "cpsat", steps: int | None = None,
                rounds: int | None = None, objective: str = "cost", time_limit: float | None = None,
                threads: int | None = None, seed: int | None = None, symmetry: bool = False,
-               progress: Progress | None = None) -> SolverOutcome:
+               progress: Progress | None = None, max_memory: int | None = None) -> SolverOutcome:
     """The optimal step-model schedule of the instance's collective at its C (module docstring).
 
-    ``steps`` fixes S; ``rounds`` caps R. ``symmetry`` adds lex-leader symmetry breaking
+    ``steps`` fixes S; ``rounds`` caps R. ``max_memory`` (bytes) caps each model's estimated
+    memory (default: a share of the memory available, see memory.py); a model over it is
+    refused with ``ModelTooLarge`` before it is built. ``symmetry`` adds lex-leader symmetry breaking
     (symmetry.py): sound, but measured slower on the small instances (every solver finds
     solutions later and CP-SAT's presolve finds symmetries itself), hence off by default.
     ReduceScatter and Reduce are solved by inversion;
@@ -52,7 +56,7 @@ def solve_step(instance: Instance, *, solver: str = "cpsat", steps: int | None =
     it is optimal within that family.
     """
     backend = backend_for(solver)
-    settings = _settings(instance, time_limit, threads, seed)
+    settings = _settings(instance, time_limit, threads, seed, max_memory)
     if objective not in OBJECTIVES:
         raise InputError(f"unknown objective {objective!r}; use one of {', '.join(OBJECTIVES)}",
                          field="objective")
@@ -82,7 +86,7 @@ def solve_step(instance: Instance, *, solver: str = "cpsat", steps: int | None =
 
 
 def _settings(instance: Instance, time_limit: float | None, threads: int | None,
-              seed: int | None) -> Settings:
+              seed: int | None, max_memory: int | None) -> Settings:
     budget = instance.budget
     time_limit = budget.time_limit if time_limit is None else time_limit
     threads = budget.threads if threads is None else threads
@@ -94,7 +98,7 @@ def _settings(instance: Instance, time_limit: float | None, threads: int | None,
         raise InputError(f"must be a positive integer, got {threads!r}", field="threads")
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise InputError(f"must be an integer, got {seed!r}", field="seed")
-    return Settings(float(time_limit), threads, seed)
+    return Settings(float(time_limit), threads, seed, checked_limit(max_memory))
 
 
 def _search(chosen: Plan, backend: Backend, settings: Settings, objective: str, steps: int | None,
@@ -118,7 +122,7 @@ def _allreduce(instance: Instance, backend: Backend, settings: Settings, objecti
     parts = []
     for i, part in enumerate(split_allreduce(instance.collective)):
         left = settings.time_limit - (time.perf_counter() - started)
-        share = Settings(max(0.05, left / (2 - i)), settings.threads, settings.seed)
+        share = replace(settings, time_limit=max(0.05, left / (2 - i)))
         chosen = plan(instance.machine, part)
         part_params: dict[str, Any] = {}
         found = _search(chosen, backend, share, objective, None, None, symmetry, progress,
@@ -150,13 +154,15 @@ def _allreduce(instance: Instance, backend: Backend, settings: Settings, objecti
 
 def pareto_front(instance: Instance, max_chunks: int, *, solver: str = "cpsat",
                  time_limit: float | None = None, threads: int | None = None, seed: int | None = None,
-                 symmetry: bool = False, progress: Progress | None = None) -> list[ParetoPoint]:
+                 symmetry: bool = False, progress: Progress | None = None,
+                 max_memory: int | None = None) -> list[ParetoPoint]:
     """The (S, R/C) front for C = 1..``max_chunks`` (pareto.py), each point with its schedule for
     the instance's collective cut into C pieces per base chunk. ``time_limit`` covers the whole
     front (points found before it stand, ``proven`` says which are settled); ``progress`` gets
-    (wall seconds, best R/C so far, rounds bound R/C) as points are found."""
+    (wall seconds, best R/C so far, rounds bound R/C) as points are found; ``max_memory`` as in
+    ``solve_step``."""
     backend = backend_for(solver)
-    settings = _settings(instance, time_limit, threads, seed)
+    settings = _settings(instance, time_limit, threads, seed, max_memory)
     if isinstance(max_chunks, bool) or not isinstance(max_chunks, int) or max_chunks < 1:
         raise InputError(f"must be a positive integer, got {max_chunks!r}", field="max_chunks")
     if instance.collective.kind == "allreduce":

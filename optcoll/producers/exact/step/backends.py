@@ -15,7 +15,8 @@ import ortools
 from ortools.linear_solver import pywraplp
 from ortools.sat.python import cp_model
 
-from optcoll.producers.exact.step.linear import StepEncoding, encode
+from optcoll.producers.exact.memory import require_fits
+from optcoll.producers.exact.step.linear import StepEncoding, encode, size
 from optcoll.producers.exact.step.problem import StepProblem
 from optcoll.producers.exact.step.solution import StepSolution, cleaned
 from optcoll.producers.exact.step.symmetry import Entry
@@ -37,6 +38,7 @@ class Settings:
     time_limit: float
     threads: int
     seed: int
+    max_memory: int | None = None  # bytes one model may take (None: memory.DEFAULT_SHARE)
 
 
 class Backend(Protocol):
@@ -73,6 +75,7 @@ class LinearBackend:
                         settings: Settings) -> RoundsResult:
         if lo > hi:
             return RoundsResult("infeasible", None, hi + 1)
+        require_fits(size(problem, steps), self.name, settings.threads, settings.max_memory)
         enc = encode(problem, steps, lo, hi, lex)
         if enc is None:
             return RoundsResult("infeasible", None, hi + 1)

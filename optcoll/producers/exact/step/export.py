@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from optcoll.errors import InputError
-from optcoll.fileio import _replace_atomic
+from optcoll.fileio import _replace_atomic, write_text_atomic
 from optcoll.instances.instance import Instance
 from optcoll.producers.exact.step.backends import build_cpsat, build_mip
 from optcoll.producers.exact.step.inversion import plan
@@ -56,7 +56,7 @@ def export_step_model(instance: Instance, steps: int, rounds: int, path: str | P
         text = enc.solver.to_smt2()
         variables = len(enc.sent) + len(enc.count) + len(enc.rounds) + sum(
             1 for t in enc.time.values() if not isinstance(t, int))
-        _replace_atomic(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+        write_text_atomic(path, text)
         return StepExportInfo(str(path), suffix[1:], steps, rounds, chosen.inverted, variables,
                               len(enc.solver.assertions()))
     enc = encode(problem, steps, steps, rounds)
@@ -66,10 +66,12 @@ def export_step_model(instance: Instance, steps: int, rounds: int, path: str | P
         solver = build_mip(enc, "scip")
         text = solver.ExportModelAsLpFormat(False) if suffix == ".lp" else \
             solver.ExportModelAsMpsFormat(False, False)
-        _replace_atomic(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+        write_text_atomic(path, text)
+    elif suffix == ".pbtxt":
+        write_text_atomic(path, str(build_cpsat(enc)[0].proto))
     else:
         model, _ = build_cpsat(enc)
-        _replace_atomic(path, lambda tmp: _write_proto(model, tmp))
+        _replace_atomic(path, lambda tmp: _write_proto(model, tmp))  # binary: the name ends in .tmp
     return StepExportInfo(str(path), suffix[1:], steps, rounds, chosen.inverted,
                           len(enc.model.lb), len(enc.model.rows))
 

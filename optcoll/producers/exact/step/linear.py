@@ -17,6 +17,9 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+import numpy as np
+
+from optcoll.producers.exact.memory import ModelSize
 from optcoll.producers.exact.step.problem import StepProblem
 from optcoll.producers.exact.step.solution import StepSolution
 from optcoll.producers.exact.step.symmetry import Entry
@@ -95,6 +98,21 @@ class StepEncoding:
             hint[var] = int(first.get((c, v), self.steps + 1) <= s)
         for var, r in zip(self.rounds, solution.rounds):
             hint[var] = r
+
+
+def size(problem: StepProblem, steps: int) -> ModelSize:
+    """What ``encode`` would create for ``steps`` steps, counted without building it: x from
+    the ``may_arrive`` windows, have from the first step a chunk can reach a node; terms per x
+    about five (its guard, its holder row, receive-once, capacity) plus one per later step in a
+    plain switch's balance rows, per have four (its row and keeps-it row)."""
+    S = int(steps)
+    per_edge = problem.arrival_steps(S)
+    x = int(per_edge.sum())
+    plain = ~problem.copies[problem.edge_src] | ~problem.copies[problem.edge_dst]
+    x_switch = int(per_edge[:, plain].sum())
+    useful = (problem.dist_from > 0) & (problem.dist_from + problem.dist_to <= S) & problem.copies[None, :]
+    have = int(np.where(useful, S - problem.dist_from + 1, 0).sum())
+    return ModelSize("step", f"for S = {S} steps", x + have + S, 5 * x + S * x_switch + 4 * have + 2 * S)
 
 
 def encode(problem: StepProblem, steps: int, lo: int, hi: int,

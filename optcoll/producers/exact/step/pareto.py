@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 
 from optcoll.producers.exact.step.backends import Backend, Settings
@@ -76,8 +76,7 @@ def frontier(plans: dict[int, Plan], bound: RoundsBound, backend: Backend, setti
                 if remaining <= 0:
                     raise TimeoutError
                 result = backend.minimise_rounds(problem, S, lo, hi, hint=hint, lex=lex[C],
-                                                 settings=Settings(remaining, settings.threads,
-                                                                   settings.seed))
+                                                 settings=replace(settings, time_limit=remaining))
                 settled &= result.status in ("optimal", "infeasible")
                 if result.solution is not None:
                     last[C] = result.solution

@@ -84,6 +84,17 @@ class StepProblem:
             return False
         return self.dist_from[c, u] <= step - 1 and step + self.dist_to[c, v] <= steps
 
+    def arrival_steps(self, steps: int) -> np.ndarray:
+        """Per (chunk, edge): how many steps pass ``may_arrive`` when there are ``steps`` steps
+        (what the encodings' variables are counted from before building)."""
+        first = self.dist_from[:, self.edge_src] + 1
+        last = steps - self.dist_to[:, self.edge_dst]
+        held = np.zeros((self.num_chunks, self.num_nodes), dtype=bool)
+        for c, nodes in enumerate(self.holders):
+            held[c, list(nodes)] = True
+        useless = held[:, self.edge_dst] & self.copies[self.edge_dst][None, :]
+        return np.where(useless, 0, np.clip(last - first + 1, 0, None))
+
     def with_collective(self, collective: Collective) -> "StepProblem":
         """The same machine (and switch semantics) with another collective."""
         return _build(self.machine, collective, self.copies)

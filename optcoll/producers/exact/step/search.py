@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from optcoll.producers.exact.step.backends import Backend, RoundsResult, Settings
 from optcoll.producers.exact.step.bounds import problem_rounds_bound
@@ -61,7 +61,7 @@ class Search:
         return self.deadline - time.perf_counter()
 
     def ask(self, steps: int, lo: int, hi: int, hint: StepSolution | None) -> RoundsResult:
-        settings = Settings(max(0.05, self.remaining()), self.settings.threads, self.settings.seed)
+        settings = replace(self.settings, time_limit=max(0.05, self.remaining()))
         result = self.backend.minimise_rounds(self.problem, steps, lo, hi, hint=hint, lex=self.lex,
                                               settings=settings)
         self.asked.append(f"S={steps} R in [{lo}, {hi}]: {result.status}"

@@ -14,12 +14,30 @@ from __future__ import annotations
 import time as clock
 from collections import defaultdict
 
+import numpy as np
 import z3
 
+from optcoll.producers.exact.memory import ModelSize, require_fits
 from optcoll.producers.exact.step.backends import RoundsResult, Settings
 from optcoll.producers.exact.step.problem import StepProblem
 from optcoll.producers.exact.step.solution import StepSolution, cleaned
 from optcoll.producers.exact.step.symmetry import Entry
+
+
+def size(problem: StepProblem, steps: int) -> ModelSize:
+    """What ``SmtEncoding`` would create for ``steps`` steps, counted without building it: a
+    ``sent`` per (chunk, edge into a copying node) with a non-empty window, a count per step on
+    edges into plain switches, a ``time`` per (chunk, node) that can receive. Terms: every
+    ``sent`` and count enters S capacity or balance sums, plus its window and causality atoms."""
+    S = int(steps)
+    per_edge = problem.arrival_steps(S)
+    into_copier = problem.copies[problem.edge_dst][None, :]
+    sent = int(((per_edge > 0) & into_copier).sum())
+    counts = int(np.where(into_copier, 0, per_edge).sum())
+    times = int(((problem.dist_from > 0) & (problem.dist_from + problem.dist_to <= S)
+                 & problem.copies[None, :]).sum())
+    return ModelSize("step-smt", f"for S = {S} steps", sent + counts + times + S,
+                     (S + 3) * sent + (S + 2) * counts + 3 * times)
 
 
 class SmtEncoding:
@@ -159,6 +177,7 @@ class Z3Backend:
             return RoundsResult("infeasible", None, hi + 1)
         deadline = clock.monotonic() + settings.time_limit
         z3.set_param("smt.random_seed", settings.seed)
+        require_fits(size(problem, steps), self.name, 1, settings.max_memory)
         enc = SmtEncoding(problem, steps, hi, lex)
         if not enc.feasible:
             return RoundsResult("infeasible", None, hi + 1)

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from optcoll.producers.exact.memory import ModelSize
 from optcoll.producers.exact.timed.grid import Grid
 from optcoll.producers.exact.timed.linear import Progress, SolveResult, run_cpsat
 from optcoll.producers.exact.timed.listsched import Transfers
@@ -60,6 +61,22 @@ def _slots(problem: TimedProblem, held: np.ndarray, reachable: np.ndarray) -> np
     plain = ~problem.copy
     slots[:, plain] = copy_receivers[:, None]
     return slots
+
+
+def size(problem: TimedProblem, grid: Grid, horizon: int) -> ModelSize:
+    """What ``build`` would create, counted without building it: per optional transfer a
+    presence literal, a start, an interval and about ten constraint terms (its delivery time,
+    its causality, its slot and its link's NoOverlap); per arrival slot two variables."""
+    r = reach(problem, grid.delay)
+    held = problem.holds_at_start()
+    slots = _slots(problem, held, np.isfinite(r.earliest))
+    src, dst = problem.src, problem.dst
+    ok = r.windows(problem, grid.delay, int(horizon))[2]
+    per_pair = np.where(held[:, src], 1, slots[:, src]) * slots[:, dst]
+    candidates = int(per_pair[ok].sum())
+    arrival_slots = int(np.where(~held & np.isfinite(r.earliest), slots, 0).sum())
+    return ModelSize("continuous", f"with horizon {int(horizon)} units", 2 * candidates + 2 * arrival_slots + 1,
+                     10 * candidates + 4 * arrival_slots)
 
 
 def build(problem: TimedProblem, grid: Grid, horizon: int, floor: int) -> ContinuousModel:

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from optcoll.producers.exact.memory import ModelSize
 from optcoll.producers.exact.timed.grid import Grid
 from optcoll.producers.exact.timed.linear import INF, LinearModel
 from optcoll.producers.exact.timed.listsched import Transfers
@@ -111,10 +112,8 @@ def _ranges(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def _candidates(problem: TimedProblem, grid: Grid, r: Reach, horizon: int) -> tuple[np.ndarray, ...]:
     """(chunk, link, epoch) of every transfer that survives reachability pruning."""
     held = problem.holds_at_start()
-    src, dst, delay = problem.src, problem.dst, grid.delay
-    lo = r.earliest[:, src]
-    hi = horizon - r.togo[:, dst] - delay[None, :]
-    ok = ~held[:, dst] & np.isfinite(lo) & np.isfinite(hi) & (hi >= lo)
+    src, dst = problem.src, problem.dst
+    lo, hi, ok = r.windows(problem, grid.delay, horizon)
     cs, es = np.nonzero(ok)
     owner, ks = _ranges(lo[cs, es].astype(np.int64), hi[cs, es].astype(np.int64))
     xc, xe, xk = cs[owner], es[owner], ks
@@ -209,6 +208,27 @@ def _ingress_rows(lm: LinearModel, problem: TimedProblem, grid: Grid, have: Stat
             rhs.append(need)
     if rhs:
         lm.add_rows(np.concatenate(rows), np.concatenate(cols), 1.0, np.array(rhs, dtype=float), INF, len(rhs))
+
+
+def size(problem: TimedProblem, grid: Grid, r: Reach, horizon: int, lower: int | None = None) -> ModelSize:
+    """What ``build`` would create, counted from the same windows without building it (an upper
+    estimate: the sender pruning in ``_candidates`` only removes). Terms per transfer: its
+    arrival in a chain row, causality (2) and one per epoch it occupies its link; per state
+    variable: its chain row (2) and the ingress row; per needed delivery and objective epoch: 2."""
+    K = int(horizon)
+    lo, hi, ok = r.windows(problem, grid.delay, K)
+    per_pair = np.zeros(ok.shape, dtype=np.int64)
+    per_pair[ok] = hi[ok] - lo[ok] + 1
+    transfers = int(per_pair.sum())
+    occupancy = int((per_pair * grid.busy[None, :]).sum())
+    cs, es = np.nonzero(ok)
+    arriving = np.zeros(r.earliest.shape, dtype=bool)  # state windows, as in ``build``
+    arriving[cs, problem.dst[es]] = True
+    states = int(np.maximum(K - r.togo[arriving] - r.earliest[arriving] + 1, 0).sum())
+    objective = max(0, K - (K if lower is None else int(lower)))  # late[k] epochs
+    late = 2 * problem.need_chunk.shape[0] * objective
+    return ModelSize("time-expanded", f"at {K} epochs", transfers + states + objective + (objective > 0),
+                     3 * transfers + occupancy + 3 * states + late)
 
 
 def build(problem: TimedProblem, grid: Grid, r: Reach, horizon: int, lower: int | None = None

@@ -41,6 +41,16 @@ class Reach:
         i = int(np.flatnonzero(bad)[0])
         return int(problem.need_chunk[i]), int(problem.need_node[i])
 
+    def windows(self, problem: TimedProblem, delay: np.ndarray, horizon: float
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per (chunk, link): the first and last start of a useful transfer by ``horizon``, and
+        whether there is one (the receiver lacks the chunk and some start fits both ends)."""
+        held = problem.holds_at_start()
+        lo = self.earliest[:, problem.src]
+        hi = horizon - self.togo[:, problem.dst] - delay[None, :]
+        ok = ~held[:, problem.dst] & np.isfinite(lo) & np.isfinite(hi) & (hi >= lo)
+        return lo, hi, ok
+
 
 def reach(problem: TimedProblem, delay: np.ndarray) -> Reach:
     dist = distances(problem.num_nodes, problem.src, problem.dst, delay)

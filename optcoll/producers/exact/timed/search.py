@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from optcoll.producers.exact.memory import require_fits
 from optcoll.producers.exact.timed import expanded, linear
 from optcoll.producers.exact.timed.grid import Grid
 from optcoll.producers.exact.timed.listsched import Transfers
@@ -52,6 +53,7 @@ class Budget:
     deadline: float
     threads: int
     seed: int
+    max_memory: int | None = None  # bytes one model may take (None: memory.DEFAULT_SHARE)
     interrupted: bool = False
 
     def left(self) -> float:
@@ -121,9 +123,18 @@ def _accept(out: GridResult, problem: TimedProblem, grid: Grid, transfers: Trans
     return True
 
 
+def _build(problem: TimedProblem, grid: Grid, r: Reach, horizon: int, lower: int,
+           budget: Budget) -> expanded.ExpandedModel | None:
+    """The model at ``horizon``, once the memory guard has let it through (every horizon is
+    checked: a refused model is never built)."""
+    require_fits(expanded.size(problem, grid, r, horizon, lower), budget.solver, budget.threads,
+                 budget.max_memory)
+    return expanded.build(problem, grid, r, horizon, lower)
+
+
 def _symmetric_phase(problem: TimedProblem, grid: Grid, r: Reach, group: Group, out: GridResult,
                      budget: Budget, report: Report) -> None:
-    model = expanded.build(problem, grid, r, out.makespan, out.floor)
+    model = _build(problem, grid, r, out.makespan, out.floor, budget)
     if model is None:
         return
     classes = orbit_classes(model, group.generators)
@@ -150,7 +161,7 @@ def _solve_at(problem: TimedProblem, grid: Grid, r: Reach, horizon: int, out: Gr
     With ``breaking`` symmetries, lex-leader rows keep one schedule per orbit (no hint then: the
     incumbent need not be its orbit's leader).
     """
-    model = expanded.build(problem, grid, r, horizon, out.floor if floor is None else floor)
+    model = _build(problem, grid, r, horizon, out.floor if floor is None else floor, budget)
     if model is None:  # some delivery cannot be made by the horizon at all
         out.floor, out.proved_by = horizon + 1, f"no delivery path fits {horizon} epochs"
         report(None, out.floor)

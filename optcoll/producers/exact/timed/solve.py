@@ -20,6 +20,7 @@ from optcoll.errors import InputError
 from optcoll.instances.instance import Instance
 from optcoll.producers import compose
 from optcoll.producers.base import NotApplicable
+from optcoll.producers.exact.memory import checked_limit, require_fits
 from optcoll.producers.exact.outcome import SolverOutcome
 from optcoll.producers.exact.timed import continuous, expanded, linear
 from optcoll.producers.exact.timed.grid import MAX_UNITS_PER_LINK, Grid, choose_grids, fine_grid, seconds_grid
@@ -121,7 +122,8 @@ def _starts(instance: Instance, problem: TimedProblem, grid: Grid, seed: int, hi
 
 def solve_timed(instance: Instance, *, solver: str = "cpsat", quantum: float | None = None,
                 time_limit: float = 60.0, threads: int = 2, seed: int = 0, hint: Schedule | None = None,
-                progress: Progress | None = None, formulation: str = "auto") -> SolverOutcome:
+                progress: Progress | None = None, formulation: str = "auto",
+                max_memory: int | None = None) -> SolverOutcome:
     """The optimal makespan in the timed model (DESIGN.md sections 5-6), or the best schedule
     found and a proven lower bound when time runs out or Ctrl-C is pressed.
 
@@ -133,6 +135,10 @@ def solve_timed(instance: Instance, *, solver: str = "cpsat", quantum: float | N
     ``formulation``: "expanded" (time-expanded, any solver), "continuous" (exact intervals,
     CP-SAT) or "auto": the time-expanded model on an exact grid; when the grid rounds and the
     solver is CP-SAT, the continuous model first and the rounded grids after it.
+
+    ``max_memory`` (bytes) caps each model's estimated memory (default: a share of the memory
+    available, see memory.py); a model over it is refused with ``ModelTooLarge`` before it is
+    built.
     """
     if solver not in linear.SOLVERS:
         raise InputError(f"unknown solver {solver!r}; use one of {', '.join(linear.SOLVERS)}", field="solver")
@@ -143,17 +149,19 @@ def solve_timed(instance: Instance, *, solver: str = "cpsat", quantum: float | N
     if formulation not in FORMULATIONS:
         raise InputError(f"unknown formulation {formulation!r}; use one of {', '.join(FORMULATIONS)}",
                          field="formulation")
+    max_memory = checked_limit(max_memory)
     start = time.perf_counter()
     if instance.collective.kind == "allreduce":
-        return _allreduce(instance, solver, quantum, time_limit, threads, seed, progress, start, formulation)
+        return _allreduce(instance, solver, quantum, time_limit, threads, seed, progress, start, formulation,
+                          max_memory)
     return _solve(instance, solver, quantum, start + time_limit, threads, seed, hint,
-                  _Trace(start, progress), start, time_limit, formulation)
+                  _Trace(start, progress), start, time_limit, formulation, max_memory)
 
 
 def _solve(instance: Instance, solver: str, quantum: float | None, deadline: float, threads: int, seed: int,
            hint: Schedule | None, trace: _Trace, start: float, time_limit: float,
-           formulation: str = "auto") -> SolverOutcome:
-    run = _Run(instance, solver, deadline, threads, seed, trace, start, time_limit)
+           formulation: str = "auto", max_memory: int | None = None) -> SolverOutcome:
+    run = _Run(instance, solver, deadline, threads, seed, trace, start, time_limit, max_memory)
     return run.solve(quantum, hint, formulation)
 
 
@@ -162,9 +170,10 @@ class _Run:
     bound, and the phases that improve them. Ctrl-C anywhere ends the phases, never the run."""
 
     def __init__(self, instance: Instance, solver: str, deadline: float, threads: int, seed: int,
-                 trace: _Trace, start: float, time_limit: float):
+                 trace: _Trace, start: float, time_limit: float, max_memory: int | None):
         self.instance, self.solver, self.deadline = instance, solver, deadline
         self.threads, self.seed, self.trace, self.start = threads, seed, trace, start
+        self.max_memory = max_memory
         self.problem = _problem(instance)
         self.true_grid = seconds_grid(self.problem)
         self.notes: list[str] = []
@@ -198,7 +207,7 @@ class _Run:
 
     def budget(self) -> Budget:
         end = time.perf_counter() + (self.deadline - time.perf_counter()) * self.share
-        return Budget(self.solver, end, self.threads, self.seed)
+        return Budget(self.solver, end, self.threads, self.seed, self.max_memory)
 
     def outcome(self, status: str) -> SolverOutcome:
         """The result; the quantum is the time-expanded grid's when that formulation ran."""
@@ -303,6 +312,7 @@ def _continuous(problem: TimedProblem, grid: Grid, first: Transfers, floor: int,
     """One continuous-model solve from ``first``: (its best schedule, its proven bound in seconds)."""
     first = essential(problem, first, grid.delay)
     horizon = int(round(first.makespan(grid)))
+    require_fits(continuous.size(problem, grid, horizon), "cpsat", budget.threads, budget.max_memory)
     model = continuous.build(problem, grid, horizon, min(floor, horizon))
     if not continuous.hint(model, first):
         notes.append("continuous model: the start schedule could not be hinted")
@@ -325,7 +335,8 @@ def _continuous(problem: TimedProblem, grid: Grid, first: Transfers, floor: int,
 
 
 def _allreduce(instance: Instance, solver: str, quantum: float | None, time_limit: float, threads: int,
-               seed: int, progress: Progress | None, start: float, formulation: str) -> SolverOutcome:
+               seed: int, progress: Progress | None, start: float, formulation: str,
+               max_memory: int | None) -> SolverOutcome:
     """ReduceScatter then AllGather, each solved exactly (the step solver reports the same way).
 
     ``params["family_optimal"]`` says whether the schedule is optimal within that family (both
@@ -341,7 +352,7 @@ def _allreduce(instance: Instance, solver: str, quantum: float | None, time_limi
         if parts and parts[0].params.get("interrupted"):
             share = INTERRUPTED_PART_TIME  # after Ctrl-C: only the greedy start of the other part
         parts.append(_solve(sub, solver, quantum, time.perf_counter() + share, threads, seed, None,
-                            _Trace(start, progress), start, share, formulation))
+                            _Trace(start, progress), start, share, formulation, max_memory))
     rs, ag = parts
     family_optimal = rs.status == ag.status == "optimal"
     notes = [f"reducescatter: {n}" for n in rs.notes] + [f"allgather: {n}" for n in ag.notes]
