@@ -1,0 +1,1 @@
+synthesize = 42

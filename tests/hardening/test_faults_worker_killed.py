@@ -1,0 +1,58 @@
+"""A sweep worker killed (SIGKILL) while its exact solver runs: the job is reported failed with
+the reason, nothing half-done reaches the cache, and the next run computes only that job and ends
+with the results of an undisturbed run. (Killing the driver itself: tests/sweeps/test_sweep_resume.py.)"""
+from __future__ import annotations
+
+import os
+import signal
+
+from ortools.sat.python import cp_model
+
+from fault_helpers import comparable, temporary_files, write_instance
+from optcoll.sweeps import FAILED, ResultCache, find_suite, run_sweep
+from optcoll.sweeps.jobs import WORKER_LOST
+from optcoll.sweeps.plan import Settings, exact_job, synth_job
+
+#: hypercube4 AlltoAll: CP-SAT has to search (about 4 s on one thread) to prove the optimum; the
+#: ring8 AllGather never reaches CP-SAT (its greedy schedule meets the bound), so the hypercube
+#: solve is the one a patched ``CpSolver.solve`` kills.
+SLOW_EXACT = ("hc4-a2a", "hypercube4", "alltoall", "256 MiB")
+SETTINGS = Settings(runs=2, time_limit=60.0, threads=1)
+
+
+def _jobs(tmp_path):
+    write_instance(tmp_path / "suite", *SLOW_EXACT)
+    write_instance(tmp_path / "suite", "ring8-ag", "ring8", "allgather", "64 MiB")
+    slow, fast = find_suite(str(tmp_path / "suite")).specs
+    return [exact_job(slow, SETTINGS), synth_job(slow, "tacos", 2, 0), exact_job(fast, SETTINGS),
+            synth_job(fast, "ring", 1, 0)]
+
+
+def _die(*args, **kwargs):
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def test_a_worker_killed_mid_solve_fails_its_job_and_the_next_run_recovers(tmp_path, monkeypatch):
+    """Fault: SIGKILL to the worker process at the moment CP-SAT starts solving (the model is
+    built; the forked worker inherits a patched ``CpSolver.solve``, so the kill lands at that exact
+    point however fast the machine is)."""
+    jobs = _jobs(tmp_path)
+    cache = ResultCache(tmp_path / "cache")
+    with monkeypatch.context() as patch:
+        patch.setattr(cp_model.CpSolver, "solve", _die)
+        records, stats = run_sweep(jobs, cache, workers=1, progress=False)
+
+    lost = records[jobs[0].key]
+    assert lost["status"] == FAILED and lost["error"] == WORKER_LOST
+    assert lost["reason"] == f"worker process died (exit code {-signal.SIGKILL})"
+    assert stats.failed == 1 and all(records[j.key]["status"] != FAILED for j in jobs[1:])
+    assert cache.get(jobs[0].key) is None  # a lost worker's job is not a result: not cached
+    assert all(cache.get(j.key) == records[j.key] for j in jobs[1:])
+    assert temporary_files(cache.root) == []
+
+    again, stats = run_sweep(jobs, cache, workers=1, progress=False)
+    assert (stats.cached, stats.computed, stats.failed) == (3, 1, 0)
+    assert again[jobs[0].key]["status"] == "optimal"
+    reference, _ = run_sweep(jobs, ResultCache(tmp_path / "undisturbed"), workers=0, progress=False)
+    assert comparable(again) == comparable(reference)
+    assert cache.schedule(jobs[0].key) == ResultCache(tmp_path / "undisturbed").schedule(jobs[0].key)

@@ -1,0 +1,242 @@
+"""The memory guard of the exact solvers (optcoll.producers.exact.memory): its estimate against
+the peak memory really measured, the refusal (one line, exit 2, nothing built) and the default.
+
+Also the measuring tool of the calibration: ``python tests/hardening/test_memory_guard.py
+FORMULATION INSTANCE BACKEND SCALE [THREADS]`` prints one JSON line (estimate and measured peak).
+"""
+from __future__ import annotations
+
+import gc
+import json
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from fault_helpers import assert_one_line_error, invoke
+
+ROOT = Path(__file__).resolve().parents[2]
+#: Time each measured model is solved for (the calibration used the same).
+SOLVE_SECONDS = 2.0
+
+
+def _status_bytes(key: str) -> int:
+    text = Path("/proc/self/status").read_text(encoding="ascii")
+    return int(re.search(rf"^{key}:\s+(\d+) kB", text, re.MULTILINE).group(1)) * 1024
+
+
+def _prepared(formulation: str, path: str, backend: str, scale: float, threads: int):
+    """(the model's ModelSize, a function that builds and solves it): everything that is not
+    the model itself (problem, grids, start schedule) is made here, before measuring."""
+    from optcoll.instances.instancefile import load_instance
+    from optcoll.producers.exact.step.backends import Settings
+
+    inst = load_instance(path)
+    if formulation in ("time-expanded", "continuous"):
+        from optcoll.producers.exact.timed import continuous, expanded, linear
+        from optcoll.producers.exact.timed import solve as timed
+        from optcoll.producers.exact.timed.grid import choose_grids, fine_grid
+        from optcoll.producers.exact.timed.reach import reach
+
+        problem = timed._problem(inst)
+        grid = choose_grids(problem, None)[0] if formulation == "time-expanded" else fine_grid(problem)
+        start = timed._starts(inst, problem, grid, 0, None, [])
+        horizon = max(1, int(round(start.makespan(grid) * scale)))
+        if formulation == "continuous":
+            def run() -> None:
+                model = continuous.build(problem, grid, horizon, 0)
+                continuous.solve(model, time_limit=SOLVE_SECONDS, threads=threads, seed=0, progress=None)
+            return continuous.size(problem, grid, horizon), run
+        r = reach(problem, grid.delay)
+        floor = timed._grid_floor(problem, grid, None)[0]
+        lower = min(floor, horizon - 1)
+
+        def run() -> None:
+            model = expanded.build(problem, grid, r, horizon, lower)
+            linear.solve(model.linear, backend, time_limit=SOLVE_SECONDS, threads=threads, seed=0)
+        return expanded.size(problem, grid, r, horizon, lower), run
+
+    from optcoll.producers.exact.step import linear as step_linear
+    from optcoll.producers.exact.step import smt
+    from optcoll.producers.exact.step.api import backend_for
+    from optcoll.producers.exact.step.greedy import greedy_solution
+    from optcoll.producers.exact.step.inversion import plan
+    from optcoll.producers.exact.step.solution import stretched
+
+    problem = plan(inst.machine, inst.collective).problem
+    greedy = greedy_solution(problem)
+    steps = max(problem.latency_bound, int(round(greedy.steps * scale)))
+    hint = stretched(problem, greedy, steps)
+    settings = Settings(SOLVE_SECONDS, threads, 0)
+
+    def run() -> None:
+        backend_for(backend).minimise_rounds(problem, steps, steps, hint.total_rounds, hint=hint, lex=[],
+                                             settings=settings)
+    counted = smt.size if formulation == "step-smt" else step_linear.size
+    return counted(problem, steps), run
+
+
+def peak_model_bytes(formulation: str, path: str, backend: str, scale: float = 1.0,
+                     threads: int = 1) -> dict:
+    """Measured in this process (call it in a fresh one): the peak resident memory added by
+    building and solving one model, next to the guard's estimate for it."""
+    from optcoll.producers.exact.memory import estimate
+
+    size, run = _prepared(formulation, path, backend, scale, threads)
+    gc.collect()
+    before = _status_bytes("VmRSS")
+    Path("/proc/self/clear_refs").write_text("5", encoding="ascii")  # resets VmHWM to VmRSS
+    started = time.perf_counter()
+    run()
+    peak = _status_bytes("VmHWM") - before
+    return {"formulation": formulation, "instance": Path(path).stem, "backend": backend, "scale": scale,
+            "threads": threads, "what": size.what, "variables": size.variables, "terms": size.terms,
+            "measured": peak, "estimate": estimate(size, backend, threads),
+            "seconds": round(time.perf_counter() - started, 2)}
+
+
+def measure_in_child(formulation: str, path: str, backend: str, scale: float = 1.0, threads: int = 1) -> dict:
+    proc = subprocess.run([sys.executable, __file__, formulation, str(path), backend, str(scale), str(threads)],
+                          capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+#: The estimate must be within this factor of the measured peak (calibration: 0.70 .. 1.26).
+FACTOR = 1.5
+FRONTIER = ROOT / "instances" / "frontier"
+#: A model the solver must build (the greedy start is 50 % above the optimum), small and quick.
+NEEDS_A_MODEL = ROOT / "instances" / "quick" / "ring4-alltoall-c1.toml"
+
+
+@pytest.mark.parametrize("formulation, instance, backend, scale", [
+    ("time-expanded", "quick/torus4x4-allgather-c1", "cpsat", 1.0),
+    ("time-expanded", "standard/hypercube5-allgather-c1", "cpsat", 2.0),
+    ("step", "quick/mesh5x5-allgather-c1", "cpsat", 2.0),
+])
+def test_estimate_is_within_the_stated_factor_of_the_measured_peak(formulation, instance, backend, scale):
+    """Built and solved (2 s) in a fresh process; peak RSS measured there (20 MB to 200 MB)."""
+    got = measure_in_child(formulation, ROOT / "instances" / f"{instance}.toml", backend, scale)
+    assert 1 / FACTOR <= got["estimate"] / got["measured"] <= FACTOR, got
+
+
+def test_counts_match_the_built_models():
+    """The guard's counts come from the builders' own windows: variables exactly, terms as an
+    upper estimate within 2× (3× for the step model's small switch cases); time-expanded, the
+    continuous model and the step model, several horizons and step counts."""
+    from optcoll.instances.instancefile import load_instance
+    from optcoll.producers.exact.step import linear as step_linear
+    from optcoll.producers.exact.step.inversion import plan
+    from optcoll.producers.exact.timed import continuous, expanded
+    from optcoll.producers.exact.timed import solve as timed
+    from optcoll.producers.exact.timed.grid import choose_grids, fine_grid
+    from optcoll.producers.exact.timed.reach import reach
+
+    for name in ("torus4x4-allgather-c1", "nvswitch8-broadcast-c4", "dgx1-allgather-c2"):
+        inst = load_instance(ROOT / "instances" / "quick" / f"{name}.toml")
+        problem = timed._problem(inst)
+        grid = choose_grids(problem, None)[0]
+        r = reach(problem, grid.delay)
+        for horizon, lower in ((4, None), (8, 3), (13, 6)):
+            model = expanded.build(problem, grid, r, horizon, lower)
+            if model is None:
+                continue
+            size = expanded.size(problem, grid, r, horizon, lower)
+            nnz = model.linear.matrix()[0].nnz
+            assert size.variables == model.linear.num_vars and nnz <= size.terms <= 2 * nnz, (name, horizon)
+        fine = fine_grid(problem)
+        for horizon in (40, 90):
+            built = continuous.build(problem, fine, horizon, 0)
+            assert continuous.size(problem, fine, horizon).variables == len(built.cp.proto.variables)
+        step = plan(inst.machine, inst.collective).problem
+        for steps in (step.latency_bound, step.latency_bound + 2):
+            enc = step_linear.encode(step, steps, steps, 4 * steps)
+            size = step_linear.size(step, steps)
+            terms = sum(len(t) for t, _, _ in enc.model.rows)
+            assert size.variables == len(enc.model.lb) and terms <= size.terms <= 3 * terms, (name, steps)
+
+
+def test_cli_refuses_a_big_model_in_one_line_without_building_it(monkeypatch):
+    """A 2×8 cluster AllGather with C = 2: the time-expanded model would take about 1.7 GiB."""
+    from optcoll.producers.exact.timed import continuous, expanded
+
+    def never(*args, **kwargs):
+        raise AssertionError("a refused model was built")
+
+    monkeypatch.setattr(expanded, "build", never)
+    monkeypatch.setattr(continuous, "build", never)
+    proc = invoke(["solve", FRONTIER / "cluster2x8-allgather-c2.toml", "--max-memory", "1 GiB", "--threads", "1",
+                   "--no-progress"])
+    line = assert_one_line_error(proc, "max-memory: the time-expanded model at 288 epochs would need about 1.",
+                                 "over the limit of 1 GiB (--max-memory); not built", "--model step")
+    assert "million terms" in line
+
+
+def test_the_default_limit_is_a_share_of_memavailable(monkeypatch, tmp_path):
+    """/proc/meminfo read without psutil: with 1 GiB available the 1.7 GiB model is refused by
+    default; without the file there is no default limit."""
+    from optcoll.errors import InputError
+    from optcoll.instances.instancefile import load_instance
+    from optcoll.producers.exact import memory
+    from optcoll.producers.exact.timed import solve_timed
+
+    real = memory.available()
+    assert real is not None and real > 0 and memory.default_limit() <= real  # this machine's
+    meminfo = tmp_path / "meminfo"
+    meminfo.write_text("MemTotal:       24684100 kB\nMemFree:         1000000 kB\n"
+                       "MemAvailable:    1048576 kB\nBuffers:          112520 kB\n")
+    monkeypatch.setattr(memory, "MEMINFO", meminfo)
+    assert memory.default_limit() == int(memory.DEFAULT_SHARE * 2**30)
+    with pytest.raises(memory.ModelTooLarge) as refused:
+        solve_timed(load_instance(FRONTIER / "cluster2x8-allgather-c2.toml"), threads=1, time_limit=60)
+    assert isinstance(refused.value, InputError)
+    assert "over the limit of 819 MiB (80% of the memory available now)" in str(refused.value)
+    monkeypatch.setattr(memory, "MEMINFO", tmp_path / "absent")
+    assert memory.default_limit() is None
+    memory.require_fits(memory.ModelSize("step", "for S = 9 steps", 10**9, 10**10), "cpsat", 1, None)
+
+
+def test_small_instance_solves_under_the_default_limit():
+    """The default limit lets ordinary models through: ring4 AlltoAll is solved to optimality."""
+    from optcoll.instances.instancefile import load_instance
+    from optcoll.producers.exact.step import solve_step
+    from optcoll.producers.exact.timed import solve_timed
+
+    inst = load_instance(NEEDS_A_MODEL)
+    timed = solve_timed(inst, threads=1, time_limit=30)
+    assert timed.status == "optimal" and "time-expanded" in timed.params["formulation"]
+    assert solve_step(inst, threads=1, time_limit=30).status == "optimal"
+
+
+def test_a_refused_model_is_a_failed_job_and_the_sweep_goes_on(tmp_path):
+    """In a sweep the refusal is the job's recorded reason; a larger limit is another job."""
+    from optcoll.sweeps import FAILED, ResultCache, find_suite, run_sweep
+    from optcoll.sweeps.plan import Settings, exact_job, synth_job
+
+    spec = find_suite(str(NEEDS_A_MODEL)).specs[0]
+    tight = Settings(time_limit=30.0, threads=1, max_memory=2**20)
+    jobs = [exact_job(spec, tight), synth_job(spec, "ring", 1, 0)]
+    records, stats = run_sweep(jobs, ResultCache(tmp_path), workers=0, progress=False)
+    refused = records[jobs[0].key]
+    assert refused["status"] == FAILED and refused["error"] == "ModelTooLarge"
+    assert "over the limit of 1 MiB (--max-memory); not built" in refused["reason"]
+    assert records[jobs[1].key]["status"] == "heuristic" and stats.failed == 1
+    roomy = exact_job(spec, Settings(time_limit=30.0, threads=1, max_memory=2**32))
+    assert roomy.key != jobs[0].key and exact_job(spec, Settings(time_limit=30.0, threads=1)).params.get(
+        "max_memory") is None
+    records, _ = run_sweep([roomy], ResultCache(tmp_path), workers=0, progress=False)
+    assert records[roomy.key]["status"] == "optimal"
+
+
+@pytest.mark.parametrize("text", ["8G", "0 B", "lots", "-1 GiB"])
+def test_bad_max_memory_values_are_one_line_errors(text):
+    """A --max-memory without a unit, zero, negative or unreadable: one line naming the option."""
+    assert_one_line_error(invoke(["solve", NEEDS_A_MODEL, "--max-memory", text]), "max-memory")
+
+
+if __name__ == "__main__":
+    name, instance_path, solver_name, factor, *rest = sys.argv[1:]
+    print(json.dumps(peak_model_bytes(name, instance_path, solver_name, float(factor), int(rest[0]) if rest else 1)))
