@@ -99,7 +99,7 @@ class _Part(NamedTuple):
 
     finding: Finding | None
     failing: list[tuple[int, int]]  # (chunk, node) pairs the postcondition misses
-    partial: list[list[int] | None]  # combining: the contributions each failing pair holds
+    first_has: list[int] | None  # contributions the first failing pair holds (None: nothing, or not combining)
     time: float  # when the postcondition holds for these chunks
 
 
@@ -123,9 +123,9 @@ def run(p: Problem, batch: int = BATCH_TRANSFERS) -> Outcome:
         return Outcome(first, math.inf)
     failing = [pair for part in parts for pair in part.failing]
     if failing:
-        partial = [have for part in parts for have in part.partial] if p.collective.combining else None
+        first_has = next(part.first_has for part in parts if part.failing)
         chunks, nodes = (np.array(col, dtype=np.int64) for col in zip(*failing))
-        return Outcome(findings.unmet(p, chunks, nodes, partial), math.inf)
+        return Outcome(findings.unmet(p, chunks, nodes, first_has), math.inf)
     return Outcome(None, max((part.time for part in parts), default=0.0))
 
 
@@ -234,20 +234,19 @@ def _simulate(p: Problem, lo: int, hi: int, check_timing: bool) -> _Part:
         while ptr < n and arrive[arrivals[ptr]] <= horizon:
             found = deliver(arrivals[ptr])
             if found:
-                return _Part(found, [], [], math.inf)
+                return _Part(found, [], None, math.inf)
             ptr += 1
         found = launch(j)
         if found:
-            return _Part(found, [], [], math.inf)
+            return _Part(found, [], None, math.inf)
     for i in arrivals[ptr:]:
         found = deliver(i)
         if found:
-            return _Part(found, [], [], math.inf)
+            return _Part(found, [], None, math.inf)
     return _postcondition(st)
 
 
 def _postcondition(st: _State) -> _Part:
     failing = [(c, v) for c, v in st.post if st.value.get(c * st.width + v) != st.full[c]]
-    partial = [None if (x := st.value.get(c * st.width + v)) is None else _bits(x)
-               for c, v in failing] if st.combining else []
-    return _Part(None, failing, partial, max((t for t in st.since.values() if t is not None), default=0.0))
+    held = st.value.get(failing[0][0] * st.width + failing[0][1]) if failing and st.combining else None
+    return _Part(None, failing, None if held is None else _bits(held), max((t for t in st.since.values() if t is not None), default=0.0))

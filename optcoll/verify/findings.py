@@ -88,17 +88,18 @@ def ambiguous_arrival(p: Problem, j: int, other: int) -> Finding:
         f"the result would depend on their order"), j, at=float(p.arrive[j]), node=v)
 
 
-def unmet(p: Problem, chunks: np.ndarray, nodes: np.ndarray, partial: list[list[int]] | None) -> Finding:
+def unmet(p: Problem, chunks: np.ndarray, nodes: np.ndarray, first_has: list[int] | None) -> Finding:
     """The postcondition fails at the (chunk, node) pairs given, sorted by (chunk, node).
 
-    ``partial[k]`` lists the contributions pair k does hold (combining collectives; None when
-    it holds nothing), deciding between "postcondition" and "missing-contribution".
+    ``first_has`` lists the contributions the first pair does hold (combining collectives; None
+    when it holds nothing or the collective does not combine), deciding between "postcondition"
+    and "missing-contribution". Only the first pair is described, so only its set is asked for.
     """
     c, v = int(chunks[0]), int(nodes[0])
     end = float(p.seconds(float(p.arrive.max(initial=0.0))))
     last = f"after the last delivery at {format_time(end)}" if p.ids.size else "with no transfers at all"
     others = f"; {chunks.size} (chunk, rank) pairs fail in all" if chunks.size > 1 else ""
-    have = partial[0] if partial is not None else None
+    have = first_has
     if have is None:
         kind = "postcondition"
         text = (f"{p.node(v)} never holds chunk {c}, which the {p.collective.kind} needs there at "
