@@ -4,8 +4,6 @@ from __future__ import annotations
 import click
 
 from optcoll.cli.output import done, json_option
-
-
 from optcoll.units import format_size
 
 
@@ -45,15 +43,25 @@ def bench_core(side: int, out: str, as_json: bool) -> None:
 
 
 @bench.command("exact")
-@click.option("--time-limit", default=600.0, show_default=True, help="Seconds per timed instance.")
+@click.option("--time-limit", default=600.0, show_default=True,
+              help="Seconds per timed instance and per ladder rung.")
 @click.option("--pareto-limit", default=120.0, show_default=True, help="Seconds per Pareto question.")
+@click.option("--only", default=None, metavar="fixed|ladder",
+              help="Measure one part (fixed: issue 3's list and the DGX-1 front; ladder: the size "
+                   "ladders) and keep the report's other sections as they are.")
+@click.option("--families", default=None, metavar="NAMES",
+              help="Ladder families, comma-separated (default: all; a wrong name lists them).")
 @click.option("--out", default="reports/bench-exact.md", show_default=True, type=click.Path(dir_okay=False))
 @json_option
-def bench_exact(time_limit: float, pareto_limit: float, out: str, as_json: bool) -> None:
-    """Exact solvers: wall time to a proven optimum on issue 3's instances, and the DGX-1 front."""
+def bench_exact(time_limit: float, pareto_limit: float, only: str | None, families: str | None, out: str,
+                as_json: bool) -> None:
+    """Exact solvers: wall time to a proven optimum on issue 3's instances, the DGX-1 front, and
+    per family the largest instance proven optimal within the time limit."""
     from optcoll.producers.exact.bench import run_bench
 
-    text = run_bench(out, time_limit, pareto_limit)
+    names = None if families is None else [name.strip() for name in families.split(",") if name.strip()]
+    text = run_bench(out, time_limit, pareto_limit, echo=lambda line: click.echo(line, err=True), only=only,
+                     families=names)
     done(as_json, f"{text}\nwrote {out}", report=text, out=out)
 
 

@@ -1,0 +1,165 @@
+"""The size ladders of ``optcoll bench exact``: climbing stops at the first rung not proven in
+time, every row comes from a verified result, and the proof path is named for what closed it."""
+from __future__ import annotations
+
+import time
+from functools import partial
+
+import pytest
+from click.testing import CliRunner
+
+from optcoll.cli.main import cli
+from optcoll.errors import InputError
+from optcoll.machines import generators as G
+from optcoll.producers.exact import bench as B
+
+from timed_helpers import BW, LAT, close
+
+GIB = 2.0**30
+#: Each rung reaches its proof by a different path (seen on these instances with CP-SAT, seed 0):
+#: the greedy start meets the latency bound on a one-way ring; on a 3-NPU switch the time-expanded
+#: model's schedule meets the ingress bound; on a 2×3 mesh with uneven links and C = 2 the
+#: continuous model proves a bound above every analytic one; a 4×4 heterogeneous mesh with C = 2
+#: is not proven in seconds (not in 10 s either), so the ladder must stop there.
+LADDER = B.Ladder("test", "test ladder", (
+    B.Rung("uniring5", partial(G.ring, 5, BW, LAT, bidirectional=False)),
+    B.Rung("switch3", partial(G.switch, 3, BW, LAT)),
+    B.Rung("hetmesh2x3", partial(G.mesh, [2, 3], [BW, 1.5 * BW], [LAT, LAT]), chunks=2),
+    B.Rung("hetmesh4x4", partial(G.mesh, [4, 4], B.HET_BANDWIDTHS, B.LATENCY), chunks=2),
+    B.Rung("never climbed", partial(G.ring, 4, BW, LAT)),
+))
+LIMIT = 3.0
+
+
+@pytest.fixture(scope="module")
+def runs() -> list[B.RungRun]:
+    return B.climb(LADDER, LIMIT)
+
+
+def test_climbing_stops_at_the_first_unproven_rung(runs):
+    assert [r.rung for r in runs] == ["uniring5", "switch3", "hetmesh2x3", "hetmesh4x4"]
+    assert [r.proven for r in runs] == [True, True, True, False]
+    stop = runs[-1]
+    assert stop.status == "bounded" and stop.detail.startswith("no proof in 3 s (limit 3 s;")
+    assert stop.time > stop.lower_bound and stop.gap > 0
+    assert stop.notes  # the solver's own account of what ran travels with the unproven rung
+
+
+def test_proven_rows_are_verified_optima_labelled_by_what_closed_them(runs):
+    assert [r.proof for r in runs[:3]] == [B.START_MET_BOUND, B.SOLVER_MET_BOUND, B.SOLVER_CLOSED]
+    for r in runs[:3]:
+        assert r.status == "optimal" and close(r.time, r.lower_bound) and r.wall <= LIMIT
+    assert [(r.npus, r.chunks) for r in runs] == [(5, 1), (3, 1), (6, 2), (16, 2)]
+    # Independent of the solver: a one-way ring of 5 needs 4 hops, each one chunk of 1 GiB / 5.
+    assert close(runs[0].time, 4 * (LAT + GIB / 5 / BW))
+    assert "latency" in runs[0].detail and "continuous CP-SAT" in runs[2].detail
+
+
+def test_section_names_largest_proven_solver_closed_and_first_unproven(runs):
+    heading, headers, rows, note = B.ladder_section(LADDER, runs, LIMIT)
+    assert heading == "Ladder: test ladder" and len(rows) == 4 and len(rows[0]) == len(headers)
+    assert "**Largest proven: hetmesh2x3 C=2 (6 NPUs)**" in note
+    assert ("Largest the solver had to close (its greedy start was above the bound): hetmesh2x3 C=2 (6 NPUs)"
+            in note and "largest whose bound its search raised: hetmesh2x3 C=2 (6 NPUs)" in note)
+    assert "**First unproven: hetmesh4x4 C=2 (16 NPUs)**: bounded" in note and "Solver notes on it" in note
+    assert rows[-1][-1].startswith("no proof in") and rows[0][-1] == B.START_MET_BOUND
+
+
+def test_a_ladder_proven_to_its_top_says_so_and_credits_the_solver_only_for_what_it_did():
+    ladder = B.Ladder("small", "small", (B.Rung("ring4", partial(G.ring, 4, BW, LAT)),
+                                         B.Rung("ring6", partial(G.ring, 6, BW, LAT))))
+    runs = B.climb(ladder, LIMIT)
+    note = B.ladder_section(ladder, runs, LIMIT)[3]
+    assert [r.proof for r in runs] == [B.START_MET_BOUND] * 2
+    assert "Every rung proven: the ladder ends at ring6 C=1" in note
+    assert "No proven rung needed the solver's search" in note
+    switch = B.Ladder("switch", "switch", (LADDER.rungs[1],))
+    note = B.ladder_section(switch, B.climb(switch, LIMIT), LIMIT)[3]
+    assert "had to close (its greedy start was above the bound): switch3 C=1 (3 NPUs)" in note
+    assert "every bound it met was analytic (none came from its search)" in note
+
+
+def test_an_exception_from_the_solver_ends_that_ladder_not_the_benchmark():
+    runs = B.climb(LADDER, LIMIT, solver="no-such-solver")
+    assert len(runs) == 1 and runs[0].status == "failed" and not runs[0].proven
+    assert runs[0].detail.startswith("InputError:") and "no-such-solver" in runs[0].detail
+    note = B.ladder_section(LADDER, runs, LIMIT)[3]
+    assert "**No rung proven.**" in note and "failed (no schedule)" in note
+
+
+def test_a_rung_still_running_past_its_limit_is_stopped_and_ends_the_ladder():
+    # The 12×12 torus's greedy starts alone take seconds (the limit bounds the search, not them).
+    ladder = B.Ladder("big", "big", (B.Rung("torus12x12", partial(G.torus, [12, 12], BW, LAT)),
+                                     B.Rung("ring4", partial(G.ring, 4, BW, LAT))))
+    t0 = time.perf_counter()
+    runs = B.climb(ladder, 0.05, grace=0.0)
+    assert time.perf_counter() - t0 < 2.0
+    assert len(runs) == 1 and runs[0].status == "failed" and runs[0].npus == 144
+    assert runs[0].detail.startswith("stopped 0 s past the 0.05 s limit: the solver had not returned")
+
+
+def test_an_optimum_proven_past_the_limit_does_not_count(runs):
+    from optcoll.producers.exact.timed import solve_timed
+    from optcoll.results.record import evaluate_outcome
+
+    rung = LADDER.rungs[0]
+    inst = B._allgather("uniring5", rung.machine(), 1, LIMIT)
+    result = evaluate_outcome(inst, "exact-timed-cpsat", solve_timed(inst, time_limit=LIMIT))
+    late = B.judge("test", rung, 5, result, wall=LIMIT + 1, cpu=0.0, time_limit=LIMIT, solver="cpsat")
+    assert result.status == "optimal" and not late.proven
+    assert late.detail.startswith("proven only after 4 s, past the 3 s limit")
+
+
+def test_unknown_families_are_refused_by_name():
+    assert [ladder.family for ladder in B.select_ladders(["ring", "torus2d"])] == ["torus2d", "ring"]
+    with pytest.raises(InputError, match="unknown family 'tori'; known: dgx1-chunks, nvswitch, "):
+        B.select_ladders(["tori"])
+
+
+# -- the CLI -------------------------------------------------------------------------------------
+
+OLD_REPORT = """# Exact-solver benchmarks
+
+Measured long ago.
+
+## Timed model: AllGather of 1 GiB to a proven optimum (CP-SAT, 2 threads)
+
+| instance | time |
+|---|---|
+| dgx1 C=1 | 10.7384 ms |
+
+Numbers measured last session.
+
+## Ladder: DGX-1, chunk ladder (C chunks per rank)
+
+stale rows
+"""
+
+
+def _bench(*args) -> tuple[int, str, str]:
+    result = CliRunner().invoke(cli, ["bench", "exact", *map(str, args)], catch_exceptions=False)
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_cli_runs_the_ladder_alone_and_keeps_the_other_sections(tmp_path):
+    out = tmp_path / "bench-exact.md"
+    out.write_text(OLD_REPORT)
+    code, text, err = _bench("--only", "ladder", "--families", "dgx1-chunks", "--time-limit", 30, "--out", out)
+    report = out.read_text()
+    assert code == 0 and f"wrote {out}" in text
+    assert "dgx1-chunks: dgx1 C=32 (8 NPUs): optimal" in err  # one progress line per rung
+    kept = OLD_REPORT[OLD_REPORT.index("## Timed"):OLD_REPORT.index("## Ladder")]
+    assert kept in report and "stale rows" not in report
+    assert report.index("## Timed") < report.index("## Ladder: DGX-1") and "## Size ladders" in report
+    assert "Every rung proven: the ladder ends at dgx1 C=32 (8 NPUs)" in report
+    assert report.count("| dgx1 | 8 |") == 14 and "## Ladder: 2D torus" not in report
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--families", "dgx1-chunks,tori"], "optcoll: error: families: unknown family 'tori'"),
+    (["--only", "everything"], "optcoll: error: only: unknown part 'everything'; use one of fixed, ladder"),
+])
+def test_cli_refuses_bad_options_in_one_line_before_running(tmp_path, args, message):
+    out = tmp_path / "bench-exact.md"
+    code, _, err = _bench(*args, "--out", out)
+    assert code == 2 and err.startswith(message) and not out.exists()
