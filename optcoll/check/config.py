@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from optcoll.errors import InputError
+from optcoll.inputfiles import known_keys
 from optcoll.sweeps.suite import SUITE_FILE, Suite
 
 DEFAULT_MAX_GAP = 1.10
@@ -65,13 +66,7 @@ def load_check_config(suite: Suite) -> CheckConfig:
     if not path.is_file():
         return CheckConfig()
     source = str(path)
-    table = read_toml(path).get("check", {})
-    if not isinstance(table, dict):
-        raise InputError("must be a table", source=source, field="check")
-    unknown = sorted(set(table) - _KEYS)
-    if unknown:
-        raise InputError(f"unknown key; allowed: {', '.join(sorted(_KEYS))}", source=source,
-                         field=f"check.{unknown[0]}")
+    table = known_keys(read_toml(path).get("check", {}), "check", sorted(_KEYS), source)
     default = check_ratio(table["max_gap"], source, "check.max_gap") if "max_gap" in table else None
     entries = table.get("instances", {})
     if not isinstance(entries, dict):

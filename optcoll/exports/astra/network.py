@@ -22,7 +22,7 @@ from typing import Any
 
 from optcoll.errors import InputError
 from optcoll.fileio import write_text_atomic
-from optcoll.inputfiles import read_yaml
+from optcoll.inputfiles import known_keys, read_yaml
 from optcoll.machines.generators import ASTRA_TOPOLOGIES, AstraDim, astra, astra_size
 from optcoll.machines.machine import Machine
 from optcoll.machines.modelfile import check_machine_size
@@ -132,10 +132,7 @@ def parse_network(data: Any, source: str = "network.yml", name: str = "astra") -
     if not isinstance(data, dict):
         raise InputError("must be a mapping with keys topology, npus_count, bandwidth, latency",
                          source=source)
-    unknown = sorted(set(map(str, data)) - set(KEYS))
-    if unknown:
-        raise InputError(f"unknown key(s) {', '.join(unknown)}; ASTRA-sim's analytical network.yml "
-                         f"has {', '.join(KEYS)}", source=source, field=unknown[0])
+    known_keys(data, "", KEYS, source)
     columns = {key: _as_list(data.get(key), key, source) for key in KEYS}
     ndim = len(columns["topology"])
     if ndim == 0:
