@@ -25,7 +25,7 @@ import numpy as np
 
 from optcoll.errors import InputError
 from optcoll.fileio import write_atomic
-from optcoll.inputfiles import read_json
+from optcoll.inputfiles import known_keys, read_json
 from optcoll.machines.machine import Machine
 from optcoll.schedules.schedule import OP_NAMES, OPS, Schedule
 
@@ -93,7 +93,7 @@ def schedule_from_dict(data: Any, machine: Machine, source: str = "<schedule>") 
     if data.get("version") != VERSION:
         raise InputError(f"unsupported version {data.get('version')!r} (this optcoll reads {VERSION})",
                          source=source, field="version")
-    _known(data, _KEYS, source, "")
+    known_keys(data, "", _KEYS, source)
     if data.get("time_unit", "s") != "s":
         raise InputError(f"{data['time_unit']!r}: start times are read in seconds, \"time_unit\": \"s\"",
                          source=source, field="time_unit")
@@ -101,7 +101,7 @@ def schedule_from_dict(data: Any, machine: Machine, source: str = "<schedule>") 
     if not isinstance(transfers, dict) or not isinstance(transfers.get("chunk"), list):
         raise InputError("must be an object of columns with a 'chunk' list", source=source,
                          field="transfers")
-    _known(transfers, _COLUMNS, source, "transfers.")
+    known_keys(transfers, "transfers", _COLUMNS, source)
     n = len(transfers["chunk"])
     chunk = _column(transfers, "chunk", n, source, int)
     rounds = data.get("rounds")
@@ -131,14 +131,6 @@ def schedule_from_dict(data: Any, machine: Machine, source: str = "<schedule>") 
     return Schedule(np.array(chunk, dtype=np.int64), link, np.array(start, dtype=float),
                     np.array([OPS[o] for o in ops], dtype=np.uint8), np.array(step, dtype=np.int64),
                     tuple(rounds) if rounds is not None else None, meta)
-
-
-def _known(table: dict, keys: tuple[str, ...], source: str, prefix: str) -> None:
-    """Unknown keys are errors: a misspelt "lane" or "rounds" would otherwise be read as absent."""
-    unknown = sorted(set(map(str, table)) - set(keys))
-    if unknown:
-        raise InputError(f"unknown key; allowed: {', '.join(keys)}", source=source,
-                         field=f"{prefix}{unknown[0]}")
 
 
 def _resolve_links(transfers: dict, n: int, machine: Machine, source: str) -> np.ndarray:
