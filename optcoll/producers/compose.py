@@ -15,11 +15,15 @@ contributors. optcoll builds it in two phases, for every producer alike:
    when each chunk's home is its owner, reduce + broadcast when it is a tree root).
 
 Each phase gets a fresh random generator from the same seed, so an AllReduce with seed s is the
-ReduceScatter with seed s followed by the AllGather with seed s.
+ReduceScatter with seed s followed by the AllGather with seed s. With ``mirror`` (the greedy
+synthesizers, as upstream TACOS reports AllReduce = 2 × AllGather), phase 2 is instead phase 1's
+spread solution renamed onto the twin links whenever the two spread problems are mirror images
+(``spread.mirror_links``: symmetric links and ports, no reduction cost), which halves the work.
 """
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 import numpy as np
 
@@ -45,8 +49,8 @@ def default_homes(collective: Collective) -> np.ndarray:
     return collective.post.nodes[collective.post.indptr[:-1]]
 
 
-def synthesize(instance: Instance, spreader: Spreader, seed: int, homes: Homes | None = None
-               ) -> Schedule:
+def synthesize(instance: Instance, spreader: Spreader, seed: int, homes: Homes | None = None,
+               mirror: bool = False) -> Schedule:
     """A schedule for the instance's collective from a spread producer (module docstring)."""
     coll = instance.collective
     if not coll.combining:
@@ -54,14 +58,17 @@ def synthesize(instance: Instance, spreader: Spreader, seed: int, homes: Homes |
     home = np.asarray((homes or default_homes)(coll), dtype=np.int64)
     at_home = ChunkSets(np.arange(coll.num_chunks + 1, dtype=np.int64), home)
     dual = spread.dual(instance, at_home, coll.pre)
-    reduction = time_reverse(prune_unused(spreader(dual, np.random.default_rng(seed)), dual),
-                             dual, instance)
+    gathered = prune_unused(spreader(dual, np.random.default_rng(seed)), dual)
+    reduction = time_reverse(gathered, dual, instance)
     rest = spread.forward(instance, at_home, coll.post)
     if rest.needs[0].size == 0:
         return reduction
-    # Each phase draws from a fresh generator of the same seed, so an AllReduce with seed s is
-    # exactly the ReduceScatter with seed s followed by the AllGather with seed s.
-    copies = spreader(rest, np.random.default_rng(seed))
+    twins = spread.mirror_links(dual, rest) if mirror else None
+    if twins is not None:
+        copies = replace(gathered, link=twins[gathered.link])
+    else:
+        # A fresh generator of the same seed: the AllGather with seed s (module docstring).
+        copies = spreader(rest, np.random.default_rng(seed))
     return Schedule.concat(reduction, copies, makespan(reduction, instance))
 
 

@@ -37,6 +37,9 @@ class _Spec:
     kinds: frozenset[str]
     homes: compose.Homes | None = None
     randomized: bool = False
+    #: AllReduce's AllGather phase is its ReduceScatter mirrored when the network allows it
+    #: (``compose`` module docstring): TACOS's own AllReduce, and half the greedy's work.
+    mirror: bool = False
 
 
 def _baseline(algorithm: Callable[[SpreadProblem], algorithms.Messages]) -> compose.Spreader:
@@ -64,9 +67,9 @@ def _at_tree_roots(collective: Collective) -> np.ndarray:
 _GATHERS = frozenset({"allgather", "reducescatter", "allreduce"})
 _SPECS = [
     _Spec("tacos", "TACOS greedy link-chunk matching (MICRO'24), seeded; any machine and collective",
-          spread_greedy, ALL, randomized=True),
+          spread_greedy, ALL, randomized=True, mirror=True),
     _Spec("tacos+", "our improved greedy: most-constrained link, fewest-routes and rarest chunk "
-          "first; any machine and collective", spread_plus, ALL, randomized=True),
+          "first; any machine and collective", spread_plus, ALL, randomized=True, mirror=True),
     _Spec("ring", "unidirectional ring, pipelined (a physical Hamiltonian cycle when one is found)",
           _baseline(algorithms.ring), ALL),
     _Spec("ring-bidir", "bidirectional ring: each destination the shorter way round",
@@ -103,7 +106,7 @@ def _runner(spec: _Spec) -> Callable[[Instance, int], Schedule]:
         if instance.model.kind != "timed":
             raise NotApplicable(f"{spec.name} produces timed schedules; the instance asks for the "
                                 f"{instance.model.kind} model")
-        return compose.synthesize(instance, spec.spreader, seed, spec.homes)
+        return compose.synthesize(instance, spec.spreader, seed, spec.homes, spec.mirror)
     return run
 
 

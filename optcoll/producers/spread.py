@@ -166,3 +166,35 @@ def of_collective(instance: Instance, collective: Collective | None = None) -> S
     if coll.combining:
         raise ValueError(f"{coll.kind} combines; use optcoll.producers.compose")
     return forward(instance, coll.pre, coll.post)
+
+
+def mirror_links(source: SpreadProblem, target: SpreadProblem) -> np.ndarray | None:
+    """``m`` with ``m[e]`` a target link doing exactly what source link ``e`` does, or None.
+
+    When it exists (same nodes, holders, destinations, node modes and ports, and a bijection of
+    links preserving endpoints, delay and occupancy), every solution of ``source`` solves
+    ``target`` once its links are renamed through ``m``. A dual problem and the forward one of a
+    mirror-symmetric network (every link has a twin the other way with equal latency and
+    bandwidth, equal port limits, no reduction cost) are related so: TACOS's AllReduce, a
+    ReduceScatter followed by its mirror image, rests on it. Parallel links with equal keys are
+    interchangeable, so any matching of them serves.
+    """
+    a, b = source.machine, target.machine
+    if (a.num_nodes != b.num_nodes or a.num_links != b.num_links
+            or source.ranks != target.ranks or source.chunk_bytes != target.chunk_bytes
+            or (source.send_ports, source.recv_ports) != (target.send_ports, target.recv_ports)
+            or not np.array_equal(source.mode, target.mode)
+            or not _same_sets(source.pre, target.pre) or not _same_sets(source.post, target.post)):
+        return None
+    keys_a = (source.busy, source.delay, a.link_dst, a.link_src)
+    keys_b = (target.busy, target.delay, b.link_dst, b.link_src)
+    order_a, order_b = np.lexsort(keys_a), np.lexsort(keys_b)
+    if not all(np.array_equal(ka[order_a], kb[order_b]) for ka, kb in zip(keys_a, keys_b)):
+        return None
+    mapping = np.empty(a.num_links, dtype=np.int64)
+    mapping[order_a] = order_b
+    return mapping
+
+
+def _same_sets(x: ChunkSets, y: ChunkSets) -> bool:
+    return np.array_equal(x.indptr, y.indptr) and np.array_equal(x.nodes, y.nodes)
