@@ -112,7 +112,7 @@ def _pareto(suite: Suite, jobs: list[Job], records: dict[str, dict[str, Any]]) -
 
 
 def assemble(plan: Plan, records: dict[str, dict[str, Any]], title: str) -> Report:
-    from optcoll.results.record import environment
+    from optcoll.provenance import environment
 
     rows = []
     for suite, spec, truth, jobs in plan.per_spec:

@@ -6,7 +6,6 @@ plus a different proven bound, "heuristic" for a verified schedule with only ana
 """
 from __future__ import annotations
 
-import platform
 from dataclasses import asdict, dataclass, field
 from datetime import date
 from typing import Any
@@ -112,14 +111,3 @@ def evaluate_outcome(instance: Instance, producer: str, outcome: SolverOutcome) 
     return Result(status=status, time=time, lower_bound=bound, lower_bound_source=source,
                   steps=schedule.num_steps or None,
                   rounds=sum(schedule.rounds) if schedule.rounds else None, **base)
-
-
-def environment() -> dict[str, str]:
-    """Versions that a recorded number depends on."""
-    import numpy
-    import ortools
-    import z3
-
-    return {"optcoll": optcoll.__version__, "python": platform.python_version(),
-            "ortools": ortools.__version__, "z3": z3.get_version_string(),
-            "numpy": numpy.__version__, "machine": platform.machine()}

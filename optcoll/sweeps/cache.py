@@ -7,7 +7,8 @@ Layout under the root (default ``.optcoll-cache/``, or ``$OPTCOLL_CACHE``)::
 
 The schedule is written before the record, so a record never points at a missing schedule; an
 interrupted write leaves only a temporary file, never a half record. Keys are content hashes, so
-a changed instance, producer parameter or optcoll version simply misses the cache.
+a changed instance, producer parameter, optcoll source file or solver library simply misses the
+cache.
 """
 from __future__ import annotations
 

@@ -26,6 +26,7 @@ from typing import Any
 
 import optcoll
 from optcoll.errors import ScheduleRejected
+from optcoll.provenance import solver_libraries, source_digest
 from optcoll.sweeps.suite import InstanceSpec, digest
 
 PRODUCERS = ("bounds", "synth", "exact", "pareto", "check")
@@ -54,10 +55,11 @@ class Job:
 
     @property
     def key(self) -> str:
-        """Content hash of (instance, producer, parameters, optcoll version): the cache key.
-        Code changes without a version change are not seen: use --no-cache while developing."""
+        """Content hash of (instance, producer, parameters, the code and solver libraries that
+        run it): the cache key. Any change to optcoll's sources misses the cache."""
         return digest({"instance": self.spec.content_key, "producer": self.producer,
-                       "params": self.params, "optcoll": optcoll.__version__})
+                       "params": self.params, "optcoll": optcoll.__version__,
+                       "code": source_digest(), **solver_libraries()})
 
     def describe(self) -> dict[str, Any]:
         return {"instance": self.spec.name, "file": self.spec.path.name, "producer": self.producer,

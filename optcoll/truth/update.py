@@ -147,7 +147,7 @@ def update_instance(spec: InstanceSpec, records: list[dict[str, Any]], cache: Re
 def update_suite(suite: Suite, settings: Settings, cache: ResultCache, *, workers: int = 1,
                  cluster: Any = None, progress: bool | None = None,
                  retry_failed: bool = False) -> tuple[list[Updated], SweepStats]:
-    from optcoll.results.record import environment
+    from optcoll.provenance import environment
 
     runs = runs_for(suite, settings)
     per_spec: list[tuple[InstanceSpec, list[Job]]] = [

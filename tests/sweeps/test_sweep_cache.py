@@ -70,3 +70,32 @@ def test_geometric_sizes_cover_the_range():
     assert sizes[0] == 1024 and sizes[-1] == 2**30 and len(sizes) == 11
     assert all(b == 4 * a for a, b in zip(sizes, sizes[1:]))
     assert size_label(1024.0) == "1024 B"
+
+
+def test_job_key_depends_on_the_code_that_runs_it(tmp_path, monkeypatch):
+    """Editing any optcoll source file, or adding one, changes the digest every job key holds."""
+    import shutil
+    from pathlib import Path
+
+    import optcoll
+    from optcoll import provenance
+    from optcoll.sweeps import jobs
+
+    def package_copy(name: str) -> Path:
+        return Path(shutil.copytree(Path(optcoll.__file__).parent, tmp_path / name / "optcoll",
+                                    ignore=shutil.ignore_patterns("__pycache__")))
+
+    assert provenance.source_digest(package_copy("same")) == provenance.source_digest()
+    edited = package_copy("edited")
+    (edited / "producers" / "compose.py").write_text(
+        (edited / "producers" / "compose.py").read_text() + "\n# one more line\n")
+    assert provenance.source_digest(edited) != provenance.source_digest()
+    extra = package_copy("extra")
+    (extra / "extra.py").write_text("")
+    assert provenance.source_digest(extra) != provenance.source_digest()
+
+    spec = find_suite(str(small_suite(tmp_path / "suite"))).specs[0]
+    job = Job(spec, "exact", {"solver": "cpsat"})
+    before = job.key
+    monkeypatch.setattr(jobs, "source_digest", lambda: provenance.source_digest(edited))
+    assert job.key != before
