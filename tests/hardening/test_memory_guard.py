@@ -1,5 +1,6 @@
 """The memory guard of the exact solvers (optcoll.producers.exact.memory): its estimate against
-the peak memory really measured, the refusal (one line, exit 2, nothing built) and the default.
+the peak memory really measured, the refusal (nothing built; like a time limit, the result is the
+best schedule so far with its proven bound, and a note says what was refused) and the default.
 
 Also the measuring tool of the calibration: ``python tests/hardening/test_memory_guard.py
 FORMULATION INSTANCE BACKEND SCALE [THREADS]`` prints one JSON line (estimate and measured peak).
@@ -12,6 +13,7 @@ import re
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -159,8 +161,10 @@ def test_counts_match_the_built_models():
             assert size.variables == len(enc.model.lb) and terms <= size.terms <= 3 * terms, (name, steps)
 
 
-def test_cli_refuses_a_big_model_in_one_line_without_building_it(monkeypatch):
-    """A 2×8 cluster AllGather with C = 2: the time-expanded model would take about 1.7 GiB."""
+def test_cli_refuses_a_big_model_without_building_it_and_returns_the_start_bounded(monkeypatch, tmp_path):
+    """A 2×8 cluster AllGather with C = 2: the time-expanded model would take about 1.7 GiB. With
+    a 1 GiB limit neither grid's model is built; the greedy start comes back verified, bounded by
+    the analytic bound, and the note says what was refused and what to do."""
     from optcoll.producers.exact.timed import continuous, expanded
 
     def never(*args, **kwargs):
@@ -168,11 +172,19 @@ def test_cli_refuses_a_big_model_in_one_line_without_building_it(monkeypatch):
 
     monkeypatch.setattr(expanded, "build", never)
     monkeypatch.setattr(continuous, "build", never)
+    out = tmp_path / "s.json"
     proc = invoke(["solve", FRONTIER / "cluster2x8-allgather-c2.toml", "--max-memory", "1 GiB", "--threads", "1",
-                   "--no-progress"])
-    line = assert_one_line_error(proc, "max-memory: the time-expanded model at 288 epochs would need about 1.",
-                                 "over the limit of 1 GiB (--max-memory); not built", "--model step")
-    assert "million terms" in line
+                   "--no-progress", "--json", "--out", out])
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    assert result["status"] == "bounded" and result["time"] > result["lower_bound"] > 0
+    assert result["lower_bound_source"] == "per-node ingress"
+    refusals = [n for n in result["notes"] if n.startswith("memory limit: ")]
+    assert len(refusals) == 2  # the rounded-up grid and the rounded-down one
+    assert "the time-expanded model at 288 epochs would need about 1." in refusals[0]
+    assert all("over the limit of 1 GiB (--max-memory); not built" in n and "--model step" in n for n in refusals)
+    verify = invoke(["verify", FRONTIER / "cluster2x8-allgather-c2.toml", out, "--json"])
+    assert verify.returncode == 0 and json.loads(verify.stdout)["time"] == result["time"]
 
 
 def test_the_default_limit_is_a_share_of_memavailable(monkeypatch, tmp_path):
@@ -190,10 +202,13 @@ def test_the_default_limit_is_a_share_of_memavailable(monkeypatch, tmp_path):
                        "MemAvailable:    1048576 kB\nBuffers:          112520 kB\n")
     monkeypatch.setattr(memory, "MEMINFO", meminfo)
     assert memory.default_limit() == int(memory.DEFAULT_SHARE * 2**30)
+    outcome = solve_timed(load_instance(FRONTIER / "cluster2x8-allgather-c2.toml"), threads=1, time_limit=60)
+    assert outcome.status == "feasible" and outcome.schedule is not None and outcome.params["refused"]
+    assert all("over the limit of 819 MiB (80% of the memory available now)" in why
+               for why in outcome.params["refused"])
     with pytest.raises(memory.ModelTooLarge) as refused:
-        solve_timed(load_instance(FRONTIER / "cluster2x8-allgather-c2.toml"), threads=1, time_limit=60)
+        memory.require_fits(memory.ModelSize("step", "for S = 9 steps", 10**9, 10**10), "cpsat", 1, None)
     assert isinstance(refused.value, InputError)
-    assert "over the limit of 819 MiB (80% of the memory available now)" in str(refused.value)
     monkeypatch.setattr(memory, "MEMINFO", tmp_path / "absent")
     assert memory.default_limit() is None
     memory.require_fits(memory.ModelSize("step", "for S = 9 steps", 10**9, 10**10), "cpsat", 1, None)
@@ -211,19 +226,21 @@ def test_small_instance_solves_under_the_default_limit():
     assert solve_step(inst, threads=1, time_limit=30).status == "optimal"
 
 
-def test_a_refused_model_is_a_failed_job_and_the_sweep_goes_on(tmp_path):
-    """In a sweep the refusal is the job's recorded reason; a larger limit is another job."""
-    from optcoll.sweeps import FAILED, ResultCache, find_suite, run_sweep
+def test_a_refused_model_is_a_bounded_result_and_the_sweep_goes_on(tmp_path):
+    """In a sweep a refusal leaves the exact job bounded (its start schedule and the analytic
+    bound), with the refusal in its notes; a larger limit is another job, which proves the optimum."""
+    from optcoll.sweeps import ResultCache, find_suite, run_sweep
     from optcoll.sweeps.plan import Settings, exact_job, synth_job
 
     spec = find_suite(str(NEEDS_A_MODEL)).specs[0]
     tight = Settings(time_limit=30.0, threads=1, max_memory=2**20)
     jobs = [exact_job(spec, tight), synth_job(spec, "ring", 1, 0)]
     records, stats = run_sweep(jobs, ResultCache(tmp_path), workers=0, progress=False)
-    refused = records[jobs[0].key]
-    assert refused["status"] == FAILED and refused["error"] == "ModelTooLarge"
-    assert "over the limit of 1 MiB (--max-memory); not built" in refused["reason"]
-    assert records[jobs[1].key]["status"] == "heuristic" and stats.failed == 1
+    refused = records[jobs[0].key]["result"]
+    assert refused["status"] == "bounded" and refused["time"] > refused["lower_bound"] > 0
+    assert refused["params"]["formulation"].startswith("none")
+    assert any("over the limit of 1 MiB (--max-memory); not built" in n for n in refused["notes"])
+    assert records[jobs[1].key]["status"] == "heuristic" and stats.failed == 0
     roomy = exact_job(spec, Settings(time_limit=30.0, threads=1, max_memory=2**32))
     assert roomy.key != jobs[0].key and exact_job(spec, Settings(time_limit=30.0, threads=1)).params.get(
         "max_memory") is None
@@ -240,3 +257,19 @@ def test_bad_max_memory_values_are_one_line_errors(text):
 if __name__ == "__main__":
     name, instance_path, solver_name, factor, *rest = sys.argv[1:]
     print(json.dumps(peak_model_bytes(name, instance_path, solver_name, float(factor), int(rest[0]) if rest else 1)))
+
+
+def test_a_refused_step_model_ends_the_search_with_the_greedy_start():
+    """The step search treats a refused question like the time limit: the greedy start, verified,
+    with the bound proven so far, and a note naming the S whose model was refused."""
+    from optcoll.instances.instancefile import load_instance
+    from optcoll.producers.exact.step import solve_step
+    from optcoll.verify import require_valid
+
+    inst = load_instance(NEEDS_A_MODEL)
+    for objective in ("cost", "steps"):
+        outcome = solve_step(inst, threads=1, time_limit=30, objective=objective, max_memory=2**20)
+        assert outcome.status == "feasible" and outcome.schedule is not None, objective
+        assert outcome.lower_bound is not None and outcome.lower_bound > 0
+        require_valid(inst.machine, inst.collective, outcome.schedule, replace(inst.model, kind="step"))
+        assert any(n.startswith("memory limit at S = ") and "not built" in n for n in outcome.notes)

@@ -46,8 +46,8 @@ def solve_step(instance: Instance, *, solver: str = "cpsat", steps: int | None =
     """The optimal step-model schedule of the instance's collective at its C (module docstring).
 
     ``steps`` fixes S; ``rounds`` caps R. ``max_memory`` (bytes) caps each model's estimated
-    memory (default: a share of the memory available, see memory.py); a model over it is
-    refused with ``ModelTooLarge`` before it is built. ``symmetry`` adds lex-leader symmetry breaking
+    memory (default: a share of the memory available, see memory.py); a model over it is not
+    built and, as at the time limit, the search ends with what it has (a note says so). ``symmetry`` adds lex-leader symmetry breaking
     (symmetry.py): sound, but measured slower on the small instances (every solver finds
     solutions later and CP-SAT's presolve finds symmetries itself), hence off by default.
     ReduceScatter and Reduce are solved by inversion;

@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
+from optcoll.producers.exact.memory import ModelTooLarge
 from optcoll.producers.exact.step.backends import Backend, RoundsResult, Settings
 from optcoll.producers.exact.step.bounds import problem_rounds_bound
 from optcoll.producers.exact.step.greedy import greedy_solution
@@ -69,6 +70,16 @@ class Search:
                           + f" (R >= {result.bound})")
         return result
 
+    def ask_within_memory(self, steps: int, lo: int, hi: int, hint: StepSolution | None,
+                          found: Found) -> RoundsResult | None:
+        """``ask``, or None when the model is over the memory limit: then, as when time runs
+        out, the search ends with the best schedule so far and the bound proven so far."""
+        try:
+            return self.ask(steps, lo, hi, hint)
+        except ModelTooLarge as refused:
+            found.notes.append(f"memory limit at S = {steps}: {refused.detail}")
+            return None
+
     def record(self, found: Found, incumbent: float | None, bound: float | None) -> None:
         row = (time.perf_counter() - self.started, incumbent, bound)
         if not found.trace or found.trace[-1][1:] != row[1:]:
@@ -101,7 +112,10 @@ class Search:
                     open_bounds.append(p.cost(S, lo))
                     found.notes.append(f"time limit reached before S = {S}")
                     break
-                result = self.ask(S, lo, hi, candidate)
+                result = self.ask_within_memory(S, lo, hi, candidate, found)
+                if result is None:
+                    open_bounds.append(p.cost(S, lo))
+                    break
                 if result.solution is not None and p.cost(S, result.solution.total_rounds) < best_cost:
                     best, best_cost = result.solution, p.cost(S, result.solution.total_rounds)
                 if result.status in ("feasible", "unknown"):
@@ -145,7 +159,10 @@ class Search:
                     found.notes.append(f"time limit reached before S = {S}")
                     unsettled = S if unsettled is None else unsettled
                     break
-                result = self.ask(S, S, S, None)
+                result = self.ask_within_memory(S, S, S, None, found)
+                if result is None:
+                    unsettled = S if unsettled is None else unsettled
+                    break
                 if result.solution is not None:
                     best = result.solution
                     break

@@ -20,7 +20,7 @@ from optcoll.errors import InputError
 from optcoll.instances.instance import Instance
 from optcoll.producers import compose
 from optcoll.producers.base import NotApplicable
-from optcoll.producers.exact.memory import checked_limit, require_fits
+from optcoll.producers.exact.memory import ModelTooLarge, checked_limit, require_fits
 from optcoll.producers.exact.outcome import SolverOutcome
 from optcoll.producers.exact.timed import continuous, expanded, linear
 from optcoll.producers.exact.timed.grid import MAX_UNITS_PER_LINK, Grid, choose_grids, fine_grid, seconds_grid
@@ -137,8 +137,9 @@ def solve_timed(instance: Instance, *, solver: str = "cpsat", quantum: float | N
     solver is CP-SAT, the continuous model first and the rounded grids after it.
 
     ``max_memory`` (bytes) caps each model's estimated memory (default: a share of the memory
-    available, see memory.py); a model over it is refused with ``ModelTooLarge`` before it is
-    built.
+    available, see memory.py); a model over it is not built, and, as when time runs out, the
+    result is the best schedule so far with the bound proven so far (the refusals are in the
+    notes and in ``params["refused"]``).
     """
     if solver not in linear.SOLVERS:
         raise InputError(f"unknown solver {solver!r}; use one of {', '.join(linear.SOLVERS)}", field="solver")
@@ -253,7 +254,13 @@ class _Run:
                 if self.closed():
                     break
                 self.share = share
-                phase()
+                ran = len(self.ran)
+                try:
+                    phase()
+                except ModelTooLarge as refused:  # like a time limit: keep what is proven so far
+                    del self.ran[ran:]  # a refused formulation did not run
+                    self.notes.append(f"memory limit: {refused.detail}")
+                    self.params.setdefault("refused", []).append(refused.detail)
         except KeyboardInterrupt:
             self.interrupted = True
         if self.interrupted:
