@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from optcoll.producers.exact.timed import solve_timed
 from optcoll.producers.exact.timed.grid import choose_grids, seconds_grid
-from optcoll.producers.exact.timed.listsched import Transfers, greedy, retime
+from optcoll.producers.exact.timed.listsched import Transfers, _Runs, _Windows, greedy, retime
 from optcoll.producers.exact.timed.reverse import essential, from_schedule, to_schedule
 from optcoll.producers.exact.timed.solve import _problem
 from optcoll.producers.registry import get_synthesizer
@@ -62,3 +64,30 @@ def test_essential_keeps_one_delivery_per_node_and_drops_dead_ends():
     t = Transfers(np.array([0, 0, 0, 0]), np.array([ab, ab, bc, ba]), np.array([0.0, tau, tau, 2 * tau]))
     kept = essential(problem, t, grid.delay)
     assert sorted(zip(kept.link.tolist(), kept.start.tolist())) == sorted([(ab, 0.0), (bc, tau)])
+
+
+def _earliest(resource, ready: float, length: float) -> float:
+    """``Calendar.fit`` for one resource: the earliest start ≥ ready of a free [t, t + length)."""
+    t = ready
+    while (until := resource.blocked_until(t, t + length)) is not None:
+        t = until
+    return t
+
+
+window = st.tuples(st.integers(0, 60), st.integers(1, 12))
+
+
+@settings(max_examples=150, deadline=None, derandomize=True)
+@given(st.lists(window, max_size=25), st.lists(window, min_size=1, max_size=10))
+def test_link_runs_give_the_earliest_start_stepping_window_by_window_gives(placed, asked):
+    """A link's merged runs answer every fit exactly as the plain window list does, also after
+    touching, nested and overlapping reservations (which merge)."""
+    runs, windows = _Runs(), _Windows(1)
+    for start, length in placed:
+        for resource in (runs, windows):
+            resource.add(float(start), float(start + length))
+    for ready, length in asked:
+        earliest = _earliest(windows, float(ready), float(length))
+        assert _earliest(runs, float(ready), float(length)) == earliest
+        assert runs.blocked_until(earliest, earliest + length) is None
+    assert all(a < b < c for a, b, c in zip(runs.starts, runs.ends, runs.starts[1:]))  # disjoint, not touching
