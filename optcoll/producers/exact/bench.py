@@ -183,21 +183,17 @@ class RungRun:
         return f"{self.rung} C={self.chunks} ({self.npus if self.npus is not None else '?'} NPUs)"
 
 
-def proof_path(result: Result, solver: str) -> str:
-    """Which evidence made ``result`` optimal. The solver reports its formulation "none" when its
-    greedy start already met the analytic bound; a bound source naming the solver's search (an
-    infeasible horizon, a CP-SAT bound) means the search itself closed the gap, since the solver
-    replaces the analytic bound's name only with a strictly higher bound."""
+def proof_path(result: Result) -> str:
+    """Which evidence made ``result`` optimal: the solver's formulation is "none" when its greedy
+    start already met the analytic bound, and its ``bound_from`` says whether the final bound
+    came from its search or from analytic reasoning (possibly rounded up to an exact grid)."""
     if str(result.params.get("formulation", "")).startswith("none"):
         return START_MET_BOUND
-    source = result.lower_bound_source
-    if f"({solver}:" in source or source.startswith("continuous CP-SAT"):
-        return SOLVER_CLOSED
-    return SOLVER_MET_BOUND
+    return SOLVER_CLOSED if result.params.get("bound_from") == "search" else SOLVER_MET_BOUND
 
 
 def judge(family: str, rung: Rung, npus: int, result: Result, wall: float, cpu: float,
-          time_limit: float, solver: str) -> RungRun:
+          time_limit: float) -> RungRun:
     """The rung's row: proven only when the verified result is optimal within ``time_limit``."""
     formulation = result.params.get("formulation", "?")
     ran = "" if formulation.startswith("none") else f"{formulation}; "
@@ -207,7 +203,7 @@ def judge(family: str, rung: Rung, npus: int, result: Result, wall: float, cpu: 
     elif result.status == "optimal" and wall > time_limit:
         detail = f"proven only after {wall:.0f} s, past the {time_limit:g} s limit ({formulation})"
     elif result.status == "optimal":
-        proof = proof_path(result, solver)
+        proof = proof_path(result)
     else:  # the time limit, or a phase that gave up early: the wall time tells which
         detail = f"no proof in {wall:.0f} s (limit {time_limit:g} s; {formulation})"
     return RungRun(family, rung.label, npus, rung.chunks, result.status, result.time, result.lower_bound,
@@ -230,7 +226,7 @@ def run_rung(family: str, rung: Rung, time_limit: float, solver: str = "cpsat") 
     except Exception as error:  # noqa: BLE001 - a rung that cannot be solved ends its ladder only
         return RungRun(family, rung.label, npus, rung.chunks, "failed", None, None, time.perf_counter() - wall0,
                        time.process_time() - cpu0, None, f"{type(error).__name__}: {error}")
-    return judge(family, rung, npus, result, outcome.wall_time, cpu, time_limit, solver)
+    return judge(family, rung, npus, result, outcome.wall_time, cpu, time_limit)
 
 
 def _rung_in_child(conn: Connection, family: str, rung: Rung, time_limit: float, solver: str) -> None:

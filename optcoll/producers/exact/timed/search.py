@@ -67,6 +67,9 @@ class GridResult:
     floor: int  # proven: no schedule on this grid finishes before it
     proved_by: str  # what established the floor
     phases: list[str] = field(default_factory=list)
+    #: Whether a solver's search raised the floor (else it is the analytic floor it was given,
+    #: or a reachability argument).
+    searched: bool = False
 
 
 Report = Callable[[int | None, int | None], None]
@@ -190,13 +193,15 @@ def _solve_at(problem: TimedProblem, grid: Grid, r: Reach, horizon: int, out: Gr
             raise AssertionError(f"{res.solver} returned values that violate the model")
         improved = _accept(out, problem, grid, model.decode(res.values), report)
     if res.status == "infeasible":
-        out.floor, out.proved_by = horizon + 1, f"{res.solver}: {horizon} epochs infeasible"
+        raised, why = horizon + 1, f"{res.solver}: {horizon} epochs infeasible"
     elif res.status == "optimal" and res.objective is not None:
-        out.floor = max(out.floor, int(round(res.objective)))
-        out.proved_by = f"{res.solver}: optimal within {horizon} epochs"
+        raised, why = int(round(res.objective)), f"{res.solver}: optimal within {horizon} epochs"
     elif res.bound is not None:
-        bound = min(int(np.ceil(res.bound - 1e-6)), horizon + 1)
-        if bound > out.floor:
-            out.floor, out.proved_by = bound, f"{res.solver}: objective bound at {horizon} epochs"
+        raised = min(int(np.ceil(res.bound - 1e-6)), horizon + 1)
+        why = f"{res.solver}: objective bound at {horizon} epochs"
+    else:
+        raised, why = out.floor, ""
+    if raised > out.floor:  # an optimum at the floor confirms it; the floor keeps its source
+        out.floor, out.proved_by, out.searched = raised, why, True
     report(None, out.floor)
     return improved

@@ -198,9 +198,11 @@ class _Run:
             self.best = retimed
         self.trace.record(self.makespan(), None)
 
-    def prove(self, value: float, why: str) -> None:
+    def prove(self, value: float, why: str, searched: bool) -> None:
+        """A proven bound; ``searched``: a solver's search proved it (else analytic reasoning)."""
         if value > self.bound:
             self.bound, self.source = value, why
+            self.params["bound_from"] = "search" if searched else "analytic"
         self.trace.record(None, self.bound)
 
     def closed(self) -> bool:
@@ -248,7 +250,7 @@ class _Run:
             if lower is not None:
                 phases.append((lambda: self.relaxation(lower), 1.0))
         try:
-            self.prove(*_analytic_bound(self.instance, problem))
+            self.prove(*_analytic_bound(self.instance, problem), searched=False)
             self.offer(_starts(self.instance, problem, upper if use_expanded else fine, self.seed, hint, self.notes))
             for phase, share in phases:
                 if self.closed():
@@ -286,7 +288,8 @@ class _Run:
         self.notes.extend(up.phases)
         self.offer(up.best)
         if upper.exact:
-            self.prove(upper.seconds(up.floor), f"time-expanded proof on the exact grid ({up.proved_by})")
+            self.prove(upper.seconds(up.floor), f"time-expanded proof on the exact grid ({up.proved_by})",
+                       up.searched)
 
     def relaxation(self, lower: Grid) -> None:
         """The rounded-down grid: its optimum times the quantum is a lower bound."""
@@ -297,7 +300,8 @@ class _Run:
         self.interrupted |= budget.interrupted
         self.notes.extend(f"rounded-down grid: {phase}" for phase in down.phases)
         self.params["relaxation_epochs"] = down.floor
-        self.prove(lower.seconds(down.floor), f"relaxation with durations rounded down ({down.proved_by})")
+        self.prove(lower.seconds(down.floor), f"relaxation with durations rounded down ({down.proved_by})",
+                   down.searched)
 
     def continuous(self, fine: Grid) -> None:
         self.ran.append("continuous")
@@ -311,7 +315,7 @@ class _Run:
         if result is not None:
             self.offer(result)
         if proven is not None:
-            self.prove(proven, "continuous CP-SAT model in an exact unit")
+            self.prove(proven, "continuous CP-SAT model in an exact unit", searched=True)
 
 
 def _continuous(problem: TimedProblem, grid: Grid, first: Transfers, floor: int, budget: Budget, trace: _Trace,
