@@ -134,15 +134,20 @@ def join(path: str, key: Any) -> str:
     return f"{path}.{key}" if path else str(key)
 
 
-def known_keys(value: Any, path: str, allowed: Collection[str], source: str | None) -> dict[str, Any]:
+def known_keys(value: Any, path: str, allowed: Collection[str], source: str | None, *,
+               sections: bool = False) -> dict[str, Any]:
     """``value`` when it is a table whose keys are all ``allowed``: a misspelt key is an error
-    naming its field (with the allowed key it most resembles), never silently ignored."""
+    naming its field (with the allowed key it most resembles), never silently ignored.
+    ``sections``: the keys are a TOML file's top level, where a table is named as a [section]."""
     if not isinstance(value, dict):
         raise InputError(f"must be a table, got {kind_of(value)}", source=source, field=path or None)
     for key in value:
         if key not in allowed:
             close = difflib.get_close_matches(str(key), list(allowed), n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
-            raise InputError(f"unknown key{hint}; allowed: {', '.join(allowed)}", source=source,
+            if sections and isinstance(value[key], dict):
+                what, hint = f"section [{key}]", f" (did you mean [{close[0]}]?)" if close else ""
+            else:
+                what, hint = "key", f" (did you mean {close[0]!r}?)" if close else ""
+            raise InputError(f"unknown {what}{hint}; allowed: {', '.join(allowed)}", source=source,
                              field=join(path, key))
     return value

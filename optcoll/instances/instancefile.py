@@ -114,10 +114,7 @@ def _node_lists(value: Any, source: str, field: str) -> list[list[int]]:
 
 def instance_from_dict(data: dict[str, Any], source: str, base_dir: Path,
                        default_name: str = "instance") -> Instance:
-    unknown = sorted(set(data) - _SECTIONS)
-    if unknown:
-        raise InputError(f"unknown section [{unknown[0]}]; allowed: {', '.join(sorted(_SECTIONS))}",
-                         source=source, field=unknown[0])
+    known_keys(data, "", sorted(_SECTIONS), source, sections=True)
     if "instance" not in data:
         raise InputError("missing [instance] table", source=source, field="instance")
     inst = _table(data, "instance", _INSTANCE_KEYS, source)

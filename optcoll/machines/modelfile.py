@@ -93,7 +93,7 @@ class _Reader:
 
     def table(self, value: Any, path: str, allowed: tuple[str, ...],
               required: tuple[str, ...] = ()) -> dict[str, Any]:
-        known_keys(value, path, allowed, self.source)
+        known_keys(value, path, allowed, self.source, sections=not path)  # top level: [sections]
         for key in required:
             if key not in value:
                 raise self.error(join(path, key), "missing")

@@ -204,10 +204,7 @@ def _config(directory: Path) -> dict[str, Any]:
         return {}
     source = str(path)
     data = read_toml(path)
-    unknown = sorted(set(data) - _SUITE_KEYS)
-    if unknown:
-        raise InputError(f"unknown section [{unknown[0]}]; allowed: {', '.join(sorted(_SUITE_KEYS))}",
-                         source=source)
+    known_keys(data, "", sorted(_SUITE_KEYS), source, sections=True)
     known_keys(data.get("suite", {}), "suite", ("description", "runs"), source)
     known_keys(data.get("plots", {}), "plots", ("sizes", "pareto"), source)
     if not isinstance(data.get("suite", {}).get("description", ""), str):

@@ -77,7 +77,7 @@ def test_a_module_that_fails_to_import_is_bad_input(tmp_path, run_cli, make_suit
     ("[check.instances.nope]\nmax_gap = 1.2\n", "check.instances.nope: no instance file nope.toml"),
     ("[check.instances.good]\nmax_gap = 1.2\nskip = true\n",
      "check.instances.good: must be a table with max_gap (and nothing else)"),
-    ("[checks]\nmax_gap = 1.2\n", "unknown section [checks]; allowed: check, plots, suite"),
+    ("[checks]\nmax_gap = 1.2\n", "unknown section [checks] (did you mean [check]?); allowed: check, plots, suite"),
 ])
 def test_a_bad_check_section_in_suite_toml_is_exit_2(toml, words, make_suite, run_cli):
     code, out, err = run_cli("--synth", PY_CHAOS, "--suite", make_suite({"good": RING}, toml))
