@@ -18,6 +18,7 @@ from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from multiprocessing.connection import Connection, wait
 
+from optcoll.producers.exact import memory
 from optcoll.sweeps.jobs import WORKER_LOST, Job, JobResult, execute, failed
 
 #: A job's hard deadline in seconds (None: no deadline).
@@ -29,11 +30,12 @@ def _context():
     return mp.get_context("fork" if "fork" in methods else "spawn")
 
 
-def _serve(conn: Connection, driver_end: Connection) -> None:
+def _serve(conn: Connection, driver_end: Connection, workers: int) -> None:
     # A forked worker inherits the driver's end of its own pipe; holding it open would keep
     # ``recv`` from ever seeing EOF, so a killed driver would leave the worker waiting forever.
     driver_end.close()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    memory.share_among(workers)  # the workers' models may all be large at once
     try:
         while (job := conn.recv()) is not None:
             conn.send(execute(job))
@@ -42,9 +44,9 @@ def _serve(conn: Connection, driver_end: Connection) -> None:
 
 
 class _Worker:
-    def __init__(self, ctx) -> None:
+    def __init__(self, ctx, workers: int) -> None:
         self.conn, child = ctx.Pipe()
-        self.process = ctx.Process(target=_serve, args=(child, self.conn), daemon=True)
+        self.process = ctx.Process(target=_serve, args=(child, self.conn, workers), daemon=True)
         self.process.start()
         child.close()
         self.job: Job | None = None
@@ -74,7 +76,8 @@ def run_local(jobs: Sequence[Job], workers: int, deadline: Deadline) -> Iterator
     """Runs ``jobs`` on ``workers`` processes; yields (job, result) in completion order."""
     ctx = _context()
     queue = deque(jobs)
-    pool = [_Worker(ctx) for _ in range(max(1, min(workers, len(jobs))))]
+    size = max(1, min(workers, len(jobs)))
+    pool = [_Worker(ctx, size) for _ in range(size)]
     clean = False
     try:
         while True:
@@ -113,7 +116,7 @@ def run_local(jobs: Sequence[Job], workers: int, deadline: Deadline) -> Iterator
                 else:
                     continue
                 worker.stop(force=True)
-                pool[i] = _Worker(ctx)
+                pool[i] = _Worker(ctx, size)
                 yield job, failed(job, reason, error=error)
         clean = True
     finally:

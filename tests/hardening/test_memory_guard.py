@@ -273,3 +273,25 @@ def test_a_refused_step_model_ends_the_search_with_the_greedy_start():
         assert outcome.lower_bound is not None and outcome.lower_bound > 0
         require_valid(inst.machine, inst.collective, outcome.schedule, replace(inst.model, kind="step"))
         assert any(n.startswith("memory limit at S = ") and "not built" in n for n in outcome.notes)
+
+
+def test_parallel_sweep_workers_split_the_default_share(monkeypatch, tmp_path):
+    """With 30 MiB available, a lone process may build a 13.4 MiB model (80 % = 24 MiB), but each
+    of two sweep workers only 40 %: there the model is refused and the job ends bounded."""
+    from optcoll.producers.exact import memory
+    from optcoll.sweeps import ResultCache, find_suite, run_sweep
+    from optcoll.sweeps.plan import Settings, exact_job, synth_job
+
+    meminfo = tmp_path / "meminfo"
+    meminfo.write_text("MemTotal:       24684100 kB\nMemAvailable:      30720 kB\n")
+    monkeypatch.setattr(memory, "MEMINFO", meminfo)
+    spec = find_suite(str(NEEDS_A_MODEL)).specs[0]
+    jobs = [exact_job(spec, Settings(time_limit=30.0, threads=1)), synth_job(spec, "ring", 1, 0)]
+    alone, _ = run_sweep(jobs, ResultCache(tmp_path / "one"), workers=1, progress=False)
+    assert alone[jobs[0].key]["result"]["status"] == "optimal"
+    pair, _ = run_sweep(jobs, ResultCache(tmp_path / "two"), workers=2, progress=False)
+    refused = pair[jobs[0].key]["result"]
+    assert refused["status"] == "bounded"
+    assert any("over the limit of 12 MiB (40% of the memory available now: 80% split among 2 workers)"
+               in note for note in refused["notes"])
+    assert memory.default_limit() == int(0.8 * 30 * 2**20)  # the driver itself keeps the whole share

@@ -9,8 +9,8 @@ with one line naming the estimate and the limit.
 
 The limit: ``--max-memory`` (e.g. "8 GiB"), else ``DEFAULT_SHARE`` of MemAvailable in
 /proc/meminfo at the moment of the check (no limit where that file does not exist). It bounds one
-model; workers of a parallel sweep check their models independently, so give them an explicit
-``--max-memory`` when several big models may run at once.
+model; the N workers of a parallel sweep each take 1/N of that share (``share_among``), since
+their models may grow at once. An explicit ``--max-memory`` applies to every model as given.
 
 Calibration (bytes = fixed + per_term × terms + per_variable × variables, times a thread factor):
 measured with ``tests/hardening/test_memory_guard.py::peak_model_bytes``: in a fresh process the
@@ -33,6 +33,8 @@ from optcoll.units import format_size, parse_size
 
 #: Share of MemAvailable one model may take when no ``--max-memory`` is given.
 DEFAULT_SHARE = 0.8
+#: How many processes of a sweep split ``DEFAULT_SHARE`` (set in each worker: ``share_among``).
+_sharers = 1
 MEMINFO = Path("/proc/meminfo")
 
 
@@ -111,9 +113,21 @@ def available() -> int | None:
     return None
 
 
+def share_among(processes: int) -> None:
+    """This process is one of ``processes`` that may build models at once: each gets an equal
+    part of the default share."""
+    global _sharers
+    _sharers = max(1, processes)
+
+
 def default_limit() -> int | None:
     free = available()
-    return None if free is None else int(DEFAULT_SHARE * free)
+    return None if free is None else int(DEFAULT_SHARE * free / _sharers)
+
+
+def _default_text() -> str:
+    share = f"{DEFAULT_SHARE / _sharers:.0%} of the memory available now"
+    return share if _sharers == 1 else f"{share}: {DEFAULT_SHARE:.0%} split among {_sharers} workers"
 
 
 def estimate(size: ModelSize, backend: str, threads: int = 1) -> int:
@@ -133,7 +147,7 @@ def require_fits(size: ModelSize, backend: str, threads: int, limit: int | None)
     need = estimate(size, backend, threads)
     if need <= limit:
         return
-    where = "--max-memory" if explicit else f"{DEFAULT_SHARE:.0%} of the memory available now"
+    where = "--max-memory" if explicit else _default_text()
     smaller = "fewer chunks per rank" + ("" if size.formulation.startswith("step") else
                                          ", the step model (--model step)")
     raise ModelTooLarge(
