@@ -188,16 +188,17 @@ def pareto(instance_path, max_chunks, solver, time_limit, threads, max_memory, a
     from optcoll.verify import require_valid
 
     inst = _with_model(load_instance(instance_path), "step")
-    points = pareto_front(inst, max_chunks, solver=solver, time_limit=time_limit, threads=threads,
-                          max_memory=memory_limit(max_memory))
+    front = pareto_front(inst, max_chunks, solver=solver, time_limit=time_limit, threads=threads,
+                         max_memory=memory_limit(max_memory))
     bound = rounds_lower_bound(inst.machine, inst.collective)
-    for point in points:  # each point's schedule cuts the buffer into its own C pieces
+    for point in front.points:  # each point's schedule cuts the buffer into its own C pieces
         require_valid(inst.machine, rechunk(inst.collective, point.chunks), point.schedule, inst.model)
     rows = [{"steps": p.steps, "rounds": p.rounds, "chunks": p.chunks, "rounds_per_chunk": str(p.rounds_per_chunk),
              "cost": p.cost, "formula": p.formula, "proven": p.proven,
-             "bandwidth_optimal": p.bandwidth_optimal} for p in points]
+             "bandwidth_optimal": p.bandwidth_optimal} for p in front.points]
     if as_json:
-        emit_json({"rounds_lower_bound": str(bound.value), "points": rows})
+        emit_json({"rounds_lower_bound": str(bound.value), "points": rows, "complete": front.complete,
+                   "stopped": front.stopped})
         return
     click.echo(inst.describe())
     click.echo(f"rounds lower bound: R/C >= {bound.value} ({bound.source})")
@@ -205,6 +206,8 @@ def pareto(instance_path, max_chunks, solver, time_limit, threads, max_memory, a
                      [[r["steps"], r["rounds"], r["chunks"], r["rounds_per_chunk"], format_time(r["cost"]),
                        r["formula"], "yes" if r["proven"] else "no", "yes" if r["bandwidth_optimal"] else ""]
                       for r in rows]))
+    click.echo(f"front complete: {front.stopped}" if front.complete
+               else f"front incomplete (later points may exist): stopped by {front.stopped}")
 
 
 COMMANDS = [synth, solve, pareto]

@@ -170,15 +170,15 @@ def _pareto(job: Job) -> tuple[dict[str, Any], None]:
     from optcoll.verify import require_valid
 
     inst = job.spec.instance
-    points = pareto_front(inst, job.params["max_chunks"], solver=job.params["solver"],
-                          time_limit=job.params["time_limit"], threads=job.params["threads"],
-                          seed=job.params["seed"], max_memory=job.params.get("max_memory"))
+    front = pareto_front(inst, job.params["max_chunks"], solver=job.params["solver"],
+                         time_limit=job.params["time_limit"], threads=job.params["threads"],
+                         seed=job.params["seed"], max_memory=job.params.get("max_memory"))
     rows = []
-    for point in points:
+    for point in front.points:
         collective = rechunk(inst.collective, point.chunks)
         verified = require_valid(inst.machine, collective, point.schedule, TimeModel(kind="step"))
         rows.append({**_plain_point(point), "verified_cost": float(verified.time)})
-    return {"status": "ok", "points": rows}, None
+    return {"status": "ok", "points": rows, "complete": front.complete, "stopped": front.stopped}, None
 
 
 def _check(job: Job) -> tuple[dict[str, Any], None]:

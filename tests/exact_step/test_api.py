@@ -101,8 +101,9 @@ def test_nothing_to_send_costs_nothing():
 
 def test_pareto_front_takes_max_chunks_positionally_and_refuses_allreduce():
     inst = instance(G.ring(4, BW, LAT))
-    points = pareto_front(inst, 2, time_limit=60)
-    assert points and points[-1].bandwidth_optimal
+    front = pareto_front(inst, 2, time_limit=60)
+    assert front.points and front.points[-1].bandwidth_optimal
+    assert front.complete and front.stopped.startswith("bandwidth-optimal")
     with pytest.raises(NotApplicable):
         pareto_front(instance(G.ring(4, BW, LAT), "allreduce"), 2)
 
@@ -160,3 +161,15 @@ def test_export_argument_errors(dgx1_c2, tmp_path, args, field):
     with pytest.raises(InputError) as err:
         export_step_model(dgx1_c2, steps, rounds, tmp_path / name)
     assert err.value.field == field
+
+
+def test_a_front_cut_short_says_by_what():
+    """A refused model or the time limit ends the front early; the points so far stand and the
+    front says it is incomplete and why."""
+    inst = instance(G.dgx1())
+    refused = pareto_front(inst, 3, time_limit=60, max_memory=2**20)
+    assert not refused.complete and refused.stopped.startswith("the memory limit at S = 2: ")
+    assert "over the limit of 1 MiB (--max-memory); not built" in refused.stopped
+    late = pareto_front(inst, 6, time_limit=0.05)
+    assert not late.complete and late.stopped.startswith("the time limit (0.05 s) at S = ")
+    assert all(not point.bandwidth_optimal for point in late.points)

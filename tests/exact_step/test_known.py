@@ -26,7 +26,9 @@ def test_dgx1_allgather_needs_two_steps():
 def test_dgx1_allgather_pareto_front():
     inst = instance(G.dgx1())
     started = time.perf_counter()
-    points = pareto_front(inst, 6, time_limit=120)
+    front = pareto_front(inst, 6, time_limit=120)
+    points = front.points
+    assert front.complete
     wall = time.perf_counter() - started
     found = [(p.steps, p.rounds, p.chunks) for p in points]
     print(f"DGX-1 AllGather Pareto front C <= 6: {found} in {wall:.2f} s")

@@ -89,11 +89,12 @@ def bench_pareto(solvers: tuple[str, ...] = ("cpsat", "z3"), time_limit: float =
     inst = _instance(BenchCase("dgx1 pareto", "dgx1", 1), time_limit, kind="step")
     for solver in solvers:
         t0 = time.perf_counter()
-        points = pareto_front(inst, max_chunks, solver=solver, time_limit=time_limit, threads=THREADS)
+        front = pareto_front(inst, max_chunks, solver=solver, time_limit=time_limit, threads=THREADS)
         wall = time.perf_counter() - t0
-        front = ", ".join(f"(S={p.steps}, R={p.rounds}, C={p.chunks}{'' if p.proven else ', unproven'})"
-                          for p in points)
-        rows.append([solver, f"{wall:.2f}", front or "none", time_limit])
+        found = ", ".join(f"(S={p.steps}, R={p.rounds}, C={p.chunks}{'' if p.proven else ', unproven'})"
+                          for p in front.points)
+        ended = "" if front.complete else f"; stopped by {front.stopped}"
+        rows.append([solver, f"{wall:.2f}", (found or "none") + ended, time_limit])
     return rows
 
 

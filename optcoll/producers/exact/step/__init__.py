@@ -4,7 +4,7 @@ and MIP solvers and an independent z3 encoding, least cost and least steps with 
 from optcoll.producers.exact.step.api import SOLVERS, pareto_front, solve_step
 from optcoll.producers.exact.step.bounds import RoundsBound, rounds_lower_bound
 from optcoll.producers.exact.step.export import StepExportInfo, export_step_model
-from optcoll.producers.exact.step.pareto import ParetoPoint
+from optcoll.producers.exact.step.pareto import Front, ParetoPoint
 
-__all__ = ["SOLVERS", "ParetoPoint", "RoundsBound", "StepExportInfo", "export_step_model",
+__all__ = ["SOLVERS", "Front", "ParetoPoint", "RoundsBound", "StepExportInfo", "export_step_model",
            "pareto_front", "rounds_lower_bound", "solve_step"]

@@ -22,7 +22,7 @@ from optcoll.producers.exact.step.backends import MIP_SOLVERS, Backend, LinearBa
 from optcoll.producers.exact.step.bounds import problem_rounds_bound
 from optcoll.producers.exact.step.chunking import rechunk
 from optcoll.producers.exact.step.inversion import Plan, concatenated, plan
-from optcoll.producers.exact.step.pareto import ParetoPoint, frontier
+from optcoll.producers.exact.step.pareto import Front, frontier
 from optcoll.producers.exact.step.search import Found, Progress, Search
 from optcoll.producers.exact.step.smt import Z3Backend
 from optcoll.producers.exact.step.solution import StepSolution
@@ -155,12 +155,12 @@ def _allreduce(instance: Instance, backend: Backend, settings: Settings, objecti
 def pareto_front(instance: Instance, max_chunks: int, *, solver: str = "cpsat",
                  time_limit: float | None = None, threads: int | None = None, seed: int | None = None,
                  symmetry: bool = False, progress: Progress | None = None,
-                 max_memory: int | None = None) -> list[ParetoPoint]:
+                 max_memory: int | None = None) -> Front:
     """The (S, R/C) front for C = 1..``max_chunks`` (pareto.py), each point with its schedule for
     the instance's collective cut into C pieces per base chunk. ``time_limit`` covers the whole
-    front (points found before it stand, ``proven`` says which are settled); ``progress`` gets
-    (wall seconds, best R/C so far, rounds bound R/C) as points are found; ``max_memory`` as in
-    ``solve_step``."""
+    front (points found before it stand, ``proven`` says which are settled, ``Front.stopped``
+    why it ended); ``progress`` gets (wall seconds, best R/C so far, rounds bound R/C) as points
+    are found; ``max_memory`` as in ``solve_step`` (a refused model ends the front there)."""
     backend = backend_for(solver)
     settings = _settings(instance, time_limit, threads, seed, max_memory)
     if isinstance(max_chunks, bool) or not isinstance(max_chunks, int) or max_chunks < 1:
@@ -171,7 +171,7 @@ def pareto_front(instance: Instance, max_chunks: int, *, solver: str = "cpsat",
     check_options(instance.model)
     plans = {C: plan(instance.machine, rechunk(instance.collective, C)) for C in range(1, max_chunks + 1)}
     if plans[1].problem.latency_bound == 0:
-        return []
+        return Front((), True, "nothing to send")
     bound = problem_rounds_bound(plans[1].problem)
     return frontier(plans, bound, backend, settings,
                     symmetry=symmetry, progress=progress)

@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass, replace
 from fractions import Fraction
 
+from optcoll.producers.exact.memory import ModelTooLarge
 from optcoll.producers.exact.step.backends import Backend, Settings
 from optcoll.producers.exact.step.bounds import RoundsBound
 from optcoll.producers.exact.step.greedy import greedy_solution
@@ -44,9 +45,20 @@ class ParetoPoint:
     schedule: Schedule
 
 
+@dataclass(frozen=True)
+class Front:
+    """The points found, in order of S, and why the search ended: ``complete`` when it reached
+    the rounds lower bound or no C could improve any more; otherwise ``stopped`` says what cut it
+    short (the time limit, Ctrl-C, a model over the memory limit) and later points may exist."""
+
+    points: tuple[ParetoPoint, ...]
+    complete: bool
+    stopped: str
+
+
 def frontier(plans: dict[int, Plan], bound: RoundsBound, backend: Backend, settings: Settings, *,
-             symmetry: bool, progress: Progress | None = None) -> list[ParetoPoint]:
-    """The front for the plans of C = 1..max (keys); the points found before the time limit."""
+             symmetry: bool, progress: Progress | None = None) -> Front:
+    """The front for the plans of C = 1..max (keys): the points found before any limit."""
     started = time.perf_counter()
     deadline = started + settings.time_limit
     chunks = sorted(plans)
@@ -58,6 +70,7 @@ def frontier(plans: dict[int, Plan], bound: RoundsBound, backend: Backend, setti
     settled = True
     points: list[ParetoPoint] = []
     S = plans[chunks[0]].problem.latency_bound
+    stopped = ""
     try:
         while active and (best is None or best > bound.value):
             at_s: tuple[Fraction, int, StepSolution] | None = None
@@ -90,9 +103,15 @@ def frontier(plans: dict[int, Plan], bound: RoundsBound, backend: Backend, setti
                 if progress is not None:
                     progress(time.perf_counter() - started, float(q), float(bound.value))
             S += 1
-    except (TimeoutError, KeyboardInterrupt):
-        pass  # the points so far stand; the missing later ones are simply not reported
-    return points
+    except TimeoutError:
+        stopped = f"the time limit ({settings.time_limit:g} s) at S = {S}"
+    except KeyboardInterrupt:
+        stopped = f"interrupted at S = {S}"
+    except ModelTooLarge as refused:
+        stopped = f"the memory limit at S = {S}: {refused.detail}"
+    return Front(tuple(points), not stopped, stopped or (
+        "bandwidth-optimal: R/C meets the rounds lower bound" if best is not None and best <= bound.value
+        else "no chunk count can lower R/C further"))
 
 
 def _point(plan: Plan, solution: StepSolution, C: int, q: Fraction, proven: bool,
