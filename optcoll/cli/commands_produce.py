@@ -202,6 +202,9 @@ def pareto(instance_path, max_chunks, solver, time_limit, threads, max_memory, a
         return
     click.echo(inst.describe())
     click.echo(f"rounds lower bound: R/C >= {bound.value} ({bound.source})")
+    family = bound.detail.get("reducescatter+allgather family")
+    if family is not None:  # what the AllReduce front's "bandwidth-optimal" compares with
+        click.echo(f"within ReduceScatter then AllGather (the front below): R/C >= {family}")
     click.echo(table(["S", "R", "C", "R/C", "cost", "formula", "proven", "bandwidth-optimal"],
                      [[r["steps"], r["rounds"], r["chunks"], r["rounds_per_chunk"], format_time(r["cost"]),
                        r["formula"], "yes" if r["proven"] else "no", "yes" if r["bandwidth_optimal"] else ""]

@@ -13,16 +13,17 @@ from dataclasses import replace
 from typing import Any
 
 from optcoll.collectives.builtins import split_allreduce
+from optcoll.collectives.collective import Collective
 from optcoll.errors import InputError
 from optcoll.instances.instance import Instance
-from optcoll.producers.base import NotApplicable
+from optcoll.machines.machine import Machine
 from optcoll.producers.exact.memory import checked_limit
 from optcoll.producers.exact.outcome import SolverOutcome
 from optcoll.producers.exact.step.backends import MIP_SOLVERS, Backend, LinearBackend, Settings
-from optcoll.producers.exact.step.bounds import problem_rounds_bound
+from optcoll.producers.exact.step.bounds import RoundsBound, problem_rounds_bound
 from optcoll.producers.exact.step.chunking import rechunk
 from optcoll.producers.exact.step.inversion import Plan, concatenated, plan
-from optcoll.producers.exact.step.pareto import Front, frontier
+from optcoll.producers.exact.step.pareto import Front, frontier, sum_fronts
 from optcoll.producers.exact.step.search import Found, Progress, Search
 from optcoll.producers.exact.step.smt import Z3Backend
 from optcoll.producers.exact.step.solution import StepSolution
@@ -160,18 +161,33 @@ def pareto_front(instance: Instance, max_chunks: int, *, solver: str = "cpsat",
     the instance's collective cut into C pieces per base chunk. ``time_limit`` covers the whole
     front (points found before it stand, ``proven`` says which are settled, ``Front.stopped``
     why it ended); ``progress`` gets (wall seconds, best R/C so far, rounds bound R/C) as points
-    are found; ``max_memory`` as in ``solve_step`` (a refused model ends the front there)."""
+    are found; ``max_memory`` as in ``solve_step`` (a refused model ends the front there).
+    AllReduce: the front of ReduceScatter then AllGather (``pareto.sum_fronts``), each phase's
+    front computed in half the time."""
     backend = backend_for(solver)
     settings = _settings(instance, time_limit, threads, seed, max_memory)
     if isinstance(max_chunks, bool) or not isinstance(max_chunks, int) or max_chunks < 1:
         raise InputError(f"must be a positive integer, got {max_chunks!r}", field="max_chunks")
-    if instance.collective.kind == "allreduce":
-        raise NotApplicable("the step-model Pareto front covers one-phase collectives; compute the "
-                            "fronts of reducescatter and allgather")
     check_options(instance.model)
-    plans = {C: plan(instance.machine, rechunk(instance.collective, C)) for C in range(1, max_chunks + 1)}
-    if plans[1].problem.latency_bound == 0:
+    if instance.collective.kind != "allreduce":
+        return _front(instance.machine, instance.collective, max_chunks, backend, settings, symmetry, progress)[0]
+    # ReduceScatter then AllGather: each phase's front in half the time left, then their sum.
+    started, parts = time.perf_counter(), []
+    for i, part in enumerate(split_allreduce(instance.collective)):
+        left = settings.time_limit - (time.perf_counter() - started)
+        share = replace(settings, time_limit=max(0.05, left / (2 - i)))
+        parts.append(_front(instance.machine, part, max_chunks, backend, share, symmetry, progress))
+    (rs, rs_plan, rs_bound), (ag, ag_plan, ag_bound) = parts
+    if rs_plan is None or ag_plan is None:
         return Front((), True, "nothing to send")
+    return sum_fronts(rs, ag, ag_plan.problem.alpha, ag_plan.problem.beta, rs_bound.value + ag_bound.value)
+
+
+def _front(machine: Machine, collective: Collective, max_chunks: int, backend: Backend, settings: Settings,
+           symmetry: bool, progress: Progress | None) -> tuple[Front, Plan | None, RoundsBound | None]:
+    """A one-phase front, with the plan at C = 1 and the rounds bound (None: nothing to send)."""
+    plans = {C: plan(machine, rechunk(collective, C)) for C in range(1, max_chunks + 1)}
+    if plans[1].problem.latency_bound == 0:
+        return Front((), True, "nothing to send"), None, None
     bound = problem_rounds_bound(plans[1].problem)
-    return frontier(plans, bound, backend, settings,
-                    symmetry=symmetry, progress=progress)
+    return frontier(plans, bound, backend, settings, symmetry=symmetry, progress=progress), plans[1], bound

@@ -2,7 +2,8 @@
 
 Built-in collectives number chunk ``k*C + j`` as piece j of base chunk k (builtins.py), so cutting
 every base chunk into C equal pieces reproduces ``make_collective(..., chunks_per_rank=C)``; the
-same rule applies to custom collectives, whose C is 1.
+same rule applies to custom collectives, whose C is 1. Cutting each of those pieces ``f`` times
+finer makes chunk c the pieces ``c*f .. c*f + f - 1``, which is how ``refine`` renames a schedule.
 """
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import numpy as np
 
 from optcoll.collectives.collective import ChunkSets, Collective
 from optcoll.errors import InputError
+from optcoll.schedules.schedule import Schedule
 
 
 def rechunk(collective: Collective, chunks_per_rank: int) -> Collective:
@@ -29,3 +31,16 @@ def rechunk(collective: Collective, chunks_per_rank: int) -> Collective:
 
 def _pieces(sets: ChunkSets, base: np.ndarray, pieces: int) -> ChunkSets:
     return ChunkSets.from_lists([sets.of(int(k)).tolist() for k in base for _ in range(pieces)])
+
+
+def refine(schedule: Schedule, factor: int) -> Schedule:
+    """A step schedule for the buffer cut ``factor`` times finer: each transfer carries each of
+    its chunk's ``factor`` pieces in the same step, so every step has ``factor`` times the rounds
+    of ``factor`` times smaller chunks, and costs the same."""
+    if factor == 1:
+        return schedule
+    chunk = (schedule.chunk[:, None] * factor + np.arange(factor)).ravel()
+    link, start, op, step = (np.repeat(column, factor) for column in
+                             (schedule.link, schedule.start, schedule.op, schedule.step))
+    return Schedule(chunk, link, start, op, step, tuple(r * factor for r in schedule.rounds or ()),
+                    schedule.meta)

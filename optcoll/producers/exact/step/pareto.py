@@ -16,8 +16,9 @@ from fractions import Fraction
 from optcoll.producers.exact.memory import ModelTooLarge
 from optcoll.producers.exact.step.backends import Backend, Settings
 from optcoll.producers.exact.step.bounds import RoundsBound
+from optcoll.producers.exact.step.chunking import refine
 from optcoll.producers.exact.step.greedy import greedy_solution
-from optcoll.producers.exact.step.inversion import Plan
+from optcoll.producers.exact.step.inversion import Plan, concatenated
 from optcoll.producers.exact.step.search import LEX_PREFIX, Progress
 from optcoll.producers.exact.step.solution import StepSolution, stretched
 from optcoll.producers.exact.step.symmetry import automorphisms, lex_constraints
@@ -121,3 +122,31 @@ def _point(plan: Plan, solution: StepSolution, C: int, q: Fraction, proven: bool
     schedule = plan.schedule(solution, producer="exact-step-pareto", chunks_per_rank=C)
     return ParetoPoint(S, R, C, q, p.cost(S, R), f"{S}·α + {R}/{C}·b₁/B_min", proven,
                        q <= bound.value, schedule)
+
+
+def sum_fronts(first: Front, second: Front, alpha: float, beta: float, bound: Fraction) -> Front:
+    """The front of ``first`` then ``second`` (AllReduce as ReduceScatter then AllGather).
+
+    Each phase's least R/C is a non-increasing step function of its steps, so the two-phase least
+    R/C at S steps is the least sum over splits S = S₁ + S₂ (a min-plus convolution), attained by a
+    pair of front points; the pair's schedules are refined to C = lcm(C₁, C₂) and concatenated.
+    A point is ``proven`` only when both fronts are complete and both points proven; ``bound`` is
+    the sum of the phases' rounds bounds (bandwidth-optimal within the family). ``alpha``/``beta``:
+    seconds per step and per round at C = 1.
+    """
+    pairs = sorted(((a.steps + b.steps, a.rounds_per_chunk + b.rounds_per_chunk, math.lcm(a.chunks, b.chunks), a, b)
+                    for a in first.points for b in second.points), key=lambda row: row[:3])
+    complete = first.complete and second.complete
+    points: list[ParetoPoint] = []
+    for steps, q, chunks, a, b in pairs:
+        if points and q >= points[-1].rounds_per_chunk:
+            continue  # no better than a point with as few steps
+        rounds = int(q * chunks)
+        schedule = concatenated(refine(a.schedule, chunks // a.chunks), refine(b.schedule, chunks // b.chunks),
+                                producer="exact-step-pareto", chunks_per_rank=chunks,
+                                family="reducescatter+allgather")
+        points.append(ParetoPoint(steps, rounds, chunks, q, steps * alpha + float(q) * beta,
+                                  f"{steps}·α + {rounds}/{chunks}·b₁/B_min", complete and a.proven and b.proven,
+                                  q <= bound, schedule))
+    stopped = "; ".join(f"{name}: {front.stopped}" for name, front in (("reducescatter", first), ("allgather", second)))
+    return Front(tuple(points), complete, stopped)
