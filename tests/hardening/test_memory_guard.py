@@ -238,7 +238,7 @@ def test_a_refused_model_is_a_bounded_result_and_the_sweep_goes_on(tmp_path):
     records, stats = run_sweep(jobs, ResultCache(tmp_path), workers=0, progress=False)
     refused = records[jobs[0].key]["result"]
     assert refused["status"] == "bounded" and refused["time"] > refused["lower_bound"] > 0
-    assert refused["params"]["formulation"].startswith("none")
+    assert refused["params"]["formulation"] == "none (every model over the memory limit)"
     assert any("over the limit of 1 MiB (--max-memory); not built" in n for n in refused["notes"])
     assert records[jobs[1].key]["status"] == "heuristic" and stats.failed == 0
     roomy = exact_job(spec, Settings(time_limit=30.0, threads=1, max_memory=2**32))

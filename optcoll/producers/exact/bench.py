@@ -205,6 +205,8 @@ def judge(family: str, rung: Rung, npus: int, result: Result, wall: float, cpu: 
         detail = f"proven only after {wall:.0f} s, past the {time_limit:g} s limit ({formulation})"
     elif result.status == "optimal":
         proof = proof_path(result)
+    elif result.params.get("refused"):
+        detail = f"no proof in {wall:.0f} s; {formulation}: {result.params['refused'][0]}"
     else:  # the time limit, or a phase that gave up early: the wall time tells which
         detail = f"no proof in {wall:.0f} s (limit {time_limit:g} s; {formulation})"
     return RungRun(family, rung.label, npus, rung.chunks, result.status, result.time, result.lower_bound,

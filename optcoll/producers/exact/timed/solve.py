@@ -267,7 +267,9 @@ class _Run:
             self.interrupted = True
         if self.interrupted:
             self.notes.append("interrupted: returning the best schedule so far and the proven bound")
-        self.params["formulation"] = "+".join(self.ran) or "none (the first schedule meets the bound)"
+        self.params["formulation"] = "+".join(self.ran) or (
+            "none (every model over the memory limit)" if "refused" in self.params
+            else "none (the first schedule meets the bound)")
         self.params["interrupted"] = self.interrupted
         status = ("optimal" if self.makespan() <= self.bound * (1 + TIME_TOLERANCE) + 1e-15
                   else "feasible" if self.best is not None else "unknown")
