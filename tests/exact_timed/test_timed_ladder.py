@@ -2,6 +2,7 @@
 time, every row comes from a verified result, and the proof path is named for what closed it."""
 from __future__ import annotations
 
+import re
 import time
 from functools import partial
 
@@ -19,13 +20,14 @@ GIB = 2.0**30
 #: Each rung reaches its proof by a different path (seen on these instances with CP-SAT, seed 0):
 #: the greedy start meets the latency bound on a one-way ring; on a 3-NPU switch the time-expanded
 #: model's schedule meets the ingress bound; on a 2×3 mesh with uneven links and C = 2 the
-#: continuous model proves a bound above every analytic one; a 4×4 heterogeneous mesh with C = 2
-#: is not proven in seconds (not in 10 s either), so the ladder must stop there.
+#: continuous model proves a bound above every analytic one; a 6×6 heterogeneous mesh with C = 2
+#: is far from a proof in seconds (gap about 2 %; its C = 1 takes 25 s), so the ladder must stop
+#: there. (A 4×4 mesh with C = 2 was tried: two-thread CP-SAT sometimes proves it in 1.5 s.)
 LADDER = B.Ladder("test", "test ladder", (
     B.Rung("uniring5", partial(G.ring, 5, BW, LAT, bidirectional=False)),
     B.Rung("switch3", partial(G.switch, 3, BW, LAT)),
     B.Rung("hetmesh2x3", partial(G.mesh, [2, 3], [BW, 1.5 * BW], [LAT, LAT]), chunks=2),
-    B.Rung("hetmesh4x4", partial(G.mesh, [4, 4], B.HET_BANDWIDTHS, B.LATENCY), chunks=2),
+    B.Rung("hetmesh6x6", partial(G.mesh, [6, 6], B.HET_BANDWIDTHS, B.LATENCY), chunks=2),
     B.Rung("never climbed", partial(G.ring, 4, BW, LAT)),
 ))
 LIMIT = 3.0
@@ -37,10 +39,11 @@ def runs() -> list[B.RungRun]:
 
 
 def test_climbing_stops_at_the_first_unproven_rung(runs):
-    assert [r.rung for r in runs] == ["uniring5", "switch3", "hetmesh2x3", "hetmesh4x4"]
+    assert [r.rung for r in runs] == ["uniring5", "switch3", "hetmesh2x3", "hetmesh6x6"]
     assert [r.proven for r in runs] == [True, True, True, False]
     stop = runs[-1]
-    assert stop.status == "bounded" and stop.detail.startswith("no proof in 3 s (limit 3 s;")
+    # Model building may run past the limit by a second or two; the limit itself is what is named.
+    assert stop.status == "bounded" and re.match(r"no proof in [3-9] s \(limit 3 s; ", stop.detail)
     assert stop.time > stop.lower_bound and stop.gap > 0
     assert stop.notes  # the solver's own account of what ran travels with the unproven rung
 
@@ -49,7 +52,7 @@ def test_proven_rows_are_verified_optima_labelled_by_what_closed_them(runs):
     assert [r.proof for r in runs[:3]] == [B.START_MET_BOUND, B.SOLVER_MET_BOUND, B.SOLVER_CLOSED]
     for r in runs[:3]:
         assert r.status == "optimal" and close(r.time, r.lower_bound) and r.wall <= LIMIT
-    assert [(r.npus, r.chunks) for r in runs] == [(5, 1), (3, 1), (6, 2), (16, 2)]
+    assert [(r.npus, r.chunks) for r in runs] == [(5, 1), (3, 1), (6, 2), (36, 2)]
     # Independent of the solver: a one-way ring of 5 needs 4 hops, each one chunk of 1 GiB / 5.
     assert close(runs[0].time, 4 * (LAT + GIB / 5 / BW))
     assert "latency" in runs[0].detail and "continuous CP-SAT" in runs[2].detail
@@ -61,7 +64,7 @@ def test_section_names_largest_proven_solver_closed_and_first_unproven(runs):
     assert "**Largest proven: hetmesh2x3 C=2 (6 NPUs)**" in note
     assert ("Largest the solver had to close (its greedy start was above the bound): hetmesh2x3 C=2 (6 NPUs)"
             in note and "largest whose bound its search raised: hetmesh2x3 C=2 (6 NPUs)" in note)
-    assert "**First unproven: hetmesh4x4 C=2 (16 NPUs)**: bounded" in note and "Solver notes on it" in note
+    assert "**First unproven: hetmesh6x6 C=2 (36 NPUs)**: bounded" in note and "Solver notes on it" in note
     assert rows[-1][-1].startswith("no proof in") and rows[0][-1] == B.START_MET_BOUND
 
 
