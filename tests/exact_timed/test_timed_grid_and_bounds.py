@@ -6,6 +6,8 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from optcoll.instances.instance import TimeModel
 from optcoll.machines import generators as G
@@ -91,3 +93,24 @@ def test_egress_bound_of_a_broadcast_root():
     # 4 departures over 2 links: the last leaves at τ and still needs a hop: 2τ... plus the
     # nearest non-root is one hop away, so the 4th departure arrives no earlier than 2τ.
     assert close(egress_bound(problem, reach(problem, grid.delay), grid), 2 * tau)
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(st.integers(1, 6), st.integers(1, 7),
+       st.lists(st.tuples(st.integers(0, 5), st.integers(0, 6)), max_size=40), st.integers(1, 4))
+def test_per_chunk_min_equals_the_pairwise_minimum_in_any_block_size(chunks, nodes, pairs, rows_per_block):
+    """Blocks split chunks anywhere (here a few rows each); the answer is the plain per-pair min."""
+    from optcoll.producers.exact.timed import reach as R
+
+    pairs = [(c % chunks, w % nodes) for c, w in pairs]
+    chunk = np.array([c for c, _ in pairs], dtype=np.int64)
+    node = np.array([w for _, w in pairs], dtype=np.int64)
+    table = np.arange(nodes * nodes, dtype=float).reshape(nodes, nodes)[::-1] % 7 + np.eye(nodes)
+    expected = np.full((chunks, nodes), np.inf)
+    np.minimum.at(expected, chunk, table[node])
+    old = R.BLOCK_BYTES
+    try:
+        R.BLOCK_BYTES = 8 * nodes * rows_per_block
+        assert np.array_equal(R.per_chunk_min(chunks, chunk, node, table), expected)
+    finally:
+        R.BLOCK_BYTES = old

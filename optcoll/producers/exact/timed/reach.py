@@ -55,11 +55,32 @@ class Reach:
 def reach(problem: TimedProblem, delay: np.ndarray) -> Reach:
     dist = distances(problem.num_nodes, problem.src, problem.dst, delay)
     holder_chunk, holder_node = problem.holders.pairs()
-    earliest = np.full((problem.num_chunks, problem.num_nodes), np.inf)
-    np.minimum.at(earliest, holder_chunk, dist[holder_node])
-    togo = np.full((problem.num_chunks, problem.num_nodes), np.inf)
-    np.minimum.at(togo, problem.need_chunk, dist[:, problem.need_node].T)
+    earliest = per_chunk_min(problem.num_chunks, holder_chunk, holder_node, dist)
+    togo = per_chunk_min(problem.num_chunks, problem.need_chunk, problem.need_node,
+                         np.ascontiguousarray(dist.T))
     return Reach(earliest, togo)
+
+
+#: Bytes of gathered table rows ``per_chunk_min`` holds at once.
+BLOCK_BYTES = 64 * 2**20
+
+
+def per_chunk_min(num_chunks: int, chunk: np.ndarray, node: np.ndarray, table: np.ndarray) -> np.ndarray:
+    """``out[c] = min of table[w]`` over the pairs (c, w) (inf for a chunk with none).
+
+    In blocks of pairs sorted by chunk, each reduced per chunk at once: gathering every pair's row
+    in one go would take pairs × nodes floats (8 GiB for a 1024-NPU AllGather's needs), and
+    ``np.minimum.at`` is slow.
+    """
+    out = np.full((num_chunks, table.shape[1]), np.inf)
+    order = np.argsort(chunk, kind="stable")
+    chunk, node = chunk[order], node[order]
+    block = max(1, BLOCK_BYTES // (8 * max(1, table.shape[1])))
+    for i in range(0, chunk.size, block):
+        c, rows = chunk[i:i + block], table[node[i:i + block]]
+        first = np.flatnonzero(np.r_[True, c[1:] != c[:-1]])
+        out[c[first]] = np.minimum(out[c[first]], np.minimum.reduceat(rows, first, axis=0))
+    return out
 
 
 def latency_bound(problem: TimedProblem, r: Reach) -> float:
