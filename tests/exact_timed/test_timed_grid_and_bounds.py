@@ -114,3 +114,21 @@ def test_per_chunk_min_equals_the_pairwise_minimum_in_any_block_size(chunks, nod
         assert np.array_equal(R.per_chunk_min(chunks, chunk, node, table), expected)
     finally:
         R.BLOCK_BYTES = old
+
+
+@pytest.mark.parametrize("inst", small_instances(), ids=lambda i: i.name)
+def test_reach_is_the_minimum_over_every_holder_and_every_needing_node(inst):
+    """earliest and togo against their definitions, pair by pair (switches, sub-communicators,
+    inverted ReduceScatter, AlltoAll, ports)."""
+    from optcoll.producers.exact.timed.reach import distances
+
+    problem = _problem(inst)
+    dist = distances(problem.num_nodes, problem.src, problem.dst, problem.delay)
+    r = reach(problem, problem.delay)
+    earliest = np.full((problem.num_chunks, problem.num_nodes), np.inf)
+    togo = np.full((problem.num_chunks, problem.num_nodes), np.inf)
+    for c, u in zip(*problem.holders.pairs()):
+        earliest[c] = np.minimum(earliest[c], dist[u])
+    for c, w in zip(problem.need_chunk, problem.need_node):
+        togo[c] = np.minimum(togo[c], dist[:, w])
+    assert np.array_equal(r.earliest, earliest) and np.array_equal(r.togo, togo)

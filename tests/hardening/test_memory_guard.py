@@ -45,7 +45,7 @@ def _prepared(formulation: str, path: str, backend: str, scale: float, threads: 
 
         problem = timed._problem(inst)
         grid = choose_grids(problem, None)[0] if formulation == "time-expanded" else fine_grid(problem)
-        start = timed._starts(inst, problem, grid, 0, None, [])
+        start = timed.start_on_grid(inst, problem, grid, 0.0)
         horizon = max(1, int(round(start.makespan(grid) * scale)))
         if formulation == "continuous":
             def run() -> None:

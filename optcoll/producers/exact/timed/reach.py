@@ -56,9 +56,25 @@ def reach(problem: TimedProblem, delay: np.ndarray) -> Reach:
     dist = distances(problem.num_nodes, problem.src, problem.dst, delay)
     holder_chunk, holder_node = problem.holders.pairs()
     earliest = per_chunk_min(problem.num_chunks, holder_chunk, holder_node, dist)
-    togo = per_chunk_min(problem.num_chunks, problem.need_chunk, problem.need_node,
-                         np.ascontiguousarray(dist.T))
-    return Reach(earliest, togo)
+    return Reach(earliest, _togo(problem.num_chunks, problem.need_chunk, problem.need_node, dist))
+
+
+def _togo(num_chunks: int, chunk: np.ndarray, node: np.ndarray, dist: np.ndarray) -> np.ndarray:
+    """``togo[c, v]``: the least ``dist[v, w]`` over the nodes w needing c. It is 0 at those nodes
+    themselves, so only the others are computed, chunk by chunk: in an AllGather that is one
+    holder per chunk, where a dense minimum would scan chunks × nodes × nodes."""
+    togo = np.full((num_chunks, dist.shape[0]), np.inf)
+    if chunk.size == 0:
+        return togo
+    order = np.argsort(chunk, kind="stable")
+    chunk, node = chunk[order], node[order]
+    edges = np.flatnonzero(np.r_[True, chunk[1:] != chunk[:-1], True])
+    for i, j in zip(edges[:-1].tolist(), edges[1:].tolist()):
+        row, members = togo[chunk[i]], node[i:j]
+        row[members] = 0.0
+        others = np.flatnonzero(row)
+        row[others] = dist[np.ix_(others, members)].min(axis=1)
+    return togo
 
 
 #: Bytes of gathered table rows ``per_chunk_min`` holds at once.
@@ -69,8 +85,7 @@ def per_chunk_min(num_chunks: int, chunk: np.ndarray, node: np.ndarray, table: n
     """``out[c] = min of table[w]`` over the pairs (c, w) (inf for a chunk with none).
 
     In blocks of pairs sorted by chunk, each reduced per chunk at once: gathering every pair's row
-    in one go would take pairs × nodes floats (8 GiB for a 1024-NPU AllGather's needs), and
-    ``np.minimum.at`` is slow.
+    in one go could take pairs × nodes floats, and ``np.minimum.at`` is slow.
     """
     out = np.full((num_chunks, table.shape[1]), np.inf)
     order = np.argsort(chunk, kind="stable")

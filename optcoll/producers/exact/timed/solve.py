@@ -31,6 +31,7 @@ from optcoll.producers.exact.timed.reverse import essential, from_schedule, to_s
 from optcoll.producers.exact.timed.search import Budget, search
 from optcoll.producers.registry import get_synthesizer
 from optcoll.schedules.schedule import Schedule
+from optcoll.units import format_time
 
 #: (wall seconds, incumbent seconds or None, proven bound seconds or None)
 Progress = Callable[[float, float | None, float | None], None]
@@ -95,29 +96,32 @@ def _grid_floor(problem: TimedProblem, grid: Grid, true_bound: float | None) -> 
     return int(math.ceil(value - 1e-9)), f"{name} bound on the grid"
 
 
-def _starts(instance: Instance, problem: TimedProblem, grid: Grid, seed: int, hint: Schedule | None,
-            notes: list[str]) -> Transfers:
-    """The best first schedule on the grid: the registry's greedies and the user's hint, retimed
-    on the grid; our own earliest-arrival greedy when none of them applies."""
-    schedules: list[tuple[str, Schedule]] = []
+def _starts(instance: Instance, problem: TimedProblem, seed: int, hint: Schedule | None,
+            notes: list[str], bound: float) -> list[tuple[str, Transfers]]:
+    """First schedules, in true seconds: the registry's greedies and the user's hint; our own
+    earliest-arrival greedy when none of them applies. They are compared in true seconds (a
+    rounded grid can make the best of them look worse), and a greedy schedule that meets
+    ``bound`` ends the list: it is optimal, so no other start can matter."""
+    true_grid = seconds_grid(problem)
+    found: list[tuple[str, Transfers]] = []
     for name in REGISTRY_GREEDIES:
         try:
-            schedules.append((name, get_synthesizer(name)(instance, seed)))
+            transfers = from_schedule(problem, get_synthesizer(name)(instance, seed))
         except NotApplicable as error:
             notes.append(f"{name} does not apply: {error}")
+            continue
+        found.append((name, transfers))
+        if transfers.makespan(true_grid) <= bound * (1 + TIME_TOLERANCE) + 1e-15:
+            return found
     if hint is not None:
-        schedules.append(("hint", hint))
-    candidates: list[tuple[str, Transfers]] = []
-    for name, schedule in schedules:
-        try:
-            candidates.append((name, retime(problem, grid, from_schedule(problem, schedule))))
-        except ValueError as error:
-            notes.append(f"{name} schedule not used as a start: {error}")
-    if not candidates:
-        candidates.append(("earliest-arrival greedy", greedy(problem, grid)))
-    name, best = min(candidates, key=lambda item: item[1].makespan(grid))
-    notes.append(f"first upper bound from {name}: {best.makespan(grid):g} epochs")
-    return best
+        found.append(("hint", from_schedule(problem, hint)))
+    return found or [("earliest-arrival greedy", greedy(problem, true_grid))]
+
+
+def start_on_grid(instance: Instance, problem: TimedProblem, grid: Grid, bound: float) -> Transfers:
+    """The best first schedule retimed on ``grid`` (the horizon a model on it starts from)."""
+    retimed = [retime(problem, grid, t) for _, t in _starts(instance, problem, 0, None, [], bound)]
+    return min(retimed, key=lambda t: t.makespan(grid))
 
 
 def solve_timed(instance: Instance, *, solver: str = "cpsat", quantum: float | None = None,
@@ -191,16 +195,18 @@ class _Run:
     def makespan(self) -> float:
         return self.best.makespan(self.true_grid) if self.best is not None else math.inf
 
-    def offer(self, transfers: Transfers) -> None:
+    def offer(self, transfers: Transfers) -> bool:
         """A schedule in any grid's unit; kept (retimed in seconds) if it beats the incumbent."""
         retimed = retime(self.problem, self.true_grid, transfers)
-        if retimed.makespan(self.true_grid) < self.makespan():
+        better = retimed.makespan(self.true_grid) < self.makespan()
+        if better:
             self.best = retimed
         self.trace.record(self.makespan(), None)
+        return better
 
     def prove(self, value: float, why: str, searched: bool) -> None:
         """A proven bound; ``searched``: a solver's search proved it (else analytic reasoning)."""
-        if value > self.bound:
+        if value > self.bound * (1 + TIME_TOLERANCE) + 1e-15:  # not float noise on the same bound
             self.bound, self.source = value, why
             self.params["bound_from"] = "search" if searched else "analytic"
         self.trace.record(None, self.bound)
@@ -251,7 +257,17 @@ class _Run:
                 phases.append((lambda: self.relaxation(lower), 1.0))
         try:
             self.prove(*_analytic_bound(self.instance, problem), searched=False)
-            self.offer(_starts(self.instance, problem, upper if use_expanded else fine, self.seed, hint, self.notes))
+            first = ""
+            for name, transfers in _starts(self.instance, problem, self.seed, hint, self.notes, self.bound):
+                try:
+                    if self.offer(transfers):
+                        first = name
+                except ValueError as error:  # a hint that is not causal
+                    self.notes.append(f"{name} schedule not used as a start: {error}")
+            if self.best is None:
+                first = "earliest-arrival greedy"
+                self.offer(greedy(problem, self.true_grid))
+            self.notes.append(f"first upper bound from {first}: {format_time(self.makespan())}")
             for phase, share in phases:
                 if self.closed():
                     break
@@ -425,7 +441,7 @@ def export_timed_model(instance: Instance, path: str | Path, *, horizon: int | N
     true_bound, _ = _analytic_bound(instance, problem)
     floor, _ = _grid_floor(problem, grid, true_bound)
     if horizon is None:
-        horizon = int(round(_starts(instance, problem, grid, 0, None, []).makespan(grid)))
+        horizon = int(round(start_on_grid(instance, problem, grid, true_bound).makespan(grid)))
     elif isinstance(horizon, bool) or not isinstance(horizon, int) or horizon < 1:
         raise InputError(f"must be a positive number of epochs, got {horizon!r}", field="horizon")
     floor = min(floor, horizon - 1)
