@@ -155,8 +155,8 @@ def test_cli_runs_the_ladder_alone_and_keeps_the_other_sections(tmp_path):
     kept = OLD_REPORT[OLD_REPORT.index("## Timed"):OLD_REPORT.index("## Ladder")]
     assert kept in report and "stale rows" not in report
     assert report.index("## Timed") < report.index("## Ladder: DGX-1") and "## Size ladders" in report
-    assert "Every rung proven: the ladder ends at dgx1 C=32 (8 NPUs)" in report
-    assert report.count("| dgx1 | 8 |") == 14 and "## Ladder: 2D torus" not in report
+    assert "Every rung proven: the ladder ends at dgx1 C=64 (8 NPUs)" in report
+    assert report.count("| dgx1 | 8 |") == 16 and "## Ladder: 2D torus" not in report
 
 
 @pytest.mark.parametrize("args, message", [

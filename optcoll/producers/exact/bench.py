@@ -131,11 +131,11 @@ HET_BANDWIDTHS = [50 * GIB, 75 * GIB]
 #: the solver come first, those the greedy start usually settles after.
 LADDERS: tuple[Ladder, ...] = (
     Ladder("dgx1-chunks", "DGX-1, chunk ladder (C chunks per rank)",
-           tuple(Rung("dgx1", G.dgx1, c) for c in (*range(1, 11), 12, 16, 24, 32))),
+           tuple(Rung("dgx1", G.dgx1, c) for c in (*range(1, 11), 12, 16, 24, 32, 48, 64))),
     Ladder("nvswitch", "n GPUs on one NVSwitch-style switch node (DGX-2 links)",
            tuple(Rung(f"nvswitch{n}", partial(G.nvswitch, n)) for n in (8, 16, 32, 64, 128, 256))),
     Ladder("hetmesh2d", "heterogeneous 2D mesh k×k (x links 50 GiB/s, y links 75 GiB/s, like hetmesh5x5)",
-           tuple(_square("hetmesh", G.mesh, k, HET_BANDWIDTHS) for k in (3, 4, 5, 6, 8, 10))),
+           tuple(_square("hetmesh", G.mesh, k, HET_BANDWIDTHS) for k in (3, 4, 5, 6, 8, 10, 12, 16, 24, 32))),
     Ladder("torus2d", "2D torus k×k", tuple(_square("torus", G.torus, k) for k in (4, 6, 8, 12, 16, 24, 32))),
     Ladder("mesh2d", "2D mesh k×k", tuple(_square("mesh", G.mesh, k) for k in (4, 6, 8, 12, 16, 24, 32))),
     Ladder("hypercube", "binary hypercube 2^d",
