@@ -98,8 +98,8 @@ def _grid_floor(problem: TimedProblem, grid: Grid, true_bound: float | None) -> 
 
 def _starts(instance: Instance, problem: TimedProblem, seed: int, hint: Schedule | None,
             notes: list[str], bound: float) -> list[tuple[str, Transfers]]:
-    """First schedules, in true seconds: the registry's greedies and the user's hint; our own
-    earliest-arrival greedy when none of them applies. They are compared in true seconds (a
+    """First schedules, in true seconds: the registry's greedies and the user's hint (callers fall
+    back on the earliest-arrival greedy when none serves). They are compared in true seconds (a
     rounded grid can make the best of them look worse), and a greedy schedule that meets
     ``bound`` ends the list: it is optimal, so no other start can matter."""
     true_grid = seconds_grid(problem)
@@ -115,13 +115,13 @@ def _starts(instance: Instance, problem: TimedProblem, seed: int, hint: Schedule
             return found
     if hint is not None:
         found.append(("hint", from_schedule(problem, hint)))
-    return found or [("earliest-arrival greedy", greedy(problem, true_grid))]
+    return found
 
 
 def start_on_grid(instance: Instance, problem: TimedProblem, grid: Grid, bound: float) -> Transfers:
     """The best first schedule retimed on ``grid`` (the horizon a model on it starts from)."""
     retimed = [retime(problem, grid, t) for _, t in _starts(instance, problem, 0, None, [], bound)]
-    return min(retimed, key=lambda t: t.makespan(grid))
+    return min(retimed, key=lambda t: t.makespan(grid)) if retimed else greedy(problem, grid)
 
 
 def solve_timed(instance: Instance, *, solver: str = "cpsat", quantum: float | None = None,
