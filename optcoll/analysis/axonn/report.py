@@ -30,11 +30,19 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
             *("| " + " | ".join(row) + " |" for row in rows)]
 
 
+def _fabric(cluster: Cluster) -> str:
+    if cluster.intra == "nvswitch":
+        return "NVSwitch"
+    share = cluster.nvlink_bandwidth / max(cluster.gpus_per_node - 1, 1)
+    return f"full mesh, {format_bandwidth(share)} per GPU pair"
+
+
 def _setup(cluster: Cluster, layer: TransformerLayer, sharing: str,
            evaluator: NetworkEvaluator | None, order: str) -> list[str]:
     c = cluster
     lines = [f"- Cluster **{c.name or c.machine.name}**: {c.nodes} nodes × {c.gpus_per_node} GPUs "
-             f"= {c.gpus} GPUs; NVLink {format_bandwidth(c.nvlink_bandwidth)} per GPU per direction; "
+             f"= {c.gpus} GPUs; NVLink {format_bandwidth(c.nvlink_bandwidth)} per GPU per direction "
+             f"({_fabric(c)}); "
              f"{c.gpus_per_node // c.gpus_per_nic} NIC(s) per node at {format_bandwidth(c.nic_bandwidth)} "
              f"(node injection {format_bandwidth(c.node_injection_bandwidth)}); latencies NVLink "
              f"{c.nvlink_latency * 1e6:g} us, NIC {c.nic_latency * 1e6:g} us per hop.",
