@@ -111,7 +111,7 @@ def report(ctx: click.Context, suites: tuple[str, ...], out: str | None, resolve
            no_cache: bool, retry_failed: bool, progress: bool | None, as_json: bool) -> None:
     """How far from optimal is each synthesizer? Gap report over SUITES (default: quick).
 
-    A SUITE is a built-in suite name (quick, standard, frontier), a directory of instance files,
+    A SUITE is a built-in suite name (quick, standard, frontier, machines), a directory of instance files,
     or one instance file. Results are cached by content hash: an interrupted run continues where
     it stopped.
     """

@@ -98,6 +98,11 @@ class Topology:
         return tuple(out)
 
 
+def _clean(line: str) -> str:
+    """A line without the escape sequences a terminal would render (nvidia-smi underlines the header)."""
+    return _ANSI.sub("", line).rstrip()
+
+
 def _is_header(tokens: list[str]) -> bool:
     """The header names GPU0 first and then another column name, never a connection value."""
     return len(tokens) >= 1 and tokens[0] == "GPU0" and (len(tokens) == 1 or not _cell_ok(tokens[1]))
@@ -105,14 +110,14 @@ def _is_header(tokens: list[str]) -> bool:
 
 def read_topology(text: str, source: str = "<nvidia-smi>") -> Topology:
     """The device matrix in ``nvidia-smi topo -m`` text; errors name ``source`` and the line."""
-    lines = [_ANSI.sub("", line).rstrip() for line in text.splitlines()]
-    head = next((k for k, line in enumerate(lines) if _is_header(line.split())), None)
+    raw = text.splitlines()
+    head = next((k for k, line in enumerate(raw) if _is_header(_clean(line).split())), None)
     if head is None:
         raise InputError("no topology matrix found (expected a header line starting with GPU0)",
                          source=source, field="line 1")
     header = f"line {head + 1}"
     columns: list[str] = []
-    for token in lines[head].split():
+    for token in _clean(raw[head]).split():
         if token in _AFFINITY_WORDS:
             break
         columns.append(token)
@@ -124,27 +129,29 @@ def read_topology(text: str, source: str = "<nvidia-smi>") -> Topology:
     if columns[:len(gpus)] != gpus or [int(_GPU.match(c).group(1)) for c in gpus] != list(range(len(gpus))):
         raise InputError(f"GPU columns {' '.join(gpus)} are not GPU0, GPU1, ... in order (before any NIC)",
                          source=source, field=header)
+    # The rows, the legend (8 lines) and the NIC legend (a line per NIC): never the whole of a huge file.
+    lines = [_clean(line) for line in raw[head + 1:head + 2 * len(columns) + 16]]
     rows: dict[str, tuple[int, list[str]]] = {}
-    k = head + 1
+    k = 0
     while k < len(lines):
         tokens = lines[k].split()
         if not tokens or tokens[0].rstrip(":") == "Legend":
             break
+        where = f"line {head + 2 + k}"
         if tokens[0] not in columns:
             raise InputError(f"the matrix is not square: row {tokens[0]} has no column", source=source,
-                             field=f"line {k + 1}")
+                             field=where)
         if len(tokens) < len(columns) + 1:
             raise InputError(f"row {tokens[0]} has {len(tokens) - 1} entries, expected at least "
-                             f"{len(columns)} (one per column {' '.join(columns)})",
-                             source=source, field=f"line {k + 1}")
+                             f"{len(columns)} (one per column {' '.join(columns)})", source=source, field=where)
         row = tokens[1:len(columns) + 1]
         for c, cell in zip(columns, row):
             if not _cell_ok(cell):
                 raise InputError(f"row {tokens[0]}, column {c}: unknown connection {cell!r} (expected "
-                                 f"X, NV#, PIX, PXB, PHB, NODE or SYS)", source=source, field=f"line {k + 1}")
+                                 f"X, NV#, PIX, PXB, PHB, NODE or SYS)", source=source, field=where)
         if tokens[0] in rows:
-            raise InputError(f"row {tokens[0]} appears twice", source=source, field=f"line {k + 1}")
-        rows[tokens[0]] = (k + 1, row)
+            raise InputError(f"row {tokens[0]} appears twice", source=source, field=where)
+        rows[tokens[0]] = (head + 2 + k, row)
         k += 1
     missing = [c for c in columns if c not in rows]
     if missing:

@@ -97,9 +97,6 @@ class Provenance:
     values: tuple[SourcedValue, ...] = ()
     unsourced: tuple[str, ...] = ()
 
-    def citation(self, key: str) -> Citation:
-        return next(c for c in self.citations if c.key == key)
-
     def prefixed(self, prefix: str) -> "Provenance":
         """The same provenance with every field path under ``prefix`` (a node model inside a
         cluster); citations keep their keys."""

@@ -187,3 +187,28 @@ def test_a_2000_gpu_matrix_is_refused_at_its_header():
         machine_from_nvidia_smi("\n".join([header, *rows]), nvlink_bandwidth=NVLINK, nvlink_latency=0.0,
                                 source="big.txt")
     assert info.value.field == "line 1" and f"at most {MAX_GPUS} GPUs" in str(info.value)
+
+
+def test_cli_writes_the_model_and_says_what_it_read(tmp_path):
+    from click.testing import CliRunner
+
+    from optcoll.cli.main import cli
+    from optcoll.machines.catalog import load_machine
+
+    out = tmp_path / "a100.toml"
+    result = CliRunner().invoke(cli, ["model", "from-nvidia-smi", str(REAL / "dgx_a100.txt"), "--nvlink-bandwidth",
+                                      "25 GB/s", "-o", str(out)], catch_exceptions=False)
+    assert result.exit_code == 0 and "NVSwitch fabric, 12 NVLinks of 25 GB/s per GPU" in result.stdout
+    assert np.allclose(npu_bandwidth(load_machine(str(out)))[0], 300 * GB)
+    args = ["model", "from-nvidia-smi", str(REAL / "h100_8gpu.txt"), "--nvlink-bandwidth", "25 GB/s", "--nodes", "2",
+            "-o", str(tmp_path / "c.toml")]
+    result = CliRunner().invoke(cli, args, catch_exceptions=False)
+    assert result.exit_code == 2 and "no NIC of this box is near a GPU" in result.stderr
+    args[2] = str(REAL / "a800_8gpu_crlf.txt")
+    result = CliRunner().invoke(cli, args, catch_exceptions=False)
+    assert result.exit_code == 2 and result.stderr.strip() == (
+        "optcoll: error: --nic-bandwidth: missing: the boxes of a multi-node cluster reach each other through NICs")
+    result = CliRunner().invoke(cli, [*args, "--nic-bandwidth", "200 Gbit/s"], catch_exceptions=False)
+    machine = load_machine(str(tmp_path / "c.toml"))
+    assert result.exit_code == 0 and machine.num_npus == 16
+    assert sum(1 for s in machine.switches if s.label.startswith("rail")) == 4  # the box's 4 NICs
