@@ -5,7 +5,8 @@ import sys
 
 import click
 
-from optcoll.cli.output import done, emit_json, json_option, percent, table
+from optcoll.cli.output import done, emit_json, json_option
+from optcoll.text.table import percent, table
 from optcoll.units import format_size, format_time
 
 
@@ -38,11 +39,12 @@ def model_list(as_json: bool) -> None:
 @json_option
 def model_show(ref: str, as_json: bool) -> None:
     """Figures of a model (built-in NAME or FILE.toml): sizes, degrees, diameter, cuts."""
+    from optcoll.bounds.cuts import worst_cut
     from optcoll.machines.catalog import load_machine
     from optcoll.machines.describe import describe_machine, render_description
 
     machine = load_machine(ref)
-    info = describe_machine(machine)
+    info = describe_machine(machine, cut_finder=worst_cut)
     if as_json:
         emit_json(info)
     else:

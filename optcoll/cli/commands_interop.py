@@ -40,7 +40,7 @@ def msccl() -> None:
 @json_option
 def msccl_export(instance_path, schedule_path, out, coll_names, proto, inplace, name, as_json) -> None:
     """Write a verified schedule as MSCCL-IR XML (checked by re-importing it)."""
-    from optcoll.exports.msccl import save_msccl_xml
+    from optcoll.interop.msccl import save_msccl_xml
 
     inst, schedule = load_instance_and_schedule(instance_path, schedule_path)
     save_msccl_xml(out, inst.machine, inst.collective, schedule, model=inst.model,
@@ -54,7 +54,7 @@ def msccl_export(instance_path, schedule_path, out, coll_names, proto, inplace, 
 @json_option
 def msccl_validate(xml_path, runtime, as_json) -> None:
     """Check an MSCCL-IR XML file against the runtime's structural rules (exit 1 on findings)."""
-    from optcoll.exports.msccl import validate_msccl_xml
+    from optcoll.interop.msccl import validate_msccl_xml
 
     findings = validate_msccl_xml(xml_path, runtime=runtime)
     if as_json:
@@ -73,7 +73,7 @@ def msccl_validate(xml_path, runtime, as_json) -> None:
 @json_option
 def msccl_import(xml_path, machine_ref, size, out, as_json) -> None:
     """Read MSCCL-IR XML as a schedule on a machine, verify it and report its time."""
-    from optcoll.exports.msccl import import_msccl_xml
+    from optcoll.interop.msccl import import_msccl_xml
     from optcoll.machines.catalog import load_machine
     from optcoll.schedules.jsonfile import save_schedule
     from optcoll.verify import verify
@@ -121,10 +121,10 @@ def astra_predict(network_path, system_path, collective, size, backend, algorith
     """ASTRA-sim's analytical time for its native algorithms, to the nanosecond."""
     from dataclasses import asdict, replace
 
-    from optcoll.exports.astra.compare import NETWORK_ONLY
-    from optcoll.exports.astra.network import read_network
-    from optcoll.exports.astra.predictor import predict
-    from optcoll.exports.astra.system import parse_impl, read_system
+    from optcoll.analysis.astra_compare import NETWORK_ONLY
+    from optcoll.interop.astra.network import read_network
+    from optcoll.interop.astra.predictor import predict
+    from optcoll.interop.astra.system import parse_impl, read_system
 
     network = read_network(network_path)
     system = read_system(system_path) if system_path else NETWORK_ONLY
@@ -146,7 +146,7 @@ def astra_predict(network_path, system_path, collective, size, backend, algorith
 @json_option
 def astra_chakra(instance_path, schedule_path, prefix, as_json) -> None:
     """Export a verified schedule as Chakra ET traces for ASTRA-sim's custom collectives."""
-    from optcoll.exports.astra.etexport import export_chakra
+    from optcoll.interop.astra.etexport import export_chakra
 
     inst, schedule = load_instance_and_schedule(instance_path, schedule_path)
     exported = export_chakra(inst.machine, inst.collective, schedule, prefix, inst.model)
@@ -160,7 +160,7 @@ def astra_chakra(instance_path, schedule_path, prefix, as_json) -> None:
 @json_option
 def astra_import_network(network_path, out, as_json) -> None:
     """Turn an ASTRA-sim network.yml into an optcoll machine model file."""
-    from optcoll.exports.astra.network import read_machine
+    from optcoll.interop.astra.network import read_machine
     from optcoll.fileio import write_text_atomic
     from optcoll.machines.modelfile import machine_to_toml
 
@@ -176,7 +176,7 @@ def astra_import_network(network_path, out, as_json) -> None:
 @json_option
 def astra_export_network(ref, out, as_json) -> None:
     """Write a machine model as ASTRA-sim network.yml (when it is expressible there)."""
-    from optcoll.exports.astra.network import write_network
+    from optcoll.interop.astra.network import write_network
     from optcoll.machines.catalog import load_machine
 
     network = write_network(load_machine(ref), out)
@@ -193,7 +193,7 @@ def astra_export_network(ref, out, as_json) -> None:
 @json_option
 def astra_compare_cmd(networks, collectives, sizes, out, as_json) -> None:
     """Side by side: ASTRA-sim's native algorithms vs optcoll's bound, greedy and baselines."""
-    from optcoll.exports.astra.compare import astra_compare
+    from optcoll.analysis.astra_compare import astra_compare
     from optcoll.producers.registry import SYNTHESIZERS
 
     rows = astra_compare(list(networks), list(collectives), [int(s) for s in sizes], out,
@@ -213,7 +213,7 @@ def astra_compare_cmd(networks, collectives, sizes, out, as_json) -> None:
 def model_from_nvidia_smi(text_path, nvlink_bandwidth, nvlink_latency, pcie_bandwidth, out, as_json) -> None:
     """Read `nvidia-smi topo -m` output into a machine model file."""
     from optcoll.fileio import write_text_atomic
-    from optcoll.imports.nvidia_smi import load_nvidia_smi
+    from optcoll.interop.nvidia_smi import load_nvidia_smi
     from optcoll.machines.modelfile import machine_to_toml
 
     machine = load_nvidia_smi(text_path, nvlink_bandwidth=nvlink_bandwidth, nvlink_latency=nvlink_latency,

@@ -8,7 +8,8 @@ import time
 
 import click
 
-from optcoll.cli.output import emit_json, json_option, percent, table
+from optcoll.cli.output import emit_json, json_option
+from optcoll.text.table import percent, table
 from optcoll.producers.exact.memory import DEFAULT_SHARE, parse_limit
 from optcoll.units import format_time
 

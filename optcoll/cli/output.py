@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
 from typing import Any
 
 import click
@@ -28,19 +27,6 @@ def _plain(value: Any) -> Any:
 
 def emit_json(data: Any) -> None:
     click.echo(json.dumps(_plain(data), indent=2, sort_keys=False))
-
-
-def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    """A plain aligned text table."""
-    cells = [[str(h) for h in headers]] + [[str(c) for c in row] for row in rows]
-    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
-    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in cells]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(lines)
-
-
-def percent(gap: float | None) -> str:
-    return "-" if gap is None else f"{100 * gap:.2f} %"
 
 
 def done(as_json: bool, message: str, **data: Any) -> None:

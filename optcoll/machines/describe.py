@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import numpy as np
@@ -69,8 +69,11 @@ def _range(values: np.ndarray) -> list[float] | None:
     return [float(values.min()), float(values.max())] if values.size else None
 
 
-def describe_machine(machine: Machine, *, cut: bool = True) -> dict[str, Any]:
-    """Counts, degree and bandwidth ranges, NPU diameter, connectivity and (``cut``) the worst cut.
+def describe_machine(machine: Machine, *, cut_finder: Callable[[Machine, list[int]], Any] | None = None
+                     ) -> dict[str, Any]:
+    """Counts, degree and bandwidth ranges, NPU diameter, connectivity and, given a ``cut_finder``
+    (``optcoll.bounds.cuts.worst_cut``: bounds build on machines, so the caller hands it in), the
+    worst cut.
 
     The worst cut is max over node sets S holding some but not all NPUs of |S ∩ NPUs| / B⁺(S)
     (seconds per byte): an AllGather of M bytes takes at least (M / N) times it (ForestColl).
@@ -101,10 +104,8 @@ def describe_machine(machine: Machine, *, cut: bool = True) -> dict[str, Any]:
         "min_npu_egress_bandwidth": float(np.bincount(src, weights=bw, minlength=nodes)[:n].min()),
         "worst_cut": None,
     }
-    if cut and connected and n >= 2:
-        from optcoll.bounds.cuts import worst_cut  # lazy: bounds build on machines, not the reverse
-
-        result = worst_cut(machine, list(machine.npus))
+    if cut_finder is not None and connected and n >= 2:
+        result = cut_finder(machine, list(machine.npus))
         inside = sorted(int(v) for v in result.inside)
         info["worst_cut"] = {
             "ratio": float(result.ratio),

@@ -4,7 +4,7 @@ from __future__ import annotations
 import statistics
 
 from optcoll.reports.data import EXACT, InstanceRow, ProducerResult, Report
-from optcoll.reports.document import Block, Figure, Heading, Paragraph, Table
+from optcoll.text.document import Block, Figure, Heading, Paragraph, Table
 from optcoll.sweeps.jobs import FAILED, NOT_APPLICABLE
 from optcoll.truth.record import OPTIMAL
 from optcoll.units import format_size, format_time

@@ -6,9 +6,9 @@ from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
 from optcoll.collectives.builtins import make_collective
 from optcoll.errors import InputError, ScheduleRejected
-from optcoll.exports.astra import protowire as pw
-from optcoll.exports.astra.chakra import COMM_RECV, COMM_SEND, Attr, Node, Trace, read_trace
-from optcoll.exports.astra.etexport import export_chakra, system_snippet
+from optcoll.interop.astra import protowire as pw
+from optcoll.interop.astra.chakra import COMM_RECV, COMM_SEND, Attr, Node, Trace, read_trace
+from optcoll.interop.astra.etexport import export_chakra, system_snippet
 from optcoll.instances.instance import Instance
 from optcoll.machines import generators as g
 from optcoll.producers.compose import synthesize

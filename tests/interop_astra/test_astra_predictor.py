@@ -13,10 +13,10 @@ import pytest
 from optcoll.collectives.builtins import make_collective
 from optcoll.bounds import best_lower_bound
 from optcoll.errors import InputError
-from optcoll.exports.astra.algorithms import binary_tree
-from optcoll.exports.astra.network import parse_network
-from optcoll.exports.astra.predictor import predict, stream_sizes
-from optcoll.exports.astra.system import parse_system, read_system
+from optcoll.interop.astra.algorithms import binary_tree
+from optcoll.interop.astra.network import parse_network
+from optcoll.interop.astra.predictor import predict, stream_sizes
+from optcoll.interop.astra.system import parse_system, read_system
 from optcoll.instances.instance import TimeModel
 
 MiB = 2**20

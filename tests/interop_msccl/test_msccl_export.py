@@ -9,7 +9,7 @@ from msccl_helpers import (BW, CHUNK, LAT, TAU, allreduce, collective, full, gre
                            ring_allgather, ring_allreduce)
 from optcoll.collectives.builtins import make_collective, make_custom
 from optcoll.errors import InputError
-from optcoll.exports.msccl import (RuntimeLimits, build_msccl_algo, export_msccl_xml, import_msccl_xml,
+from optcoll.interop.msccl import (RuntimeLimits, build_msccl_algo, export_msccl_xml, import_msccl_xml,
                                    parse_algo, save_msccl_xml, validate_msccl_xml)
 from optcoll.instances.instance import Instance, TimeModel
 from optcoll.machines.generators import dgx1, nvswitch, ring, torus

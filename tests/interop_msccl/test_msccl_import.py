@@ -6,7 +6,7 @@ import pytest
 
 from msccl_helpers import BW, CHUNK, LAT, TAU, full
 from optcoll.errors import InputError
-from optcoll.exports.msccl import import_msccl_xml, validate_msccl_xml
+from optcoll.interop.msccl import import_msccl_xml, validate_msccl_xml
 from optcoll.instances.instance import TimeModel
 from optcoll.machines.generators import dgx1, ring
 from optcoll.machines.machine import MachineBuilder

@@ -5,8 +5,8 @@ from pathlib import Path
 import pytest
 
 from optcoll.errors import InputError
-from optcoll.exports.msccl import RuntimeLimits, parse_algo, to_xml, validate_msccl_xml
-from optcoll.exports.msccl.ir import Step
+from optcoll.interop.msccl import RuntimeLimits, parse_algo, to_xml, validate_msccl_xml
+from optcoll.interop.msccl.ir import Step
 
 DATA = Path(__file__).parent / "data"
 RING_AG = DATA / "allgather_ring_8.xml"

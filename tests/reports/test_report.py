@@ -11,7 +11,8 @@ from optcoll.cli.commands_report import report as report_command
 from optcoll.reports.build import assemble, plan_report, run_plan
 from optcoll.reports.files import write_report
 from optcoll.results.record import meets
-from optcoll.sweeps import ResultCache, find_suite
+from optcoll.sweeps import ResultCache
+from optcoll.instances.suite import find_suite
 from optcoll.sweeps.plan import Settings
 from optcoll.truth import update_suite
 from optcoll.truth.tomlfile import read_results, write_results

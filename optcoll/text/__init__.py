@@ -1,0 +1,1 @@
+"""Text for people: aligned tables and report documents (Markdown, HTML, terminal), one writer each."""
