@@ -131,7 +131,7 @@ def measure(case: Case, bounds: bool = True) -> dict[str, Any]:
         "transfers": len(schedule), "synth_wall_s": wall, "synth_cpu_s": cpu,
         "rss_before_bytes": rss_before, "rss_peak_bytes": rss_peak, "rss_start_bytes": rss_now,
         "synth_peak_bytes": synth_peak, "time_s": verified,
-        "link_time_s": float(machine.link_times(coll.chunk_bytes)[0]), "verify_wall_s": verify_wall,
+        "link_time_s": float(inst.model.link_timing(machine, coll.chunk_bytes).delay[0]), "verify_wall_s": verify_wall,
         "verify_start_bytes": verify_start, "verify_peak_bytes": verify_peak, "unverified": unverified}
     if bounds:
         bound = best_lower_bound(machine, coll, inst.model)

@@ -38,10 +38,6 @@ class Link:
     latency: float  # seconds
     bandwidth: float  # bytes / second
 
-    def time(self, nbytes: float) -> float:
-        """α + b/B: the time one transfer of ``nbytes`` takes on this link."""
-        return self.latency + nbytes / self.bandwidth
-
 
 @dataclass(frozen=True, eq=False)
 class Machine:
@@ -97,10 +93,6 @@ class Machine:
 
     def links(self) -> list[Link]:
         return [self.link(e) for e in range(self.num_links)]
-
-    def link_times(self, nbytes: float) -> np.ndarray:
-        """α_e + b/B_e for every link at once."""
-        return self.link_latency + nbytes / self.link_bandwidth
 
     @cached_property
     def _pair_index(self) -> dict[tuple[int, int], tuple[int, ...]]:

@@ -27,7 +27,7 @@ def verified(inst: Instance, schedule) -> Verification:
 
 def link_time(inst: Instance) -> float:
     """τ = α + b/B of the first link (the machines these tests use are homogeneous)."""
-    return float(inst.machine.link_times(inst.collective.chunk_bytes)[0])
+    return float((inst.machine.link_latency + inst.collective.chunk_bytes / inst.machine.link_bandwidth)[0])
 
 
 def small_machines() -> list[Machine]:

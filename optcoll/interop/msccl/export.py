@@ -100,8 +100,7 @@ def save_msccl_xml(path: str | os.PathLike, machine: Machine, collective: Collec
 def _transfers(machine: Machine, collective: Collective, schedule: Schedule, arrivals: np.ndarray,
                model: TimeModel) -> list[Xfer]:
     gpu = {npu: g for g, npu in enumerate(collective.ranks)}
-    serial = collective.chunk_bytes / machine.link_bandwidth
-    occupancy = machine.link_latency + serial if model.occupancy == "link" else serial
+    occupancy = model.link_timing(machine, collective.chunk_bytes).busy
     out = []
     for j in range(len(schedule)):
         e = int(schedule.link[j])

@@ -184,8 +184,8 @@ def _collective(kind: str, layout: Layout, rank_map: list[int], root_gpu: int | 
 
 def _wires(program: Program, machine: Machine, rank_map: list[int], chunk_bytes: float,
            model: TimeModel, name: str) -> dict[tuple[int, int, int], Wire]:
-    duration = machine.link_latency + chunk_bytes / machine.link_bandwidth
-    occupancy = duration if model.occupancy == "link" else chunk_bytes / machine.link_bandwidth
+    timing = model.link_timing(machine, chunk_bytes)
+    duration, occupancy = timing.delay, timing.busy
     wires = {}
     for g, tid, send, recv, chan in program.tbs:
         for src, dst, role in ((g, send, f"send={send}"), (recv, g, f"recv={recv}")):
@@ -312,9 +312,9 @@ class _Replay:
                     chunk_bytes: float) -> None:
         """Replays optcoll's one-value-per-chunk model over the transfers and reports where it
         parts from the buffers: at every send, and for every output slot at the end."""
-        duration = machine.link_latency + chunk_bytes / machine.link_bandwidth
+        timing = model.link_timing(machine, chunk_bytes)
         link, start, op = schedule.link, schedule.start, schedule.op
-        arrive = start + duration[link] + np.where(op == REDUCE, model.reduce_cost * chunk_bytes, 0.0)
+        arrive = start + timing.delay[link] + np.where(op == REDUCE, timing.reduce_extra, 0.0)
         eps = 1e-9 * float(max(arrive.max(initial=0.0), 1e-12))
         held: dict[tuple[int, int], int] = {}
         for (g, c) in self.layout.pre:
