@@ -9,19 +9,19 @@ R/C meets the rounds lower bound (bandwidth-optimal) or every C is dropped; both
 from __future__ import annotations
 
 import math
-import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from fractions import Fraction
 
 from optcoll.producers.exact.memory import ModelTooLarge
-from optcoll.producers.exact.step.backends import Backend, Settings
+from optcoll.producers.exact.step.backends import Backend
 from optcoll.producers.exact.step.bounds import RoundsBound
 from optcoll.producers.exact.step.chunking import refine
 from optcoll.producers.exact.step.greedy import greedy_solution
-from optcoll.producers.exact.step.inversion import Plan, concatenated
+from optcoll.producers.exact.step.inversion import Plan
 from optcoll.producers.exact.step.search import LEX_PREFIX, Progress
 from optcoll.producers.exact.step.solution import StepSolution, stretched
 from optcoll.producers.exact.step.symmetry import automorphisms, lex_constraints
+from optcoll.producers.exact.toolkit import Clock
 from optcoll.schedules.schedule import Schedule
 
 
@@ -57,11 +57,9 @@ class Front:
     stopped: str
 
 
-def frontier(plans: dict[int, Plan], bound: RoundsBound, backend: Backend, settings: Settings, *,
+def frontier(plans: dict[int, Plan], bound: RoundsBound, backend: Backend, clock: Clock, *,
              symmetry: bool, progress: Progress | None = None) -> Front:
     """The front for the plans of C = 1..max (keys): the points found before any limit."""
-    started = time.perf_counter()
-    deadline = started + settings.time_limit
     chunks = sorted(plans)
     lex = {C: lex_constraints(plans[C].problem, automorphisms(plans[C].problem), LEX_PREFIX)
            if symmetry else [] for C in chunks}
@@ -86,11 +84,9 @@ def frontier(plans: dict[int, Plan], bound: RoundsBound, backend: Backend, setti
                 if lo > hi:  # hi is the greedy's R when there is no target, so never here then
                     active.discard(C)
                     continue
-                remaining = deadline - time.perf_counter()
-                if remaining <= 0:
-                    raise TimeoutError
-                result = backend.minimise_rounds(problem, S, lo, hi, hint=hint, lex=lex[C],
-                                                 settings=replace(settings, time_limit=remaining))
+                if clock.left() <= 0:
+                    raise KeyboardInterrupt if clock.interrupted else TimeoutError
+                result = backend.minimise_rounds(problem, S, lo, hi, hint=hint, lex=lex[C], clock=clock)
                 settled &= result.status in ("optimal", "infeasible")
                 if result.solution is not None:
                     last[C] = result.solution
@@ -102,11 +98,12 @@ def frontier(plans: dict[int, Plan], bound: RoundsBound, backend: Backend, setti
                 points.append(_point(plans[C], solution, C, q, settled, bound))
                 best = q
                 if progress is not None:
-                    progress(time.perf_counter() - started, float(q), float(bound.value))
+                    progress(clock.root.elapsed(), float(q), float(bound.value))
             S += 1
     except TimeoutError:
-        stopped = f"the time limit ({settings.time_limit:g} s) at S = {S}"
+        stopped = f"{clock.limit_reached()} at S = {S}"
     except KeyboardInterrupt:
+        clock.interrupt()
         stopped = f"interrupted at S = {S}"
     except ModelTooLarge as refused:
         stopped = f"the memory limit at S = {S}: {refused.detail}"
@@ -142,9 +139,9 @@ def sum_fronts(first: Front, second: Front, alpha: float, beta: float, bound: Fr
         if points and q >= points[-1].rounds_per_chunk:
             continue  # no better than a point with as few steps
         rounds = int(q * chunks)
-        schedule = concatenated(refine(a.schedule, chunks // a.chunks), refine(b.schedule, chunks // b.chunks),
-                                producer="exact-step-pareto", chunks_per_rank=chunks,
-                                family="reducescatter+allgather")
+        schedule = Schedule.concat(refine(a.schedule, chunks // a.chunks), refine(b.schedule, chunks // b.chunks)
+                                   ).with_meta(producer="exact-step-pareto", chunks_per_rank=chunks,
+                                               family="reducescatter+allgather")
         points.append(ParetoPoint(steps, rounds, chunks, q, steps * alpha + float(q) * beta,
                                   f"{steps}·α + {rounds}/{chunks}·b₁/B_min", complete and a.proven and b.proven,
                                   q <= bound, schedule))
