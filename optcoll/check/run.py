@@ -19,6 +19,7 @@ from optcoll.check.report import CheckReport
 from optcoll.producers.external.spec import SynthSpec, parse_synth
 from optcoll.check.verdict import AGAINST, judge
 from optcoll.errors import InputError
+from optcoll.instances.budget import parse_seconds
 from optcoll.sweeps.jobs import Job
 from optcoll.sweeps.pool import run_local
 from optcoll.sweeps.progress import Progress
@@ -32,12 +33,12 @@ def hard_deadline(job: Job) -> float:
 
 
 def run_check(synth: str | SynthSpec, suite: str | os.PathLike | Suite = "quick", *,
-              max_gap: float | None = None, timeout: float | None = None, jobs: int | None = None,
+              max_gap: float | None = None, timeout: float | str | None = None, jobs: int | None = None,
               against: str = "best", progress: bool | None = False) -> CheckReport:
     """The verdict on every instance of ``suite``. Bad input (spec, suite, numbers) raises
     ``InputError``; everything a synthesizer does wrong is a failed ``Outcome`` instead.
 
-    ``timeout``: seconds per instance (default: each instance's [budget] time_limit);
+    ``timeout``: seconds (or "2 min") per instance (default: each instance's [budget] time_limit);
     ``jobs``: worker processes (default: all cores); ``max_gap``/``against``: see
     ``optcoll.check.config`` and ``optcoll.check.verdict``.
     """
@@ -46,8 +47,8 @@ def run_check(synth: str | SynthSpec, suite: str | os.PathLike | Suite = "quick"
     config = load_check_config(suite)
     if max_gap is not None:
         max_gap = check_ratio(max_gap, None, "--max-gap")
-    if timeout is not None and not (isinstance(timeout, (int, float)) and 0 < timeout < float("inf")):
-        raise InputError(f"must be a positive number of seconds, got {timeout!r}", field="--timeout")
+    if timeout is not None:
+        timeout = parse_seconds(timeout, "--timeout")
     if against not in AGAINST:
         raise InputError(f"must be one of {', '.join(AGAINST)}, got {against!r}", field="--against")
     if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1):

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import click
 
+from optcoll.cli.limits import time_limit_option
 from optcoll.cli.output import done, json_option
 from optcoll.units import format_size
 
@@ -43,9 +44,9 @@ def bench_core(side: int, out: str, as_json: bool) -> None:
 
 
 @bench.command("exact")
-@click.option("--time-limit", default=600.0, show_default=True,
-              help="Seconds per timed instance and per ladder rung.")
-@click.option("--pareto-limit", default=120.0, show_default=True, help="Seconds per Pareto question.")
+@time_limit_option(default_text="Limit per timed instance and per ladder rung", default=600.0, show_default=True)
+@time_limit_option("--pareto-limit", default_text="Limit of the DGX-1 Pareto front, per solver", default=120.0,
+                   show_default=True)
 @click.option("--only", default=None, metavar="fixed|ladder",
               help="Measure one part (fixed: issue 3's list and the DGX-1 front; ladder: the size "
                    "ladders) and keep the report's other sections as they are.")

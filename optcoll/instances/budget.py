@@ -9,6 +9,7 @@ user wrote it.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
@@ -50,8 +51,14 @@ class Budget:
             raise TypeError(f"unknown budget fields {sorted(unknown)}")
         return replace(self, **{k: v for k, v in values.items() if v is not None})
 
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any]) -> "Budget":
+        """The budget ``to_params`` wrote (a sweep job's parameters, a recorded result's)."""
+        return cls(**{f.name: params[f.name] for f in fields(cls) if params.get(f.name) is not None})
+
     def to_params(self) -> dict[str, Any]:
-        """The fields a result records to be reproducible (the memory and work limits only when set)."""
+        """The fields a result or a job records to be reproducible (the memory and work limits
+        only when set), as plain numbers: the one place limits are packed into a dict."""
         out: dict[str, Any] = {"time_limit": self.time_limit, "threads": self.threads, "seed": self.seed}
         if self.max_memory is not None:
             out["max_memory"] = self.max_memory
@@ -80,9 +87,13 @@ def parse_seconds(text: object, field: str, *, bare: bool = True) -> float:
         return checked_seconds(text, field)
     if bare and isinstance(text, str):
         try:
-            return checked_seconds(float(text), field)
+            number = float(text)
         except ValueError:
             pass
+        else:
+            if not 0 < number < math.inf:
+                raise InputError(f"must be a positive number of seconds, got {text!r}", field=field)
+            return number
     try:
         return parse_time(text, allow_zero=False)
     except InputError as exc:

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from optcoll.errors import InputError
-from optcoll.units import format_size, parse_size
+from optcoll.units import format_size
 
 #: Share of MemAvailable one model may take when no ``--max-memory`` is given.
 DEFAULT_SHARE = 0.8
@@ -84,24 +84,6 @@ CALIBRATION: Mapping[tuple[str, str], Calibration] = {
 
 class ModelTooLarge(InputError):
     """A model whose estimated memory exceeds the limit; it was not built."""
-
-
-def parse_limit(text: str) -> int:
-    """A ``--max-memory`` value ("8 GiB", "500 MB") in bytes."""
-    try:
-        value = parse_size(text)
-    except InputError as exc:
-        raise InputError(exc.detail, field="max-memory") from None
-    if not value >= 1:
-        raise InputError(f"must be at least one byte, got {text!r}", field="max-memory")
-    return int(value)
-
-
-def checked_limit(limit: int | None) -> int | None:
-    """A solver's ``max_memory`` argument: None (the default share) or a positive byte count."""
-    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
-        raise InputError(f"must be a positive number of bytes, got {limit!r}", field="max-memory")
-    return limit
 
 
 def available() -> int | None:
