@@ -24,6 +24,7 @@ from optcoll.instances.instance import Instance, TimeModel
 from optcoll.machines.machine import Machine
 from optcoll.producers.base import NotApplicable
 from optcoll.schedules.schedule import Schedule
+from optcoll.text.document import Block, Heading, Paragraph, bullets, table, to_markdown
 from optcoll.units import format_size
 from optcoll.verify import verify
 
@@ -136,43 +137,43 @@ def _astra_cell(ns: int | None, bound_s: float) -> str:
 
 def format_report(rows: list[CompareRow], networks: Mapping[str, str], system: SystemConfig,
                   backends: Sequence[str], chunks_per_rank: int) -> str:
-    out = ["# ASTRA-sim native algorithms vs optcoll", "",
-           "Times in µs. ASTRA-sim columns are optcoll's prediction of ASTRA-sim 2.0's analytical "
-           "backends (`optcoll astra predict`), `unaware / aware`, for the same algorithm in every "
-           "dimension; multi-dimensional AllReduce is `localBWAware`. ASTRA-sim settings: "
-           f"endpoint-delay {system.endpoint_delay} ns, reduction delay {system.reduction_delay} ns, "
-           f"{system.preferred_dataset_splits} dataset split(s), {system.active_chunks_per_dimension} "
-           "active chunk(s) per dimension: the network alone.", "",
-           "optcoll columns: the best lower bound in optcoll's timed model (link busy α + b/B per "
-           "transfer) and with serialization occupancy (busy b/B, α pipelined, like the aware "
-           "backend's links); the verified time of the greedy (TACOS-style, `tacos`) and of the best "
-           f"baseline, with C = {chunks_per_rank} chunk(s) per rank.", "",
-           "How to read it:",
-           "- The congestion-unaware backend lets concurrent messages share a link at full bandwidth, "
-           "so it can beat a bandwidth lower bound; values marked ↓ are below the serialization-occupancy "
-           "lower bound, i.e. impossible once a link carries one message at a time. It is never "
-           "ground truth for bandwidth-bound schedules.",
-           "- optcoll's timed model is store-and-forward with whole-chunk link occupancy and free "
-           "forwarding; ASTRA-sim adds its own per-message floors (whole ns) and, when configured, "
-           "endpoint and reduction delays. The aware backend occupies a link only for b/B, so compare "
-           "it with the serialization bound.",
-           "- Sizes: M is the full buffer (AllGather output, AllReduce vector); ASTRA-sim's comm_size "
-           "for AllGather is M/N per NPU.", ""]
+    blocks: list[Block] = [
+        Heading("ASTRA-sim native algorithms vs optcoll", 1),
+        Paragraph("Times in µs. ASTRA-sim columns are optcoll's prediction of ASTRA-sim 2.0's analytical "
+                  "backends (`optcoll astra predict`), `unaware / aware`, for the same algorithm in every "
+                  "dimension; multi-dimensional AllReduce is `localBWAware`. ASTRA-sim settings: "
+                  f"endpoint-delay {system.endpoint_delay} ns, reduction delay {system.reduction_delay} ns, "
+                  f"{system.preferred_dataset_splits} dataset split(s), {system.active_chunks_per_dimension} "
+                  "active chunk(s) per dimension: the network alone."),
+        Paragraph("optcoll columns: the best lower bound in optcoll's timed model (link busy α + b/B per "
+                  "transfer) and with serialization occupancy (busy b/B, α pipelined, like the aware "
+                  "backend's links); the verified time of the greedy (TACOS-style, `tacos`) and of the best "
+                  f"baseline, with C = {chunks_per_rank} chunk(s) per rank."),
+        Paragraph("How to read it:"),
+        bullets("The congestion-unaware backend lets concurrent messages share a link at full bandwidth, "
+                "so it can beat a bandwidth lower bound; values marked ↓ are below the serialization-occupancy "
+                "lower bound, i.e. impossible once a link carries one message at a time. It is never "
+                "ground truth for bandwidth-bound schedules.",
+                "optcoll's timed model is store-and-forward with whole-chunk link occupancy and free "
+                "forwarding; ASTRA-sim adds its own per-message floors (whole ns) and, when configured, "
+                "endpoint and reduction delays. The aware backend occupies a link only for b/B, so compare "
+                "it with the serialization bound.",
+                "Sizes: M is the full buffer (AllGather output, AllReduce vector); ASTRA-sim's comm_size "
+                "for AllGather is M/N per NPU.")]
+    head = ["collective", "M", *[f"{a} ({'/'.join(backends)})" for a in ALGORITHMS],
+            "bound (link)", "bound (serial.)", "greedy", "best baseline"]
     for name, text in networks.items():
-        out += [f"## {name}", "", text, ""]
-        head = ["collective", "M", *[f"{a} ({'/'.join(backends)})" for a in ALGORITHMS],
-                "bound (link)", "bound (serial.)", "greedy", "best baseline"]
-        out += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        cells = []
         for row in (r for r in rows if r.network == name):
-            cells = [row.collective, format_size(row.size_bytes)]
+            line = [row.collective, format_size(row.size_bytes)]
             for algo in ALGORITHMS:
                 values = [row.astra_ns.get((algo, b)) for b in backends]
-                cells.append(" / ".join(_astra_cell(v, row.bound_serial_s) for v in values))
-            cells += [_us(row.bound_link_s), _us(row.bound_serial_s), _us(row.greedy_s),
-                      "n/a" if row.baseline is None else f"{_us(row.baseline[1])} ({row.baseline[0]})"]
-            out.append("| " + " | ".join(cells) + " |")
-        out.append("")
-    return "\n".join(out)
+                line.append(" / ".join(_astra_cell(v, row.bound_serial_s) for v in values))
+            line += [_us(row.bound_link_s), _us(row.bound_serial_s), _us(row.greedy_s),
+                     "n/a" if row.baseline is None else f"{_us(row.baseline[1])} ({row.baseline[0]})"]
+            cells.append(line)
+        blocks += [Heading(name), Paragraph(text), table(head, cells)]
+    return to_markdown(blocks)
 
 
 def astra_compare(networks: Sequence[AstraNetwork | Machine | str | Path], collectives: Sequence[str],
