@@ -236,6 +236,29 @@ def test_swing_on_a_torus_swings_along_every_dimension_on_2d_ports(dims):
     assert Counter(messages.dst) == Counter({v: ports * (n - 1) for v in range(n)})
 
 
+@pytest.mark.parametrize("machine, dims", [(g.torus([4, 4], GIB, 1e-6), [4, 4]),
+                                           (g.torus([4, 4, 4], GIB, 1e-6), [4, 4, 4]),
+                                           (g.hypercube(4, GIB, 1e-6), [2] * 4)],
+                         ids=["4x4", "4x4x4", "2^4"])
+def test_swing_per_link_volume_on_tori_whose_peers_are_neighbours(machine, dims):
+    """In sides of 4 (and 2) every Swing peer is a neighbour, so the per-link volume is the
+    paper's: port p visits the dimensions round robin from p mod D (mirrored for p ≥ D), step s
+    of the whole collective moves N/2^(s+1) blocks to the peer x ± ρ(k) along its dimension."""
+    n, ndim = machine.num_npus, len(dims)
+    inst, schedule, _ = run("swing", machine, "allgather", 2 * ndim)
+    expected = Counter()
+    for port in range(2 * ndim):
+        order = [(d, k) for k in range(max(int(math.log2(x)) for x in dims))
+                 for d in [(port + i) % ndim for i in range(ndim)] if k < math.log2(dims[d])]
+        for s, (d, k) in enumerate(order):
+            for r in range(n):
+                coord = [(r // math.prod(dims[:i])) % dims[i] for i in range(ndim)]
+                sign = (1 if coord[d] % 2 == 0 else -1) * (-1 if port >= ndim else 1)
+                peer = r + (((coord[d] + sign * rho(k)) % dims[d]) - coord[d]) * math.prod(dims[:d])
+                expected[(r, peer)] += n >> (s + 1)
+    assert per_link(inst, schedule) == expected
+
+
 # -- Trivance: ⌈log3 n⌉ steps, step k exchanges 3^(L-1-k) blocks with the nodes 3^k away on both sides -------
 
 @pytest.mark.parametrize("n", [3, 9, 27])
