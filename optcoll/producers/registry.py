@@ -44,14 +44,15 @@ ALL = frozenset(KINDS) | {"custom"}
 class _Spec:
     name: str
     description: str
-    spreader: compose.Spreader
+    #: None for a synthesizer that emits flows (``flows``) instead of spread schedules.
+    spreader: compose.Spreader | None
     kinds: frozenset[str]
     homes: compose.Homes | None = None
     randomized: bool = False
     #: AllReduce's AllGather phase is its ReduceScatter mirrored when the network allows it
     #: (``compose`` module docstring): TACOS's own AllReduce, and half the greedy's work.
     mirror: bool = False
-    #: Emits every collective it implements directly as flows instead (``spreader`` unused).
+    #: Emits every collective it implements directly as flows.
     flows: Callable[[Instance], list[Flow]] | None = None
 
 
@@ -77,13 +78,9 @@ def _at_tree_roots(collective: Collective) -> np.ndarray:
     return algorithms.double_tree_homes(collective.ranks, collective.num_chunks)
 
 
-def _no_spread(problem: SpreadProblem, rng: np.random.Generator) -> Schedule:
-    raise AssertionError("a flow synthesizer has no spread form")
-
-
 def _flows(name: str, description: str, flows: Callable[[Instance], list[Flow]],
            kinds: frozenset[str]) -> _Spec:
-    return _Spec(name, description, _no_spread, kinds, flows=flows)
+    return _Spec(name, description, None, kinds, flows=flows)
 
 
 _GATHERS = frozenset({"allgather", "reducescatter", "allreduce"})
@@ -118,7 +115,7 @@ _SPECS = [
           "AllGather back down, a ring per dimension (dimensions found from the links)",
           _baseline(algorithms.hierarchical), _GATHERS),
     _Spec("nccl-ring", "NCCL ring: its channels (rail-rotated rings across nodes, packed directed "
-          "rings in an NVLink mesh), slot j of each buffer on channel j mod nchannels",
+          "rings in an NVLink mesh), chunk c on channel c mod nchannels",
           _baseline(nccl_ring), _GATHERS | {"broadcast", "reduce"}),
     _flows("nccl-tree", "NCCL tree AllReduce: double binary tree across nodes, chains inside "
            "(BALANCED_TREE), reduce up and broadcast down, pipelined", nccl_tree,
@@ -154,6 +151,7 @@ def _runner(spec: _Spec) -> Callable[[Instance, int], Schedule]:
                                 f"{instance.model.kind} model")
         if spec.flows is not None:
             return schedule_flows(instance, spec.flows(instance))
+        assert spec.spreader is not None
         return compose.synthesize(instance, spec.spreader, seed, spec.homes, spec.mirror)
     return run
 

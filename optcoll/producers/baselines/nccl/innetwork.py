@@ -7,7 +7,10 @@
 head, whose ``multimem.st`` sends it back to the switch, which multicasts it to every GPU: per
 chunk, every member → switch (reduce), switch → head, head → switch, switch → the others (copies).
 Each GPU link carries the vector once plus 1/N of it each way, which is why NVLS reaches about
-N/(N+1) of the link bandwidth, beyond what any algorithm without in-network reduction can.
+N/(N+1) of the link bandwidth, beyond what any algorithm without in-network reduction can. That
+is the ideal data flow; NCCL's own tuning model derates NVLS further (``nvlsEfficiency`` 0.85 on
+Hopper in ``tuning.cc``; about 275 GB/s is measured on 8 × H100 at 450 GB/s per direction), which
+a machine model would express in its bandwidths, not here.
 ReduceScatter is the first two moves (to each chunk's owner), AllGather owner → switch → all.
 All heads work at once, slice by slice: the flows list the j-th chunk of every head before the
 (j+1)-th of any.
