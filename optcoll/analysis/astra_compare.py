@@ -33,7 +33,7 @@ Producer = Callable[[Instance, int], Schedule]
 #: stream), so its times and optcoll's measure the same thing; pass another SystemConfig to change.
 NETWORK_ONLY = SystemConfig(collective_optimization="localBWAware", scheduling_policy="LIFO",
                             endpoint_delay=0, active_chunks_per_dimension=1,
-                            preferred_dataset_splits=1, reduction_delay=0, source="astra_compare")
+                            preferred_dataset_splits=1, local_mem_bw_gbps=None, source="astra_compare")
 
 
 def default_producers() -> dict[str, Producer]:
@@ -140,9 +140,11 @@ def format_report(rows: list[CompareRow], networks: Mapping[str, str], system: S
            "Times in µs. ASTRA-sim columns are optcoll's prediction of ASTRA-sim 2.0's analytical "
            "backends (`optcoll astra predict`), `unaware / aware`, for the same algorithm in every "
            "dimension; multi-dimensional AllReduce is `localBWAware`. ASTRA-sim settings: "
-           f"endpoint-delay {system.endpoint_delay} ns, reduction delay {system.reduction_delay} ns, "
+           f"endpoint-delay {system.endpoint_delay} ns, local-mem-bw "
+           f"{'none (free reductions)' if system.local_mem_bw_gbps is None else f'{system.local_mem_bw_gbps:g} GB/s'}, "
            f"{system.preferred_dataset_splits} dataset split(s), {system.active_chunks_per_dimension} "
-           "active chunk(s) per dimension: the network alone.", "",
+           "active chunk(s) per dimension. The congestion-aware backend refuses networks of more than "
+           "one dimension (n/a).", "",
            "optcoll columns: the best lower bound in optcoll's timed model (link busy α + b/B per "
            "transfer) and with serialization occupancy (busy b/B, α pipelined, like the aware "
            "backend's links); the verified time of the greedy (TACOS-style, `tacos`) and of the best "

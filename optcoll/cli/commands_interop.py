@@ -108,8 +108,9 @@ def astra() -> None:
 @astra.command("predict")
 @click.option("--network", "network_path", required=True, type=click.Path(dir_okay=False))
 @click.option("--system", "system_path", type=click.Path(dir_okay=False),
-              help="system.json (default: ASTRA-sim defaults with no endpoint delay).")
-@click.option("--collective", required=True, help="allreduce, reducescatter or allgather.")
+              help="system.json (default: ASTRA-sim's own defaults: endpoint-delay 10 ns, one "
+                   "dataset split, no local-mem-bw).")
+@click.option("--collective", required=True, help="allreduce, reducescatter, allgather or alltoall.")
 @click.option("--size", required=True, callback=parsed_option(parse_size),
               help="ASTRA-sim's comm_size, e.g. 1MiB (AllGather: per-NPU input).")
 @click.option("--backend", type=click.Choice(["unaware", "aware"]), default="unaware", show_default=True)
@@ -121,17 +122,15 @@ def astra_predict(network_path, system_path, collective, size, backend, algorith
     """ASTRA-sim's analytical time for its native algorithms, to the nanosecond."""
     from dataclasses import asdict, replace
 
-    from optcoll.analysis.astra_compare import NETWORK_ONLY
     from optcoll.interop.astra.network import read_network
     from optcoll.interop.astra.predictor import predict
-    from optcoll.interop.astra.system import parse_impl, read_system
+    from optcoll.interop.astra.system import ASTRA_DEFAULTS, KINDS, parse_impl, read_system
 
     network = read_network(network_path)
-    system = read_system(system_path) if system_path else NETWORK_ONLY
+    system = read_system(system_path) if system_path else ASTRA_DEFAULTS
     if algorithm or not system_path:
-        impls = (parse_impl(algorithm or "ring", "--algorithm", "algorithm"),) * len(network.dims)
-        system = replace(system, implementations={k: impls for k in ("allreduce", "reducescatter",
-                                                                     "allgather")})
+        impls = (parse_impl(algorithm or "ring", "--algorithm", "--algorithm"),) * len(network.dims)
+        system = replace(system, implementations={k: impls for k in KINDS})
     prediction = predict(network, system, collective, int(size), backend)
     if as_json:
         emit_json(asdict(prediction))

@@ -136,9 +136,19 @@ class AwareNetwork:
             self._transmit(link, link.pending.popleft())
 
 
-def make_network(backend: str, network: AstraNetwork, queue: EventQueue) -> UnawareNetwork | AwareNetwork:
+def check_backend(backend: str, network: AstraNetwork) -> None:
+    """Refuses what ASTRA-sim refuses: the congestion-aware backend builds one-dimensional networks
+    only (astra-network-analytical 599a047, ``congestion_aware/topology/Helper.cpp``
+    ``construct_topology``: "only support 1-dim topology", exit)."""
     if backend not in BACKENDS:
         raise InputError(f"unknown backend {backend!r}; use {' or '.join(BACKENDS)}", field="backend")
+    if backend == "aware" and len(network.dims) > 1:
+        raise InputError(f"ASTRA-sim's congestion-aware backend refuses a {len(network.dims)}-dimensional "
+                         "network (only 1-dim topologies); use the unaware backend", field="backend")
+
+
+def make_network(backend: str, network: AstraNetwork, queue: EventQueue) -> UnawareNetwork | AwareNetwork:
+    check_backend(backend, network)
     return (UnawareNetwork if backend == "unaware" else AwareNetwork)(network, queue)
 
 
@@ -150,5 +160,6 @@ def check_message(nbytes: int) -> int:
     return int(nbytes)
 
 
-__all__ = ["BACKENDS", "EventQueue", "UnawareNetwork", "AwareNetwork", "make_network", "check_message",
+__all__ = ["BACKENDS", "EventQueue", "UnawareNetwork", "AwareNetwork", "check_backend", "make_network",
+           "check_message",
            "transfer_dim"]
