@@ -32,28 +32,29 @@ def msccl() -> None:
 @click.argument("instance_path", metavar="INSTANCE", type=click.Path(dir_okay=False))
 @click.argument("schedule_path", metavar="SCHEDULE", type=click.Path(dir_okay=False))
 @click.option("-o", "--out", required=True, type=click.Path(dir_okay=False), help="XML file to write.")
-@click.option("--coll-names", type=click.Choice(["current", "legacy"]), default="current",
-              show_default=True, help="Collective spelling: current executor or the older runtime.")
+@click.option("--runtime", type=click.Choice(["executor", "msccl"]), default="executor", show_default=True,
+              help="Target runtime: the MSCCL executor, or the first MSCCL runtime (its coll names and limits).")
 @click.option("--proto", type=click.Choice(["Simple", "LL", "LL128"]), default="Simple", show_default=True)
 @click.option("--inplace", is_flag=True, help="In-place buffer layout (default out-of-place).")
 @click.option("--name", default=None, help="Algorithm name (default: the instance name).")
 @json_option
-def msccl_export(instance_path, schedule_path, out, coll_names, proto, inplace, name, as_json) -> None:
-    """Write a verified schedule as MSCCL-IR XML (checked by re-importing it)."""
+def msccl_export(instance_path, schedule_path, out, runtime, proto, inplace, name, as_json) -> None:
+    """Write a verified schedule as MSCCL-IR XML the runtime loads (checked by re-importing it)."""
     from optcoll.interop.msccl import save_msccl_xml
 
     inst, schedule = load_instance_and_schedule(instance_path, schedule_path)
     save_msccl_xml(out, inst.machine, inst.collective, schedule, model=inst.model,
-                   coll_names=coll_names, proto=proto, inplace=inplace, name=name or inst.name)
+                   runtime=runtime, proto=proto, inplace=inplace, name=name or inst.name)
     done(as_json, f"wrote {out}", out=out)
 
 
 @msccl.command("validate")
 @click.argument("xml_path", metavar="XML", type=click.Path(dir_okay=False))
-@click.option("--runtime", type=click.Choice(["current", "legacy"]), default="current", show_default=True)
+@click.option("--runtime", type=click.Choice(["executor", "msccl"]), default="executor", show_default=True,
+              help="The MSCCL executor (msccl-executor-nccl) or the first MSCCL runtime.")
 @json_option
 def msccl_validate(xml_path, runtime, as_json) -> None:
-    """Check an MSCCL-IR XML file against the runtime's structural rules (exit 1 on findings)."""
+    """Check an MSCCL-IR XML file against the runtime's loader rules (exit 1 on findings)."""
     from optcoll.interop.msccl import validate_msccl_xml
 
     findings = validate_msccl_xml(xml_path, runtime=runtime)
@@ -70,8 +71,10 @@ def msccl_validate(xml_path, runtime, as_json) -> None:
 @click.option("--size", default=None, callback=parsed_option(parse_size),
               help="Buffer size M, e.g. '1 GiB' (default: one byte per chunk unit).")
 @click.option("-o", "--out", type=click.Path(dir_okay=False), help="Write the schedule (.json/.json.gz).")
+@click.option("--runtime", type=click.Choice(["executor", "msccl", "any"]), default="executor", show_default=True,
+              help="Refuse (exit 2) what this runtime's loader refuses; any: only what execution needs.")
 @json_option
-def msccl_import(xml_path, machine_ref, size, out, as_json) -> None:
+def msccl_import(xml_path, machine_ref, size, out, runtime, as_json) -> None:
     """Read MSCCL-IR XML as a schedule on a machine, verify it and report its time."""
     from optcoll.interop.msccl import import_msccl_xml
     from optcoll.machines.catalog import load_machine
@@ -79,13 +82,14 @@ def msccl_import(xml_path, machine_ref, size, out, as_json) -> None:
     from optcoll.verify import verify
 
     machine = load_machine(machine_ref)
-    imported = import_msccl_xml(xml_path, machine, size=size)
-    result = verify(machine, imported.collective, imported.schedule)
+    imported = import_msccl_xml(xml_path, machine, size=size, runtime=None if runtime == "any" else runtime)
+    result = verify(machine, imported.collective, imported.schedule, imported.model)
     ok = result.valid and imported.faithful
     if out:
         save_schedule(out, imported.schedule, machine)
     if as_json:
         emit_json({"valid": ok, "time": result.time if result.valid else None,
+                   "occupancy": imported.model.occupancy,
                    "collective": imported.collective.kind, "transfers": len(imported.schedule),
                    "violation": result.violation.message if result.violation else None,
                    "problems": list(imported.problems), "findings": list(imported.findings)})

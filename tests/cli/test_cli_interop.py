@@ -27,6 +27,28 @@ def test_msccl_validate_reports_findings_with_exit_1(run, tmp_path):
     assert code == 1 and json.loads(out)["findings"]
 
 
+def test_msccl_runtimes_on_the_command_line(run, tmp_path):
+    real = DATA / "msccl-tools" / "allreduce_a100_ring_8_ch1_i1.xml"
+    code, out, _ = run("msccl", "validate", real)
+    assert code == 0 and "valid" in out
+    # the first runtime wants a name, which msccl-tools always writes; the executor no redop
+    code, out, _ = run("msccl", "validate", real, "--runtime", "msccl")
+    assert code == 0
+    tabs = tmp_path / "tabs.xml"
+    tabs.write_text(real.read_text().replace("  <gpu", "\t<gpu"))
+    code, out, _ = run("msccl", "validate", tabs)
+    assert code == 1 and "expecting '<', got a tab" in out
+    # a thread block over the executor's 64 steps: bad input for an import aimed at it, one line
+    steps = "".join(f'<step s="{k}" type="nop" srcbuf="i" srcoff="-1" dstbuf="o" dstoff="-1" cnt="0" '
+                    f'depid="-1" deps="-1" hasdep="0"/>' for k in range(14, 80))
+    long = tmp_path / "long.xml"
+    long.write_text(real.read_text().replace("</tb>", f"{steps}</tb>", 1))
+    code, out, err = run("msccl", "import", long, "--machine", "ring8", "--size", "8 MiB")
+    assert code == 2 and str(long) in err and "gpu 0 tb 0" in err and len(err.strip().splitlines()) == 1
+    code, out, _ = run("msccl", "import", long, "--machine", "ring8", "--size", "8 MiB", "--runtime", "msccl")
+    assert code == 0
+
+
 def test_astra_network_round_trip_and_predict(run, tmp_path):
     code, _, _ = run("astra", "export-network", "torus4x4", "-o", tmp_path / "n.yml")
     assert code == 0
