@@ -157,6 +157,44 @@ def astra_chakra(instance_path, schedule_path, prefix, as_json) -> None:
          traces=[str(f) for f in exported.files], system_json=str(exported.system_json))
 
 
+@astra.command("replay")
+@click.argument("instance_path", metavar="INSTANCE", type=click.Path(dir_okay=False))
+@click.argument("schedule_path", metavar="SCHEDULE", type=click.Path(dir_okay=False))
+@click.option("--network", "network_path", type=click.Path(dir_okay=False),
+              help="ASTRA-sim network.yml to replay on (default: the instance's machine, when it is one).")
+@click.option("--backend", type=click.Choice(["unaware", "aware"]), default="unaware", show_default=True)
+@click.option("--traces", "prefix", default=None,
+              help="Replay PREFIX.<npu>.et files (from `optcoll astra chakra`) instead of exporting anew.")
+@json_option
+def astra_replay(instance_path, schedule_path, network_path, backend, prefix, as_json) -> None:
+    """ASTRA-sim's time for a schedule exported as Chakra ET, next to optcoll's verified time."""
+    from optcoll.interop.astra.chakra import read_trace
+    from optcoll.interop.astra.etexport import chakra_traces
+    from optcoll.interop.astra.network import network_of, read_network
+    from optcoll.interop.astra.replay import explain
+
+    inst, schedule = load_instance_and_schedule(instance_path, schedule_path)
+    built = chakra_traces(inst.machine, inst.collective, schedule, inst.model)
+    traces, sources = built.traces, None
+    if prefix:
+        sources = [f"{prefix}.{p}.et" for p in range(inst.collective.num_ranks)]
+        traces = tuple(read_trace(path) for path in sources)
+    try:
+        own = network_of(inst.machine).dims
+    except InputError as exc:
+        if not network_path:
+            raise InputError(f"{exc.detail}; pass --network with an ASTRA-sim network.yml to replay on",
+                             field="--network") from None
+        own = None
+    network = read_network(network_path) if network_path else network_of(inst.machine)
+    report = explain(network, traces, backend, built.time, ranks=inst.collective.ranks, sources=sources,
+                     same_machine=network.dims == own)
+    if as_json:
+        emit_json(report.to_dict())
+    else:
+        click.echo(report.summary())
+
+
 @astra.command("import-network")
 @click.argument("network_path", metavar="NETWORK_YML", type=click.Path(dir_okay=False))
 @click.option("-o", "--out", required=True, type=click.Path(dir_okay=False), help="Model .toml to write.")

@@ -1,5 +1,7 @@
 import json
 
+import pytest
+
 from cli_paths import REPO
 
 QUICK = REPO / "instances" / "quick"
@@ -68,6 +70,16 @@ def test_chakra_and_nvidia_smi(run, tmp_path):
     run("synth", inst, "--algo", "ring", "--out", tmp_path / "r.json")
     code, out, _ = run("astra", "chakra", inst, tmp_path / "r.json", "--prefix", tmp_path / "et" / "ag")
     assert code == 0 and len(list((tmp_path / "et").glob("ag.*.et"))) == 8
+    # the files written replay to the time of exporting anew; 64 MiB over ring(8): 7 steps of
+    # 500 + 2^23 / (50 · 2^30 / 1e9) = 156750 ns, with nothing to floor
+    for extra in ((), ("--traces", tmp_path / "et" / "ag")):
+        code, out, _ = run("astra", "replay", inst, tmp_path / "r.json", "--json", *extra)
+        data = json.loads(out)
+        assert code == 0 and data["astra_ns"] == 7 * 156750 and data["verified_ns"] == pytest.approx(
+            data["astra_ns"])
+    code, _, err = run("astra", "replay", QUICK / "dgx1-allgather-c1.toml", REPO / "instances" / "quick" /
+                       "schedules" / "dgx1-allgather-c1.json.gz")
+    assert code == 2 and "--network" in err and len(err.strip().splitlines()) == 1
     code, _, _ = run("model", "from-nvidia-smi", DATA / "nvidia_smi_dgx1.txt", "--nvlink-bandwidth", "25 GB/s",
                      "-o", tmp_path / "smi.toml")
     code, out, _ = run("model", "show", tmp_path / "smi.toml", "--json")

@@ -177,11 +177,14 @@ def test_streams_and_active_chunks():
     assert stream_sizes("allgather", 100, 8, 8) == (9, 12)
 
 
-def test_no_endpoint_delay_and_no_local_mem_bw_leave_the_network_alone():
-    s0 = parse_system({"all-reduce-implementation": ["ring"], "preferred-dataset-splits": 1,
-                       "endpoint-delay": 0})
-    # AllReduce of 8 MiB with no endpoint or reduction cost: 14 T
-    assert predict(RING8, s0, "allreduce", 8 * MiB).total_ns == 14 * 20031
+def test_the_least_endpoint_delay_and_no_local_mem_bw_leave_nearly_the_network_alone():
+    s1 = parse_system({"all-reduce-implementation": ["ring"], "preferred-dataset-splits": 1,
+                       "endpoint-delay": 1})
+    # AllReduce of 8 MiB with no reduction cost: 1 + 14(T + 1)
+    assert predict(RING8, s1, "allreduce", 8 * MiB).total_ns == 1 + 14 * 20032
+    # ASTRA-sim aborts with endpoint-delay 0 (an event at the current time)
+    with pytest.raises(InputError, match="makes ASTRA-sim abort"):
+        predict(RING8, replace(s1, endpoint_delay=0), "allreduce", 8 * MiB)
 
 
 def test_unaware_beats_bandwidth_bounds_while_aware_does_not():
@@ -201,6 +204,7 @@ def test_unaware_beats_bandwidth_bounds_while_aware_does_not():
     ({"all-reduce-implementation": ["ring"], "preferred-dataset-splits": 1, "model-shared-bus": 1}, "model-shared-bus", "not modelled"),
     ({"all-reduce-implementation": ["ring"], "preferred-dataset-splits": 0}, "preferred-dataset-splits", "at least 1"),
     ({"all-reduce-implementation": ["ring"], "preferred-dataset-splits": 1, "local-mem-bw": -50}, "local-mem-bw", "positive"),
+    ({"all-reduce-implementation": ["ring"], "preferred-dataset-splits": 1, "endpoint-delay": 0}, "endpoint-delay", "aborts"),
     ({"all-reduce-implementation": ["ring"], "preferred-dataset-splits": 1, "local-mem-bw": "fast"}, "local-mem-bw", "number"),
     ({"all-reduce-implementation": ["ring"], "preferred-dataset-splits": 1, "endpoint-dealy": 5}, "endpoint-dealy", "endpoint-delay"),
     ({"all-reduce-implementation": ["ring"], "preferred-dataset-splits": 1, "intra-dimension-scheduling": "FIFO"},

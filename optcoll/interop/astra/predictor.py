@@ -92,6 +92,10 @@ def plan_phases(network: AstraNetwork, system: SystemConfig, kind: str, chunk: i
     """The phases every stream goes through (module docstring, point 2)."""
     impls = system.implementation(kind, len(network.dims))
     dims = list(range(len(network.dims)))
+    if kind == AR and len(dims) > 1 and system.collective_optimization is None:
+        raise InputError("is not set: ASTRA-sim leaves it uninitialised and a multi-dimensional AllReduce "
+                         "then never finishes; set baseline or localBWAware", source=system.source,
+                         field="collective-optimization")
     phases: list[PhasePlan] = []
 
     def add(dim: int, op: str, direction: int) -> None:
@@ -239,6 +243,9 @@ def predict(network: AstraNetwork, system: SystemConfig, collective: str, size_b
     if isinstance(size_bytes, bool) or int(size_bytes) != size_bytes or size_bytes < 1:
         raise InputError(f"must be a positive whole number of bytes, got {size_bytes!r}", field="size")
     check_backend(backend, network)
+    if system.endpoint_delay < 1:
+        raise InputError("endpoint-delay 0 makes ASTRA-sim abort (EventQueue.cpp:33 asserts every event is "
+                         "later than the last); use at least 1 ns", source=system.source, field="endpoint-delay")
     streams, chunk = stream_sizes(kind, int(size_bytes), system.preferred_dataset_splits, network.num_npus)
     phases = plan_phases(network, system, kind, chunk)
     run = _Run(network, system, backend, phases, streams)

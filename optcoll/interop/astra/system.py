@@ -10,9 +10,13 @@ Read:
   flight), ``halvingDoubling``, ``doubleBinaryTree``.
 - ``collective-optimization``: ``localBWAware`` (multi-dimensional AllReduce = ReduceScatter up the
   dimensions, AllReduce in the last, AllGather back down) or ``baseline``. ASTRA-sim leaves it
-  uninitialised when absent; we take baseline.
+  uninitialised when absent (``None`` here): one dimension runs the same either way, but a
+  multi-dimensional AllReduce then never finishes (measured on 518bd51), which the predictor
+  refuses.
 - ``endpoint-delay`` (ns, default 10: ``Sys::Sys`` sets ``communication_delay = 10``): charged by
-  the memory bus each time a message is handed to or from the network.
+  the memory bus each time a message is handed to or from the network. 0 makes ASTRA-sim abort
+  (an event at the current time trips astra-network-analytical's ``EventQueue::proceed``
+  assertion, EventQueue.cpp:33), so at least 1 is required.
 - ``local-mem-bw`` (GB/s, read as ``× 1e9`` B/s): a received message that must be reduced spends
   ``3 · (uint64)(bytes / (local-mem-bw·1e9) · 1e9)`` ns more on the bus, one memory write and two
   reads (``PacketBundle::call``, ``PacketBundle.cc`` lines 53-62). Absent, ASTRA-sim divides by
@@ -87,7 +91,7 @@ def parse_impl(text: Any, source: str, where: str) -> Impl:
 @dataclass(frozen=True)
 class SystemConfig:
     implementations: dict[str, tuple[Impl, ...]] = field(default_factory=dict)
-    collective_optimization: str = "baseline"
+    collective_optimization: str | None = None
     scheduling_policy: str = "LIFO"
     endpoint_delay: int = DEFAULT_ENDPOINT_DELAY
     active_chunks_per_dimension: int = 1
@@ -141,7 +145,8 @@ def _int(data: dict, key: str, default: int | None, minimum: int, source: str) -
     if isinstance(value, bool) or not whole:
         raise InputError(f"must be an integer, got {value!r}", source=source, field=key)
     if value < minimum:
-        raise InputError(f"must be at least {minimum}, got {value!r}", source=source, field=key)
+        why = " (ASTRA-sim aborts at 0: an event at the current time)" if key == "endpoint-delay" else ""
+        raise InputError(f"must be at least {minimum}{why}, got {value!r}", source=source, field=key)
     return int(value)
 
 
@@ -172,8 +177,8 @@ def parse_system(data: Any, source: str = "system.json") -> SystemConfig:
             impls[kind] = tuple(parse_impl(v, source, f"{key}[{d}]") for d, v in enumerate(values))
     every = tuple(KINDS) if "per-node-custom-implementation" in data else ()
     custom = every or tuple(kind for kind, stem in KINDS.items() if f"{stem}-implementation-custom" in data)
-    optimization = data.get("collective-optimization", "baseline")
-    if optimization not in ("baseline", "localBWAware"):
+    optimization = data.get("collective-optimization")
+    if optimization not in (None, "baseline", "localBWAware"):
         raise InputError(f"must be baseline or localBWAware, got {optimization!r}", source=source,
                          field="collective-optimization")
     policy = data.get("scheduling-policy", "LIFO")
@@ -184,7 +189,7 @@ def parse_system(data: Any, source: str = "system.json") -> SystemConfig:
         raise InputError("the LogGP shared-bus model is not modelled; set it to 0", source=source,
                          field="model-shared-bus")
     return SystemConfig(impls, optimization, policy,
-                        _int(data, "endpoint-delay", DEFAULT_ENDPOINT_DELAY, 0, source),
+                        _int(data, "endpoint-delay", DEFAULT_ENDPOINT_DELAY, 1, source),
                         _int(data, "active-chunks-per-dimension", 1, 1, source),
                         _int(data, "preferred-dataset-splits", None, 1, source),
                         _bandwidth(data, "local-mem-bw", source), custom, source)
