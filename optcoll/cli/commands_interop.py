@@ -273,20 +273,23 @@ def model_from_nvidia_smi(text_path, nvlink_bandwidth, nvlink_latency, pcie_band
 @click.option("--shape", default=None, help="Only this grid, e.g. 1,4,16,1 (X,Y,Z,D).")
 @click.option("--sharing", type=click.Choice(["axonn", "none"]), default="axonn", show_default=True,
               help="How groups crossing nodes share the NIC bandwidth in the ring model.")
+@click.option("--bandwidths", default="nominal", show_default=True,
+              help="The ring model's bandwidths: nominal (the model's links), measured (AxoNN's own "
+                   "table for the machine: perlmutter), or a TOML table by group size and level.")
 @click.option("--min-tensor-parallel", default=1, show_default=True)
 @click.option("--no-schedules", is_flag=True, help="Ring model and bounds only (fast).")
 @click.option("--top", type=int, default=None, help="Rows to show.")
 @click.option("--seed", default=0, show_default=True)
 @click.option("--out", type=click.Path(dir_okay=False), help="Also write the Markdown report here.")
 @json_option
-def axonn(machine_ref, gpus, layer_size, seq_len, batch, shape, sharing, min_tensor_parallel,
+def axonn(machine_ref, gpus, layer_size, seq_len, batch, shape, sharing, bandwidths, min_tensor_parallel,
           no_schedules, top, seed, out, as_json) -> None:
     """Rank AxoNN 4D configurations: ring model vs optcoll bounds vs verified schedules."""
     from optcoll.analysis.axonn import axonn_command
 
     text = axonn_command(machine_ref, gpus, layer_size, seq_len=seq_len, batch=batch, shape=shape,
                          out=out, sharing=sharing, schedules=not no_schedules,
-                         min_tensor_parallel=min_tensor_parallel, top=top, seed=seed)
+                         min_tensor_parallel=min_tensor_parallel, top=top, seed=seed, bandwidths=bandwidths)
     done(as_json, text, markdown=text, out=out)
 
 

@@ -93,3 +93,9 @@ def test_axonn_ranking_command(run, tmp_path):
     assert code == 0 and "## Ranking" in text and out.read_text().strip() == text.strip()
     code, _, err = run("axonn", "--machine", "dgx1", "--gpus", "8", "--layer-size", "512", "--no-schedules")
     assert code == 2 and "multinode" in err
+    code, text, _ = run("axonn", "--machine", "perlmutter", "--gpus", "8", "--layer-size", "512",
+                        "--no-schedules", "--bandwidths", "measured", "--shape", "4,2,1,1")
+    assert code == 0 and "Megatron-AxoNN" in text and "225 GiB/s" in text
+    code, _, err = run("axonn", "--machine", "cluster2x8", "--gpus", "16", "--layer-size", "512",
+                       "--no-schedules", "--bandwidths", "measured")
+    assert code == 2 and "--bandwidths" in err and len(err.strip().splitlines()) == 1
