@@ -237,8 +237,10 @@ def astra_compare_cmd(networks, collectives, sizes, out, as_json) -> None:
     from optcoll.analysis.astra_compare import astra_compare
     from optcoll.producers.registry import SYNTHESIZERS
 
+    command = " ".join(["optcoll astra compare", *networks, *(f"--collective {c}" for c in collectives),
+                        *(f"--size '{int(s)} B'" for s in sizes), f"--out {out}"])
     rows = astra_compare(list(networks), list(collectives), [int(s) for s in sizes], out,
-                         producers=SYNTHESIZERS)
+                         producers=SYNTHESIZERS, command=command)
     done(as_json, f"wrote {out} ({len(rows)} rows)", out=out, rows=len(rows))
 
 

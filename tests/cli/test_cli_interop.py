@@ -65,6 +65,17 @@ def test_astra_network_round_trip_and_predict(run, tmp_path):
     assert code == 2 and "optcoll: error" in err
 
 
+@pytest.mark.parametrize("system, field", [
+    ('{"preferred-dataset-splits": 1, "all-reduce-implementaion": ["ring"]}', "all-reduce-implementaion"),
+    ('{"preferred-dataset-splits": 1, "local-mem-bw": -50}', "local-mem-bw"),
+])
+def test_astra_predict_refuses_a_bad_system_json_in_one_line(run, tmp_path, system, field):
+    (tmp_path / "sys.json").write_text(system)
+    code, _, err = run("astra", "predict", "--network", REPO / "examples" / "astra" / "ring8.yml", "--system",
+                       tmp_path / "sys.json", "--collective", "allreduce", "--size", "1 MiB")
+    assert code == 2 and len(err.strip().splitlines()) == 1 and f"sys.json: {field}:" in err
+
+
 def test_chakra_and_nvidia_smi(run, tmp_path):
     inst = QUICK / "ring8-allgather-c1.toml"
     run("synth", inst, "--algo", "ring", "--out", tmp_path / "r.json")
