@@ -119,8 +119,9 @@ def astra() -> None:
               help="ASTRA-sim's comm_size, e.g. 1MiB (AllGather: per-NPU input).")
 @click.option("--backend", type=click.Choice(["unaware", "aware"]), default="unaware", show_default=True)
 @click.option("--algorithm", default=None,
-              help="ring, direct, halvingDoubling or doubleBinaryTree in every dimension "
-                   "(default with no --system: ring; overrides the system's lists).")
+              help="ring, direct[N], halvingDoubling or doubleBinaryTree in every dimension, or "
+                   "oneRing, oneDirect[N], oneHalvingDoubling over all NPUs (default with no "
+                   "--system: ring; overrides the system's lists).")
 @json_option
 def astra_predict(network_path, system_path, collective, size, backend, algorithm, as_json) -> None:
     """ASTRA-sim's analytical time for its native algorithms, to the nanosecond."""

@@ -111,6 +111,16 @@ def test_reduction_cost_is_three_truncated_memory_accesses():
     assert p.total_ns == 10 + 14 * 20041 and "local-mem-bw" in p.summary()
 
 
+def test_a_one_algorithm_runs_once_over_all_npus_timed_in_the_first_differing_dimension():
+    # oneRing AllGather on Ring(4, 200) x Ring(2, 50), 1 MiB per NPU: one ring over NPUs 0..7 in
+    # id order. 3 -> 4 is (3, 0) -> (0, 1): the backends time it in dimension 0, the first that
+    # differs, one hop round the ring of 4, like every other message: T0 = floor(500 + 4882.8125)
+    s = system("oneRing", 2)
+    assert str(s.implementations["allgather"][0]) == "oneRing"
+    p = predict(RING4_RING2, s, "allgather", MiB)
+    assert len(p.phases) == 1 and p.total_ns == 10 + 7 * (5382 + 10)
+
+
 def test_astra_defaults_without_a_system_file():
     # Sys::Sys: endpoint-delay 10; no local-mem-bw; one dataset split (ASTRA-sim has none)
     assert (ASTRA_DEFAULTS.endpoint_delay, ASTRA_DEFAULTS.preferred_dataset_splits,
@@ -199,7 +209,7 @@ def test_unaware_beats_bandwidth_bounds_while_aware_does_not():
 @pytest.mark.parametrize("data, field, words", [
     ({"all-reduce-implementation": ["ring"]}, "preferred-dataset-splits", "missing"),
     ({"all-reduce-implementation": ["tree"], "preferred-dataset-splits": 1}, "all-reduce-implementation[0]", "unknown"),
-    ({"all-reduce-implementation": ["oneRing"], "preferred-dataset-splits": 1}, "all-reduce-implementation[0]", "not modelled"),
+    ({"all-reduce-implementation": ["oneDoubleBinaryTree"], "preferred-dataset-splits": 1}, "all-reduce-implementation[0]", "unknown"),
     ({"all-reduce-implementation": ["directx"], "preferred-dataset-splits": 1}, "all-reduce-implementation[0]", "window"),
     ({"all-reduce-implementation": ["ring"], "preferred-dataset-splits": 1, "model-shared-bus": 1}, "model-shared-bus", "not modelled"),
     ({"all-reduce-implementation": ["ring"], "preferred-dataset-splits": 0}, "preferred-dataset-splits", "at least 1"),
@@ -225,6 +235,8 @@ def test_predict_refusals(tmp_path):
         predict(RING8, s, "allreduce", MiB)
     with pytest.raises(InputError, match="native algorithms only"):
         predict(RING8, s, "allgather", MiB)
+    with pytest.raises(InputError, match=r"a one\* algorithm goes first"):
+        predict(RING4_RING2, system("ring", 2, **{"all-reduce-implementation": ["ring", "oneRing"]}), "allreduce", MiB)
     with pytest.raises(InputError, match="HalvingDoubling.cc"):
         predict(RING8, system("halvingDoubling"), "alltoall", 8 * MiB)
     with pytest.raises(InputError, match="congestion-aware backend refuses a 2-dimensional") as err:

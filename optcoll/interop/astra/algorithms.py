@@ -59,7 +59,8 @@ class PhaseContext(Protocol):
 
 @dataclass(frozen=True)
 class PhasePlan:
-    """One phase of a stream: which collective, algorithm and sizes (bytes per stream)."""
+    """One phase of a stream: which collective, algorithm and sizes (bytes per stream). A
+    ``one*`` algorithm's phase (``impl.whole``) spans all NPUs; it queues as dimension 0."""
 
     dim: int
     kind: str

@@ -19,10 +19,12 @@ AllGather's comm_size is each NPU's input, the others' the whole buffer):
    time is the latest NPU's.
 
 Assumed, as ASTRA-sim's defaults: one queue per dimension (``--num-queues-per-dim 1``), no
-rendezvous protocol, injection scale 1. Refused as ASTRA-sim refuses it: the congestion-aware
+rendezvous protocol, injection scale 1. A ``one*`` algorithm is one phase over all NPUs
+(messages timed in the lowest dimension in which their ends differ, as the backends do).
+Refused as ASTRA-sim refuses it: the congestion-aware
 backend on a network of more than one dimension (its ``construct_topology`` exits: "only support
-1-dim topology"), halvingDoubling AlltoAll. Not modelled: the shared-bus (LogGP) model, ``one*``
-algorithms, custom (Chakra) collectives (``replay.py``), communicator groups.
+1-dim topology"), halvingDoubling AlltoAll. Not modelled: the shared-bus (LogGP) model,
+custom (Chakra) collectives (``replay.py``), communicator groups.
 """
 from __future__ import annotations
 
@@ -91,6 +93,8 @@ def stream_sizes(kind: str, size: int, splits: int, total_npus: int) -> tuple[in
 def plan_phases(network: AstraNetwork, system: SystemConfig, kind: str, chunk: int) -> list[PhasePlan]:
     """The phases every stream goes through (module docstring, point 2)."""
     impls = system.implementation(kind, len(network.dims))
+    if impls[0].whole:  # one logical dimension over all NPUs
+        return [PhasePlan(0, kind, impls[0], network.num_npus, chunk, CLOCKWISE)]
     dims = list(range(len(network.dims)))
     if kind == AR and len(dims) > 1 and system.collective_optimization is None:
         raise InputError("is not set: ASTRA-sim leaves it uninitialised and a multi-dimensional AllReduce "
@@ -164,8 +168,11 @@ class _Run:
 
     def _start(self, npu: int, stream: int, k: int) -> None:
         plan = self.phases[k]
-        members = self.network.group(npu, plan.dim)
-        ctx = _Context(self, npu, stream, k, members, self.network.coords(npu)[plan.dim])
+        if plan.impl.whole:
+            members, index = list(range(self.network.num_npus)), npu
+        else:
+            members, index = self.network.group(npu, plan.dim), self.network.coords(npu)[plan.dim]
+        ctx = _Context(self, npu, stream, k, members, index)
         span = self.window.setdefault(k, [self.queue.now, self.queue.now])
         span[0] = min(span[0], self.queue.now)
         make_algorithm(ctx, plan, self.tree_index.get((stream, k), 0)).start()

@@ -7,7 +7,9 @@ Read:
 
 - ``all-reduce-implementation`` / ``reduce-scatter-…`` / ``all-gather-…`` / ``all-to-all-…``:
   one algorithm per network dimension: ``ring``, ``direct`` (``directN``: at most N messages in
-  flight), ``halvingDoubling``, ``doubleBinaryTree``.
+  flight), ``halvingDoubling``, ``doubleBinaryTree``; or, first in the list, ``oneRing``,
+  ``oneDirect`` (``oneDirectN``) or ``oneHalvingDoubling``: that algorithm once over all NPUs in
+  id order, the rest of the list unused (``GeneralComplexTopology`` stops at it).
 - ``collective-optimization``: ``localBWAware`` (multi-dimensional AllReduce = ReduceScatter up the
   dimensions, AllReduce in the last, AllGather back down) or ``baseline``. ASTRA-sim leaves it
   uninitialised when absent (``None`` here): one dimension runs the same either way, but a
@@ -31,7 +33,7 @@ Accepted and ignored because they do not touch a native collective's time withou
 model: ``local-reduction-delay``, ``L``/``o``/``g``/``G``, compute/roofline and tracing keys, and
 ``boost-mode`` (in ASTRA-sim's own example files, read by nothing). Any other key is refused: a
 misspelt key is silently ignored by ASTRA-sim, which then runs with a default nobody meant.
-``model-shared-bus: 1`` and the ``one*`` algorithms are refused rather than mis-modelled.
+``model-shared-bus: 1`` is refused rather than mis-modelled.
 """
 from __future__ import annotations
 
@@ -61,31 +63,34 @@ DEFAULT_ENDPOINT_DELAY = 10
 
 @dataclass(frozen=True)
 class Impl:
-    """One dimension's native algorithm; ``window`` limits ``direct`` (None: all peers at once)."""
+    """One dimension's native algorithm; ``window`` limits ``direct`` (None: all peers at once);
+    ``whole``: a ``one*`` algorithm, run once over all NPUs."""
 
     name: str
     window: int | None = None
+    whole: bool = False
 
     def __str__(self) -> str:
-        return f"direct{self.window}" if self.window is not None else self.name
+        text = f"direct{self.window}" if self.window is not None else self.name
+        return f"one{text[0].upper()}{text[1:]}" if self.whole else text
 
 
 def parse_impl(text: Any, source: str, where: str) -> Impl:
     if not isinstance(text, str):
         raise InputError(f"must be an algorithm name, got {text!r}", source=source, field=where)
-    if text in ("oneRing", "oneDirect", "oneHalvingDoubling") or text.startswith("oneDirect"):
-        raise InputError(f"{text} (one algorithm over all NPUs) is not modelled by optcoll's predictor; "
-                         f"use one of {', '.join(ALGORITHMS)}", source=source, field=where)
-    if text.startswith("direct") and text != "direct":
-        digits = text[6:]
+    whole = text.startswith("one") and text[3:4].isupper()
+    name = text[3].lower() + text[4:] if whole else text
+    if name.startswith("direct") and name != "direct":
+        digits = name[6:]
         if not digits.isdigit() or int(digits) < 1:
             raise InputError(f"{text!r}: a direct window must be a positive integer (e.g. direct4)",
                              source=source, field=where)
-        return Impl("direct", int(digits))
-    if text not in ALGORITHMS:
-        raise InputError(f"unknown algorithm {text!r}; ASTRA-sim knows {', '.join(ALGORITHMS)}",
+        return Impl("direct", int(digits), whole)
+    if name not in ALGORITHMS or whole and name == "doubleBinaryTree":
+        known = ALGORITHMS + ("oneRing", "oneDirect", "oneHalvingDoubling")
+        raise InputError(f"unknown algorithm {text!r}; ASTRA-sim knows {', '.join(known)}",
                          source=source, field=where)
-    return Impl(text)
+    return Impl(name, None, whole)
 
 
 @dataclass(frozen=True)
@@ -110,8 +115,11 @@ class SystemConfig:
         if impls is None:
             raise InputError(f"is missing: ASTRA-sim needs an algorithm per dimension for {kind}",
                              source=self.source, field=key)
-        if len(impls) != ndim:
-            raise InputError(f"lists {len(impls)} algorithm(s) for a {ndim}-dimensional network",
+        if impls[0].whole and len(impls) <= ndim:
+            return impls[:1]
+        if len(impls) != ndim or any(i.whole for i in impls):
+            raise InputError(f"lists {len(impls)} algorithm(s) for a {ndim}-dimensional network"
+                             + (" (a one* algorithm goes first)" if any(i.whole for i in impls) else ""),
                              source=self.source, field=key)
         return impls
 
