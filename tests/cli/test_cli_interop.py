@@ -42,7 +42,7 @@ def test_msccl_runtimes_on_the_command_line(run, tmp_path):
     assert code == 1 and "expecting '<', got a tab" in out
     # a thread block over the executor's 64 steps: bad input for an import aimed at it, one line
     steps = "".join(f'<step s="{k}" type="nop" srcbuf="i" srcoff="-1" dstbuf="o" dstoff="-1" cnt="0" '
-                    f'depid="-1" deps="-1" hasdep="0"/>' for k in range(14, 80))
+                    f'depid="-1" deps="-1" hasdep="0"/>' for k in range(15, 80))
     long = tmp_path / "long.xml"
     long.write_text(real.read_text().replace("</tb>", f"{steps}</tb>", 1))
     code, out, err = run("msccl", "import", long, "--machine", "ring8", "--size", "8 MiB")

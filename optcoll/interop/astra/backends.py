@@ -1,5 +1,10 @@
 """ASTRA-sim's two analytical network backends, in whole nanoseconds, on one event queue.
 
+Followed: astra-network-analytical 599a047 (``congestion_unaware/basic-topology/*.cpp``,
+``congestion_unaware/multi-dim-topology/MultiDimTopology.cpp``, ``congestion_aware/network/
+Link.cpp`` ``serialization_delay``/``communication_delay``, ``common/NetworkFunction.cpp``
+``bw_GBps_to_Bpns``); checked against the built binaries (tests/interop_astra/data).
+
 Congestion-unaware: a message between NPUs that differ in dimension d (the lowest differing one,
 as ASTRA-sim's MultiDimTopology picks) takes ``floor(hops·latency + bytes/bandwidth)`` ns with
 hops 1 (FullyConnected), 2 (Switch) or the shorter way round a bidirectional Ring; concurrent

@@ -61,7 +61,7 @@ def _show(c: str) -> str:
     return {"\t": "a tab", "\n": "a line break", "\r": "a carriage return"}.get(c, repr(c))
 
 
-@dataclass
+@dataclass(frozen=True)
 class _Node:
     name: str
     kind: str  # "open" | "close" | "single" | "none"
