@@ -31,7 +31,7 @@ from optcoll.producers.spread import COPY, EXCLUSIVE, SpreadProblem
 from optcoll.schedules.schedule import Schedule, from_arrays
 
 
-class _Routes:
+class Routes:
     """Shortest paths by link delay, computed per source on demand."""
 
     def __init__(self, problem: SpreadProblem):
@@ -64,22 +64,51 @@ class _Routes:
         return nodes[::-1]
 
 
+class Calendar:
+    """When each link and each NPU's send/receive ports are busy (the shared calendar,
+    ``optcoll.producers.calendar``): the earliest start of a transfer on a link that its link and
+    both ports allow, and booking it."""
+
+    def __init__(self, problem: SpreadProblem):
+        self.machine = problem.machine
+        self.busy = problem.busy.tolist()
+        self.limits = {"send": problem.send_ports, "recv": problem.recv_ports}
+        self.links: dict[int, Runs] = {}
+        self.ports: dict[tuple[str, int], Windows] = {}
+
+    def _port(self, side: str, v: int) -> Windows | None:
+        limit = self.limits[side]
+        if not limit or v >= self.machine.num_npus:
+            return None
+        windows = self.ports.get((side, v))
+        if windows is None:
+            windows = self.ports[(side, v)] = Windows(limit)
+        return windows
+
+    def earliest(self, e: int, ready: float) -> tuple[float, list[Need]]:
+        """The earliest start ≥ ready on link e, and what to book at it."""
+        a, b = int(self.machine.link_src[e]), int(self.machine.link_dst[e])
+        link = self.links.get(e)
+        if link is None:
+            link = self.links[e] = Runs()
+        needs: list[Need] = [(r, 0.0, self.busy[e]) for r in (link, self._port("send", a), self._port("recv", b))
+                             if r is not None]
+        return earliest_start(needs, ready), needs
+
+    def book(self, e: int, t: float, needs: list[Need]) -> None:
+        reserve(needs, t)
+
+
 class ListScheduler:
     """Places logical messages one by one (module docstring)."""
 
     def __init__(self, problem: SpreadProblem):
         self.p = problem
-        m = problem.machine
         self.width = problem.num_nodes
-        self.routes = _Routes(problem)
+        self.routes = Routes(problem)
+        self.calendar = Calendar(problem)
         self.delay = problem.delay.tolist()
-        self.busy = problem.busy.tolist()
         self.mode = problem.mode.tolist()
-        self.links: dict[int, Runs] = {}
-        num_npus = m.num_npus
-        self.ports: dict[tuple[str, int], Windows] = {}
-        self.port_limit = {"send": problem.send_ports, "recv": problem.recv_ports}
-        self.num_npus = num_npus
         pre_c, pre_v = problem.pre.pairs()
         self.held: dict[int, float] = {int(c) * self.width + int(v): 0.0
                                        for c, v in zip(pre_c.tolist(), pre_v.tolist())}
@@ -88,35 +117,18 @@ class ListScheduler:
         self.out_link: list[int] = []
         self.out_start: list[float] = []
 
-    def _link(self, e: int) -> Runs:
-        runs = self.links.get(e)
-        if runs is None:
-            runs = self.links[e] = Runs()
-        return runs
-
-    def _port(self, side: str, v: int) -> Windows | None:
-        limit = self.port_limit[side]
-        if not limit or v >= self.num_npus:
-            return None
-        windows = self.ports.get((side, v))
-        if windows is None:
-            windows = self.ports[(side, v)] = Windows(limit)
-        return windows
-
     def hop(self, c: int, a: int, b: int, ready: float) -> float:
         """Chunk c from a to neighbour b, starting no earlier than ready; returns its delivery."""
         if self.mode[b] == EXCLUSIVE:
             ready = max(ready, self.last_forward.get(c * self.width + b, 0.0))
         best = None
         for e in self.p.machine.links_between(a, b):
-            needs: list[Need] = [(r, 0.0, self.busy[e]) for r in
-                                 (self._link(e), self._port("send", a), self._port("recv", b)) if r is not None]
-            t = earliest_start(needs, ready)
+            t, resources = self.calendar.earliest(e, ready)
             if best is None or t + self.delay[e] < best[0]:
-                best = (t + self.delay[e], t, e, needs)
+                best = (t + self.delay[e], t, e, resources)
         assert best is not None, f"no link {a}->{b}"
-        arrival, t, e, needs = best
-        reserve(needs, t)
+        arrival, t, e, resources = best
+        self.calendar.book(e, t, resources)
         self.out_chunk.append(c)
         self.out_link.append(e)
         self.out_start.append(t)
