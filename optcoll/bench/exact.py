@@ -25,6 +25,7 @@ from optcoll.machines.machine import Machine
 from optcoll.bench.greedy import BANDWIDTH, LATENCY
 from optcoll.bench.file import Section, write_bench_report
 from optcoll.producers import run
+from optcoll.sweeps.pool import BENCH_GRACE
 from optcoll.results.record import Result
 from optcoll.units import format_time
 
@@ -33,9 +34,6 @@ GIB = 2.0**30
 #: Pareto front) or the size ladders.
 PARTS = ("fixed", "ladder")
 THREADS, SEED = 2, 0
-#: A rung's process is stopped this long after its time limit: max(seconds, share × limit). The
-#: solver overruns its limit by a little while it returns its best schedule and bound.
-GRACE_SECONDS, GRACE_SHARE = 30.0, 0.1
 
 
 @dataclass(frozen=True)
@@ -239,13 +237,15 @@ def _children_cpu() -> float:
 
 def run_rung_isolated(family: str, rung: Rung, time_limit: float, solver: str = "cpsat",
                       grace: float | None = None) -> RungRun:
-    """``run_rung`` in a child process, stopped ``grace`` seconds past the limit.
+    """``run_rung`` in a child process, stopped ``grace`` seconds past the limit (default: the
+    harnesses' ``BENCH_GRACE``).
 
-    Why: the solver's limit bounds its search, not its start (greedy schedules retimed in pure
-    Python take minutes on a thousand NPUs) nor a model's construction, and a model that outgrows
-    memory gets the process killed; either way the rung is unproven and the benchmark goes on.
+    Why: the solver's limit cannot cut short a start schedule being made (greedy schedules
+    retimed in pure Python take minutes on a thousand NPUs) or a model being built, and a model
+    that outgrows memory gets the process killed; either way the rung is unproven and the
+    benchmark goes on.
     """
-    grace = max(GRACE_SECONDS, GRACE_SHARE * time_limit) if grace is None else grace
+    grace = BENCH_GRACE.after(time_limit) - time_limit if grace is None else grace
     ctx = mp.get_context("fork" if "fork" in mp.get_all_start_methods() else "spawn")
     receive, send = ctx.Pipe(duplex=False)
     child = ctx.Process(target=_rung_in_child, args=(send, family, rung, time_limit, solver), daemon=True)
