@@ -28,7 +28,7 @@ from collections import deque
 import numpy as np
 
 from optcoll.producers.base import NotApplicable
-from optcoll.producers.greedy import bits
+from optcoll.producers.greedy import bits, kernel
 from optcoll.producers.greedy.distance import ChunkDistances, chunk_distances
 from optcoll.producers.spread import COPY, EXCLUSIVE, SpreadProblem
 from optcoll.schedules.schedule import Schedule, from_arrays
@@ -401,6 +401,10 @@ class Engine:
             v = u
 
 
-def spread_greedy(problem: SpreadProblem, rng: np.random.Generator) -> Schedule:
-    """The plain TACOS-style greedy on one spread problem."""
+def spread_greedy(problem: SpreadProblem, rng: np.random.Generator, compiled: bool = True
+                  ) -> Schedule:
+    """The plain TACOS-style greedy on one spread problem (``compiled``: through the kernel
+    where it applies; the same schedule either way)."""
+    if compiled and kernel.applicable(problem):
+        return kernel.run(problem, rng, plus=False)
     return Engine(problem, rng).run()

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from optcoll.producers.greedy import bits
+from optcoll.producers.greedy import bits, kernel
 from optcoll.producers.greedy.engine import Engine
 from optcoll.producers.spread import SpreadProblem
 from optcoll.schedules.schedule import Schedule
@@ -99,6 +99,9 @@ class PlusEngine(Engine):
             offers = self.still_open(offers, c)
 
 
-def spread_plus(problem: SpreadProblem, rng: np.random.Generator) -> Schedule:
-    """tacos+ on one spread problem."""
+def spread_plus(problem: SpreadProblem, rng: np.random.Generator, compiled: bool = True
+                ) -> Schedule:
+    """tacos+ on one spread problem (``compiled``: through the kernel where it applies)."""
+    if compiled and kernel.applicable(problem):
+        return kernel.run(problem, rng, plus=True)
     return PlusEngine(problem, rng).run()
