@@ -1,4 +1,5 @@
-"""The compiled greedy kernel changes speed, not schedules.
+"""The compiled greedy kernels: the TACOS matching changes speed, not schedules; the packet
+router of single-destination collectives makes valid schedules.
 
 Two independent checks: the kernel against the interpreted engine on the same problem and seed
 (every transfer equal), and every synthesizer against digests of schedules recorded with the
@@ -16,11 +17,12 @@ import pytest
 from optcoll.machines import generators as g
 from optcoll.producers import spread
 from optcoll.producers.base import NotApplicable
-from optcoll.producers.greedy import kernel
+from optcoll.producers.greedy import kernel, routes
 from optcoll.producers.greedy.engine import spread_greedy
 from optcoll.producers.greedy.plus import spread_plus
 from optcoll.producers.registry import SYNTHESIZERS
 from optcoll.instances.instance import TimeModel
+from optcoll.verify import verify
 from producer_cases import GIB, KINDS, MODELS, ROOTED, instance, small_machines
 
 RECORDED = json.loads((Path(__file__).parent / "data" / "greedy_schedules_before_kernel.json")
@@ -109,3 +111,36 @@ def test_schedules_recorded_before_the_kernel_are_reproduced(index):
                     assert got == expected, (model_index, kind, chunks, algo)
                     checked += 1
     assert checked >= 40
+
+
+@pytest.mark.parametrize("machine", small_machines(), ids=lambda m: m.name)
+def test_packet_router_schedules_pass_the_verifier(machine):
+    """The compiled router of single-destination collectives (what tacos+ runs alone beyond its
+    planning budget) on every small machine, both occupancies, seeds giving different schedules."""
+    for model in MODELS[:2]:
+        for kind in ("alltoall", "gather", "scatter"):
+            inst = instance(machine, kind, 1e6, 2, root=0 if kind in ROOTED else None, model=model)
+            problem = spread.of_collective(inst)
+            assert routes.applicable(problem)
+            schedule = routes.run(problem, np.random.default_rng(0))
+            assert len(schedule) >= problem.needs[0].size
+            result = verify(inst.machine, inst.collective, schedule, inst.model)
+            assert result.valid, result.violation.message
+            again = routes.run(problem, np.random.default_rng(0))
+            assert _same(schedule, again)
+
+
+def test_packet_router_takes_shortest_paths_farthest_first():
+    """On a one-way ring every chunk has one route; the chunk with the longest way to go leaves
+    first, so an AlltoAll on 5 NPUs ends after the longest chain of 4+3+2+1 sends on a link
+    (what any schedule needs: the link out of each NPU carries 10 chunk-hops)."""
+    ring = g.ring(5, GIB, 1e-6, bidirectional=False)
+    inst = instance(ring, "alltoall", 5e6)
+    problem = spread.of_collective(inst)
+    schedule = routes.run(problem, np.random.default_rng(3))
+    tau = float(problem.delay[0])
+    assert len(schedule) == 5 * (1 + 2 + 3 + 4)
+    assert verify(inst.machine, inst.collective, schedule, inst.model).time == pytest.approx(10 * tau)
+    first = schedule.start == 0.0
+    hops_left = (problem.post.nodes[schedule.chunk[first]] - problem.pre.nodes[schedule.chunk[first]]) % 5
+    assert np.all(hops_left == 4)

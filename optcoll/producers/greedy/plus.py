@@ -36,12 +36,14 @@ from collections import deque
 
 import numpy as np
 
-from optcoll.producers.greedy import bits, kernel
+from optcoll.producers.greedy import bits, kernel, routes
 from optcoll.producers.greedy.engine import Engine
 from optcoll.producers.spread import SpreadProblem
 from optcoll.schedules.schedule import Schedule
 
-#: needs x links up to which tacos+ routes relay requests by load (a Dijkstra per request).
+#: needs x links up to which tacos+ routes relay requests by load (a Dijkstra per request,
+#: about a second at this size); beyond it, single-destination collectives only go through the
+#: compiled packet router (``routes``) and the others route requests as the plain greedy does.
 ROUTING_BUDGET = 5 * 10**7
 
 
@@ -62,7 +64,6 @@ class PlusEngine(Engine):
         self.inbound: dict[int, int] = {}  # plain node s * n + requester w -> tokens bound so far
         self.routed: dict[int, dict[int, float]] = {}  # chunk -> node -> its estimated arrival
         self.planned = [0.0] * problem.machine.num_links  # occupancy routed over each link
-        #: Load-aware routing costs a Dijkstra per request: used while that stays small.
         self.routes_by_load = problem.needs[0].size * problem.machine.num_links <= ROUTING_BUDGET
 
     def assign(self, c: int, e: int, t: float) -> None:
@@ -214,4 +215,16 @@ def spread_plus(problem: SpreadProblem, rng: np.random.Generator, compiled: bool
     """tacos+ on one spread problem (``compiled``: through the kernel where it applies)."""
     if compiled and kernel.applicable(problem):
         return kernel.run(problem, rng, plus=True)
-    return PlusEngine(problem, rng).run()
+    if not routes.applicable(problem):
+        return PlusEngine(problem, rng).run()
+    pushed = routes.run(problem, rng)
+    if problem.needs[0].size * problem.machine.num_links > ROUTING_BUDGET:
+        return pushed
+    # Small enough to plan routes by load as well: the two see different things (planned
+    # occupancy at t = 0 vs the links free now), so the earlier finish is kept.
+    planned = PlusEngine(problem, rng).run()
+    return planned if _finish(planned, problem) <= _finish(pushed, problem) else pushed
+
+
+def _finish(schedule: Schedule, problem: SpreadProblem) -> float:
+    return float((schedule.start + problem.delay[schedule.link]).max(initial=0.0))
