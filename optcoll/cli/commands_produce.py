@@ -21,10 +21,12 @@ from optcoll.units import format_time
 @click.option("--seed", default=None, type=int, help="First seed (default: the instance's budget seed).")
 @click.option("--runs", default=1, show_default=True, help="Keep the best of this many seeds.")
 @click.option("--out", type=click.Path(dir_okay=False), help="Write the best schedule (.json or .json.gz).")
+@click.option("--portfolio", is_flag=True,
+              help="Also run every other synthesizer that implements the collective; keep the best.")
 @click.option("--list", "list_algos", is_flag=True, help="List the synthesizers and what they implement.")
 @json_option
 def synth(instance_path: str | None, algo: str, seed: int | None, runs: int, out: str | None,
-          list_algos: bool, as_json: bool) -> None:
+          portfolio: bool, list_algos: bool, as_json: bool) -> None:
     """Run a greedy or classical synthesizer; the schedule is verified before its time is shown."""
     from optcoll.producers.registry import IMPLEMENTS, RANDOMIZED, SYNTHESIZERS, best_of, get_synthesizer
 
@@ -47,8 +49,10 @@ def synth(instance_path: str | None, algo: str, seed: int | None, runs: int, out
     inst = load_instance(instance_path)
     first_seed = inst.budget.seed if seed is None else seed
     t0 = time.perf_counter()
-    schedule, times = best_of(inst, get_synthesizer(algo), runs, first_seed)
+    schedule, times = best_of(inst, get_synthesizer(algo), runs, first_seed, portfolio)
     wall = time.perf_counter() - t0
+    if portfolio:
+        algo = f"{algo} portfolio (best: {schedule.meta.get('producer', algo)})"
     result = evaluate_schedule(inst, algo, schedule, wall, {"runs": len(times), "seed": first_seed})
     if out:
         save_schedule(out, schedule, inst.machine)

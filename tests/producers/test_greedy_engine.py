@@ -167,3 +167,21 @@ def test_improved_greedy_alltoall_routes_by_load_and_sends_the_farthest_first():
     bound = best_lower_bound(torus.machine, torus.collective, torus.model).value
     assert _best_time(torus, "tacos", 20) >= 1.5 * bound
     assert _best_time(torus, "tacos+", 20) <= 1.25 * bound * (1 + 1e-9)
+
+
+@pytest.mark.parametrize("machine, kind", [
+    (g.nvswitch(8, 300e9, 0.5e-6), "alltoall"), (g.nvswitch(8, 300e9, 0.5e-6), "broadcast"),
+    (g.dgx2(), "allgather"), (g.ring(8, GIB, 1e-6), "allreduce"), (g.dgx1(), "allgather")])
+def test_portfolio_is_never_worse_than_any_synthesizer(machine, kind):
+    """best_of with the portfolio: tacos+ over seeds plus every other synthesizer that applies;
+    where a classical algorithm wins (direct on a switch AlltoAll) its schedule is returned."""
+    inst = instance(machine, kind, GIB, root=0 if kind == "broadcast" else None)
+    best, times = best_of(inst, SYNTHESIZERS["tacos+"], runs=3, portfolio=True)
+    got = verified(inst, best).time
+    assert len(times) == 3 and got <= min(times)
+    for name, synth in SYNTHESIZERS.items():
+        try:
+            other = verified(inst, synth(inst, 0)).time
+        except NotApplicable:
+            continue
+        assert got <= other * (1 + 1e-12), name
