@@ -68,7 +68,8 @@ class KernelState:
 HEAP, SEQ, DONE, REMAINING, RPOS = 0, 1, 2, 3, 4
 
 
-def _csr(keys: np.ndarray, num_nodes: int) -> tuple[np.ndarray, np.ndarray]:
+def csr(keys: np.ndarray, num_nodes: int) -> tuple[np.ndarray, np.ndarray]:
+    """(ptr, ids): the link ids with key v (a node) are ids[ptr[v]:ptr[v+1]], in id order."""
     order = np.argsort(keys, kind="stable").astype(np.int64)
     ptr = np.searchsorted(keys[order], np.arange(num_nodes + 1)).astype(np.int64)
     return ptr, order
@@ -87,8 +88,8 @@ def init_state(problem: SpreadProblem, plus: bool) -> KernelState:
     m = problem.machine
     n, K = m.num_nodes, problem.num_chunks
     words = max(1, (K + 63) // 64)
-    in_ptr, in_ids = _csr(m.link_dst, n)
-    out_ptr, out_ids = _csr(m.link_src, n)
+    in_ptr, in_ids = csr(m.link_dst, n)
+    out_ptr, out_ids = csr(m.link_src, n)
     pre_c, pre_v = problem.pre.pairs()
     need_c, need_v = problem.needs
     holders = problem.pre.counts().astype(np.int64)
@@ -189,7 +190,8 @@ def _swap(heap_time, heap_seq, heap_rec, i, j):
 
 
 @njit(cache=True)
-def _push(heap_time, heap_seq, heap_rec, counters, t, kind, e, c):
+def heap_push(heap_time, heap_seq, heap_rec, counters, t, kind, e, c):
+    """Adds event (kind, link e, chunk c) at time t; events pop by time, then in push order."""
     i = counters[HEAP]
     if i == heap_time.shape[0]:
         raise RuntimeError("greedy kernel: event heap full")
@@ -207,7 +209,7 @@ def _push(heap_time, heap_seq, heap_rec, counters, t, kind, e, c):
 
 
 @njit(cache=True)
-def _pop(heap_time, heap_seq, heap_rec, counters):
+def heap_pop(heap_time, heap_seq, heap_rec, counters):
     """Removes the root (it is copied to the slot just past the heap's new end)."""
     last = counters[HEAP] - 1
     _swap(heap_time, heap_seq, heap_rec, 0, last)
@@ -233,7 +235,7 @@ def _apply_next(ldst, out_ptr, out_ids, in_ptr, free_in, free_count, link_free, 
     is_dirty = np.zeros(n, dtype=np.bool_)
     gained = []
     while counters[HEAP] > 0 and heap_time[0] == t:
-        slot = _pop(heap_time, heap_seq, heap_rec, counters)
+        slot = heap_pop(heap_time, heap_seq, heap_rec, counters)
         kind, e, c = heap_rec[slot, 0], heap_rec[slot, 1], heap_rec[slot, 2]
         d = ldst[e]
         if kind != FREE:
@@ -273,10 +275,10 @@ def _assign(c, e, t, plus, same_release, lsrc, ldst, delay, busy, in_ptr, free_i
     want[d, c >> 6] ^= bit
     counters[REMAINING] -= 1
     if same_release:
-        _push(heap_time, heap_seq, heap_rec, counters, t + delay[e], ARRIVE_FREE, e, c)
+        heap_push(heap_time, heap_seq, heap_rec, counters, t + delay[e], ARRIVE_FREE, e, c)
     else:
-        _push(heap_time, heap_seq, heap_rec, counters, t + delay[e], ARRIVE, e, c)
-        _push(heap_time, heap_seq, heap_rec, counters, t + busy[e], FREE, e, c)
+        heap_push(heap_time, heap_seq, heap_rec, counters, t + delay[e], ARRIVE, e, c)
+        heap_push(heap_time, heap_seq, heap_rec, counters, t + busy[e], FREE, e, c)
     if plus:
         before = holders[c]
         after = before + 1

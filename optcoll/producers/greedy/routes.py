@@ -23,7 +23,7 @@ from scipy.sparse.csgraph import dijkstra
 
 from optcoll.producers.base import NotApplicable
 from optcoll.producers.greedy.distance import delay_graph
-from optcoll.producers.greedy.kernel import ARRIVE, ARRIVE_FREE, FREE, HEAP, _csr, _pop, _push
+from optcoll.producers.greedy.kernel import ARRIVE, ARRIVE_FREE, FREE, HEAP, csr, heap_pop, heap_push
 from optcoll.producers.spread import SpreadProblem
 from optcoll.schedules.schedule import Schedule, from_arrays
 
@@ -67,7 +67,7 @@ def run(problem: SpreadProblem, rng: np.random.Generator) -> Schedule:
     capacity = int(np.maximum(longest, far).sum())
     levels = int(far.max(initial=0)) + 1 if np.all(delay == delay[0]) else int(
         np.where(np.isfinite(hops), hops, 0).max()) + 1
-    out_ptr, out_ids = _csr(m.link_src, n)
+    out_ptr, out_ids = csr(m.link_src, n)
     in_flight = np.ceil(delay / np.maximum(busy, 1e-300)).clip(1, None)
     events = int(min(2 * float(in_flight.sum()), 2.0 * capacity)) + 16
     chunk, link, start = _route(moving[rng.permutation(moving.size)], src, dest,
@@ -144,15 +144,15 @@ def _route(order, src, dest, row_of, dist, hops, lsrc, ldst, delay, busy, out_pt
                 out_chunk[done], out_link[done], out_start[done] = c, e, t
                 done += 1
                 if same_release:
-                    _push(heap_time, heap_seq, heap_rec, counters, t + delay[e], ARRIVE_FREE, e, c)
+                    heap_push(heap_time, heap_seq, heap_rec, counters, t + delay[e], ARRIVE_FREE, e, c)
                 else:
-                    _push(heap_time, heap_seq, heap_rec, counters, t + delay[e], ARRIVE, e, c)
-                    _push(heap_time, heap_seq, heap_rec, counters, t + busy[e], FREE, e, c)
+                    heap_push(heap_time, heap_seq, heap_rec, counters, t + delay[e], ARRIVE, e, c)
+                    heap_push(heap_time, heap_seq, heap_rec, counters, t + busy[e], FREE, e, c)
         if counters[HEAP] == 0:
             break
         t = heap_time[0]
         while counters[HEAP] > 0 and heap_time[0] == t:
-            slot = _pop(heap_time, heap_seq, heap_rec, counters)
+            slot = heap_pop(heap_time, heap_seq, heap_rec, counters)
             kind, e, c = heap_rec[slot, 0], heap_rec[slot, 1], heap_rec[slot, 2]
             if kind != ARRIVE:
                 link_free[e] = True
