@@ -82,7 +82,8 @@ def instance_show(path: str, as_json: bool) -> None:
             "collective": c.kind, "root": c.root, "ranks": len(c.ranks),
             "size_bytes": c.size_bytes, "chunks_per_rank": c.chunks_per_rank,
             "chunks": c.num_chunks, "chunk_bytes": c.chunk_bytes, "model": inst.model.to_dict(),
-            "budget": vars(inst.budget), "results": inst.results}
+            "budget": vars(inst.budget), "results": inst.results,
+            "machine_sources": list(inst.machine.sources)}
     if as_json:
         emit_json(info)
         return
@@ -90,6 +91,8 @@ def instance_show(path: str, as_json: bool) -> None:
     click.echo(f"  M = {format_size(c.size_bytes)}, N = {len(c.ranks)}, C = {c.chunks_per_rank}, "
                f"chunk = {format_size(c.chunk_bytes)} ({c.num_chunks} chunks)")
     click.echo(f"  model: {inst.model.to_dict()}")
+    for source in inst.machine.sources:
+        click.echo(f"  machine {source}")
     click.echo(f"  budget: time limit {format_time(inst.budget.time_limit)}, "
                f"{inst.budget.threads} threads, seed {inst.budget.seed}")
     if inst.results:

@@ -103,6 +103,7 @@ def describe_machine(machine: Machine, *, cut_finder: Callable[[Machine, list[in
         "min_npu_ingress_bandwidth": float(np.bincount(dst, weights=bw, minlength=nodes)[:n].min()),
         "min_npu_egress_bandwidth": float(np.bincount(src, weights=bw, minlength=nodes)[:n].min()),
         "worst_cut": None,
+        "sources": list(machine.sources),
     }
     if cut_finder is not None and connected and n >= 2:
         result = cut_finder(machine, list(machine.npus))
@@ -157,4 +158,5 @@ def render_description(info: dict[str, Any]) -> str:
             f"  worst cut: {cut['npus_inside']} of {info['npus']} NPUs inside, "
             f"{bandwidth_text(cut['bandwidth_out'])} leaving; an AllGather of M bytes takes at least "
             f"M / ({bandwidth_text(cut['allgather_bandwidth_bound'])})")
+    lines += [f"  {source}" for source in info.get("sources", ())]
     return "\n".join(lines)
