@@ -69,7 +69,7 @@ def bench_exact(time_limit: float, pareto_limit: float, only: str | None, famili
 @bench.command("greedy")
 @click.option("--sizes", default="64,256,1024", show_default=True, help="NPU counts, comma-separated.")
 @click.option("--families", default="mesh2d,torus2d,hypercube,torus3d", show_default=True)
-@click.option("--collectives", default="allgather,allreduce", show_default=True)
+@click.option("--collectives", default="allgather,allreduce,alltoall", show_default=True)
 @click.option("--algos", default="tacos,tacos+", show_default=True)
 @click.option("--out", default="reports/bench-greedy.md", show_default=True, type=click.Path(dir_okay=False))
 @json_option

@@ -20,10 +20,12 @@ from optcoll.units import format_time
 @click.option("--seed", default=None, type=int, help="First seed (default: the instance's budget seed).")
 @click.option("--runs", default=1, show_default=True, help="Keep the best of this many seeds.")
 @click.option("--out", type=click.Path(dir_okay=False), help="Write the best schedule (.json or .json.gz).")
+@click.option("--portfolio", is_flag=True,
+              help="Also run every other synthesizer that implements the collective; keep the best.")
 @click.option("--list", "list_algos", is_flag=True, help="List the synthesizers and what they implement.")
 @json_option
 def synth(instance_path: str | None, algo: str, seed: int | None, runs: int, out: str | None,
-          list_algos: bool, as_json: bool) -> None:
+          portfolio: bool, list_algos: bool, as_json: bool) -> None:
     """Run a greedy or classical synthesizer; the schedule is verified before its time is shown."""
     from optcoll.producers.registry import IMPLEMENTS, RANDOMIZED, SYNTHESIZERS
 
@@ -44,8 +46,9 @@ def synth(instance_path: str | None, algo: str, seed: int | None, runs: int, out
     from optcoll.schedules.jsonfile import save_schedule
 
     inst = load_instance(instance_path)
-    produced = run.synthesized(inst, algo, runs, seed)
+    produced = run.synthesized(inst, algo, runs, seed, portfolio=portfolio)
     result, schedule, times, wall = produced.result, produced.schedule, produced.times, produced.result.wall_time
+    algo = result.producer
     if out:
         save_schedule(out, schedule, inst.machine)
     if as_json:

@@ -56,15 +56,18 @@ def exact(instance: Instance, *, solver: str = "cpsat", budget: Budget | None = 
 
 
 def synthesized(instance: Instance, algo: str, runs: int = 1, seed: int | None = None,
-                params: dict[str, Any] | None = None) -> Produced:
+                params: dict[str, Any] | None = None, *, portfolio: bool = False) -> Produced:
     """The best verified schedule of synthesizer ``algo`` over ``runs`` seeds from ``seed``
-    (default: the instance's budget seed); ``params`` are recorded with the result."""
+    (default: the instance's budget seed); ``params`` are recorded with the result.
+    ``portfolio``: every other synthesizer of the collective runs too and the best schedule of
+    all is kept (``registry.best_of``); the producer then names who made it."""
     from optcoll.producers.registry import best_of, get_synthesizer
 
     first = instance.budget.seed if seed is None else seed
     start = time.perf_counter()
-    schedule, times = best_of(instance, get_synthesizer(algo), runs, first)
+    schedule, times = best_of(instance, get_synthesizer(algo), runs, first, portfolio)
     wall = time.perf_counter() - start
+    producer = f"{algo} portfolio (best: {schedule.meta.get('producer', algo)})" if portfolio else algo
     recorded = {"runs": len(times), "seed": first} if params is None else params
-    return Produced(evaluate_schedule(instance, algo, schedule, wall, recorded), schedule,
+    return Produced(evaluate_schedule(instance, producer, schedule, wall, recorded), schedule,
                     times=tuple(float(t) for t in times))
