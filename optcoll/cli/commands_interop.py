@@ -6,7 +6,7 @@ import sys
 import click
 
 from optcoll.cli.commands_core import load_instance_and_schedule, model
-from optcoll.cli.output import done, emit_json, json_option
+from optcoll.cli.output import done, echo, emit_json, json_option
 from optcoll.errors import InputError
 from optcoll.units import format_time, parse_bandwidth, parse_size, parse_time
 
@@ -60,7 +60,7 @@ def msccl_validate(xml_path, runtime, as_json) -> None:
     if as_json:
         emit_json({"valid": not findings, "findings": findings})
     else:
-        click.echo("\n".join(findings) if findings else f"{xml_path}: valid MSCCL-IR")
+        echo("\n".join(findings) if findings else f"{xml_path}: valid MSCCL-IR")
     sys.exit(1 if findings else 0)
 
 
@@ -90,12 +90,12 @@ def msccl_import(xml_path, machine_ref, size, out, as_json) -> None:
                    "violation": result.violation.message if result.violation else None,
                    "problems": list(imported.problems), "findings": list(imported.findings)})
     else:
-        click.echo(f"{xml_path}: {imported.collective.describe()}, {len(imported.schedule)} transfers")
+        echo(f"{xml_path}: {imported.collective.describe()}, {len(imported.schedule)} transfers")
         for line in imported.findings:
-            click.echo(f"  note: {line}")
+            echo(f"  note: {line}")
         for line in imported.problems:
-            click.echo(f"  PROBLEM: {line}")
-        click.echo(f"valid: time {format_time(result.time)}" if result.valid
+            echo(f"  PROBLEM: {line}")
+        echo(f"valid: time {format_time(result.time)}" if result.valid
                    else f"INVALID [{result.violation.kind}]: {result.violation.message}")
     sys.exit(0 if ok else 1)
 
@@ -136,7 +136,7 @@ def astra_predict(network_path, system_path, collective, size, backend, algorith
     if as_json:
         emit_json(asdict(prediction))
     else:
-        click.echo(prediction.summary())
+        echo(prediction.summary())
 
 
 @astra.command("chakra")

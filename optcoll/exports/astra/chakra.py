@@ -20,6 +20,7 @@ from pathlib import Path
 
 from optcoll.errors import InputError
 from optcoll.exports.astra import protowire as pw
+from optcoll.inputfiles import read_bytes
 
 VERSION = "0.0.4"
 COMP, COMM_SEND, COMM_RECV, COMM_COLL = 4, 5, 6, 7
@@ -151,9 +152,4 @@ class Trace:
 
 
 def read_trace(path: str | Path) -> Trace:
-    path = Path(path)
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise InputError(f"cannot read: {exc.strerror}", source=str(path)) from exc
-    return Trace.decode(data, str(path))
+    return Trace.decode(read_bytes(path), str(path))

@@ -24,11 +24,9 @@ from optcoll.exports.msccl.ir import (ALGO_ATTRS, BUFFERS, LOCAL_DST, LOCAL_SRC,
                                       SENDS, STEP_TYPES, Algo, Finding, Step, parse_algo, where_step)
 from optcoll.exports.msccl.layout import (COMBINING, CURRENT_RUNTIME_COLLS, ROOTED, chunks_from_loop,
                                           kind_of, make_layout)
+from optcoll.limits import refusal, within
 
 REDOPS = ("sum", "prod", "max", "min", "avg")
-#: A sanity limit on ngpus × nchunksperloop, the slots a collective's buffer layout names: far
-#: beyond real algorithms, low enough that a typo is a finding rather than exhausted memory.
-MAX_LAYOUT_SLOTS = 2**22
 RUNTIMES = ("current", "legacy")
 
 
@@ -62,7 +60,7 @@ def check(algo: Algo, parsed: list[Finding], *, runtime: str = "current",
     _check_steps(algo, program, limits, out)
     _check_connections(program, out)
     if kind is not None and algo.ngpus >= 1 and algo.nchunksperloop >= 1 \
-            and algo.ngpus * algo.nchunksperloop <= MAX_LAYOUT_SLOTS:
+            and within("layout_slots", algo.ngpus * algo.nchunksperloop):
         _check_layout(algo, program, kind, root, out)
     if not any(f.fatal for f in out):
         _check_progress(program, out)
@@ -94,9 +92,9 @@ def _check_algo(algo: Algo, runtime: str, out: list[Finding]) -> str | None:
         _add(out, f"algo: attribute ngpus={algo.ngpus} must be at least 1")
     if "nchunksperloop" in algo.present and algo.nchunksperloop < 1:
         _add(out, f"algo: attribute nchunksperloop={algo.nchunksperloop} must be at least 1")
-    if algo.ngpus * algo.nchunksperloop > MAX_LAYOUT_SLOTS:
-        _add(out, f"algo: ngpus={algo.ngpus} x nchunksperloop={algo.nchunksperloop} buffer slots are "
-                  f"more than optcoll lays out (at most {MAX_LAYOUT_SLOTS})")
+    if not within("layout_slots", algo.ngpus * algo.nchunksperloop):  # a typo, not memory
+        _add(out, "algo: " + refusal("layout_slots", f"ngpus={algo.ngpus} x nchunksperloop="
+                                     f"{algo.nchunksperloop} buffer slots", "optcoll lays out").detail)
     for a in ("inplace", "outofplace"):
         if a in algo.present and getattr(algo, a) not in (0, 1):
             _add(out, f"algo: attribute {a}={getattr(algo, a)} must be 0 or 1", False)
