@@ -157,8 +157,9 @@ def _is_stale(entry: os.DirEntry) -> bool:
     return True
 
 
-def _sweep(folder: Path) -> None:
-    """Removes stale temporaries of optcoll's naming from ``folder`` (once per run and folder)."""
+def remove_stale_temporaries(folder: Path) -> None:
+    """Removes stale temporaries of optcoll's naming from ``folder`` (once per run and folder);
+    every write does this in its own folder first."""
     if folder in _swept:
         return
     _swept.add(folder)
@@ -182,7 +183,7 @@ def _replace(target: _Target, fill: Callable[[Path], None]) -> None:
     tmp: Path | None = None
     try:
         real.parent.mkdir(parents=True, exist_ok=True)
-        _sweep(real.parent)
+        remove_stale_temporaries(real.parent)
         fd, name = tempfile.mkstemp(dir=real.parent, prefix=_temporary_name(real), suffix=".tmp")
         tmp = Path(name)
         try:
@@ -294,7 +295,7 @@ def write_folder_atomic(path: str | os.PathLike, files: Mapping[str, bytes],
     tmp: Path | None = None
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
-        _sweep(out.parent)
+        remove_stale_temporaries(out.parent)
         tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=_temporary_name(out), suffix=".tmp"))
         mode = stat.S_IMODE(out.stat().st_mode) if out.exists() else 0o777 & ~_umask()
         for name, data in files.items():

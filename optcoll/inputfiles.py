@@ -67,10 +67,7 @@ def _too_large(path: Path, what: str) -> InputError:
 
 
 def _read_capped(handle: BinaryIO, path: Path, cap: int) -> bytes:
-    size = os.fstat(handle.fileno()).st_size
-    if size > cap:
-        raise _too_large(path, f"holds {format_size(size)},")
-    raw = handle.read(cap + 1)  # the size said may be stale (a growing file, /proc)
+    raw = handle.read(cap + 1)  # the size stat said may be stale (a growing file, /proc)
     if len(raw) > cap:
         raise _too_large(path, "holds")
     return raw
@@ -115,6 +112,9 @@ def read_bytes(path: str | os.PathLike) -> bytes:
     path = Path(path)
     cap = limits.value("input_bytes")
     with _open_regular(path) as handle:
+        size = os.fstat(handle.fileno()).st_size
+        if size > cap:
+            raise _too_large(path, f"holds {format_size(size)},")
         try:
             return _gunzip(handle, path, cap) if path.suffix == ".gz" else _read_capped(handle, path, cap)
         except OSError as exc:

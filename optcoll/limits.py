@@ -63,7 +63,7 @@ class Cap:
 
 
 CAPS: dict[str, Cap] = {cap.name: cap for cap in (
-    Cap("input_bytes", 256 * 2**20, "bytes of one input file, as stored and after gunzip", "bytes"),
+    Cap("input_bytes", 64 * 2**20, "bytes of one input file, as stored and after gunzip", "bytes"),
     Cap("transfers", 2**24, "transfers in one schedule (JSON or MSCCL-IR file)"),
     Cap("nodes", 2**20, "nodes (NPUs and switches) of a machine"),
     Cap("links", 2**24, "directed links of a machine"),

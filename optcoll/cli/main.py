@@ -40,6 +40,9 @@ class OptcollGroup(click.Group):
         except click.UsageError as exc:
             hint = f" (see '{exc.ctx.command_path} --help')" if exc.ctx else ""
             _fail(exc.format_message() + hint)
+        except MemoryError:  # past every cap and guard: a limit set on this process, say
+            _fail("out of memory; lower the input (or the OPTCOLL_MAX_* caps, see README) or allow "
+                  "this process more memory")
         except Terminated:
             echo("optcoll: terminated (SIGTERM)", err=True)
             sys.exit(EXIT_TERMINATED)

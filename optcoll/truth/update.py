@@ -15,13 +15,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from optcoll.errors import InputError
+from optcoll.fileio import remove_stale_temporaries
 from optcoll.sweeps.cache import Damaged, ResultCache
 from optcoll.sweeps.jobs import FAILED, Job
 from optcoll.sweeps.plan import Settings, instance_jobs, runs_for
 from optcoll.sweeps.runner import SweepStats, run_sweep
 from optcoll.sweeps.suite import InstanceSpec, Suite
 from optcoll.truth.record import Claim, Truth, TruthContradiction, combine
-from optcoll.truth.stored import load_truth, new_schedule_path, unreferenced_schedules, verify_stored
+from optcoll.truth.stored import (SCHEDULE_DIR, load_truth, new_schedule_path, unreferenced_schedules,
+                                  verify_stored)
 from optcoll.truth.tomlfile import write_results
 
 _RESULT_DETAILS = ("solver", "solver_version", "quantum", "wall_time", "params", "steps", "rounds")
@@ -153,6 +155,8 @@ def update_suite(suite: Suite, settings: Settings, cache: ResultCache, *, worker
                  retry_failed: bool = False) -> tuple[list[Updated], SweepStats]:
     from optcoll.provenance import environment
 
+    for folder in (suite.directory, suite.directory / SCHEDULE_DIR):  # left by a killed update
+        remove_stale_temporaries(folder)
     runs = runs_for(suite, settings)
     per_spec: list[tuple[InstanceSpec, list[Job]]] = [
         (spec, instance_jobs(spec, settings, runs)) for spec in suite.specs]

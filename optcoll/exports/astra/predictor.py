@@ -237,7 +237,8 @@ def require_fits(npus: int, streams: int, phases: list[PhasePlan], backend: str)
     from optcoll.units import format_size
 
     messages = streams * npus * sum(len(p.messages()) for p in phases)
-    need = npus * (_BYTES_PER_NPU + _BYTES_PER_NPU_STREAM * streams) * (_AWARE_FACTOR if backend == "aware" else 1)
+    need = npus * (_BYTES_PER_NPU + _BYTES_PER_NPU_STREAM * streams)
+    need *= _AWARE_FACTOR if backend == "aware" else 1
     what = (f"simulating {npus} NPUs x {streams} stream(s) ({messages} messages, about "
             f"{format_size(need)} of memory)")
     room = default_limit()
