@@ -42,16 +42,26 @@ def test_seeds_and_threads_beyond_what_solvers_take(args, says, record_property)
     record_property("message", line.replace(str(QUICK), "quick"))
 
 
-@pytest.mark.parametrize("budget, says", [
-    ("seed = 2147483648", "budget.seed: must be at most 2147483647, got 2147483648"),
-    ("threads = 10001", "budget.threads: must be at most 10000, got 10001"),
-])
-def test_instance_budgets_beyond_what_solvers_take(budget, says, tmp_path, record_property):
-    """Input: an instance file whose [budget] asks for more than CP-SAT takes."""
-    path = tmp_path / "inst.toml"
-    path.write_text(f'[instance]\nmachine = "ring4"\ncollective = "allgather"\nsize = "4 MB"\n[budget]\n{budget}\n')
+def _instance(path: Path, size: str = "4 MB", budget: str = "") -> Path:
+    path.write_text(f'[instance]\nmachine = "ring4"\ncollective = "allgather"\nsize = "{size}"\n'
+                    + (f"[budget]\n{budget}\n" if budget else ""))
+    return path
+
+
+@pytest.mark.parametrize("fields, says", [
+    ({"budget": "seed = 2147483648"}, "budget.seed: must be at most 2147483647, got 2147483648"),
+    ({"budget": "threads = 10001"}, "budget.threads: must be at most 10000, got 10001"),
+    ({"size": "1 Gb"}, "instance.size: size '1 Gb': 'Gb' is bits, but a size is counted in bytes: write "
+                       "'1 GB' (or '1 Gbit' if you mean bits)"),
+    ({"size": "512 kb"}, "instance.size: size '512 kb': 'kb' is bits, but a size is counted in bytes: "
+                         "write '512 kB'"),
+], ids=["budget seed 2^31", "budget threads 10001", "size 1 Gb", "size 512 kb"])
+def test_instance_values_no_solver_takes_or_no_one_means(fields, says, tmp_path, record_property):
+    """Input: an instance whose [budget] asks for more than CP-SAT takes (its traceback before),
+    or whose size is written in bits ("1 Gb": read as gigabits, an eighth of 1 GB, without a word)."""
+    path = _instance(tmp_path / "inst.toml", **fields)
     line = assert_one_line_error(invoke(["instance", "show", path]), f"{path}: {says}")
-    record_property("tried", f"[budget] {budget}")
+    record_property("tried", ", ".join(f"{key}: {value}" for key, value in fields.items()))
     record_property("message", line.replace(str(tmp_path), "<tmp>"))
 
 
@@ -81,23 +91,9 @@ def test_microseconds_in_any_spelling(latency, tmp_path):
     assert json.loads(proc.stdout)["link_latency"] == [1e-06, 1e-06]
 
 
-@pytest.mark.parametrize("size, says", [
-    ("1 Gb", "'Gb' is bits, but a size is counted in bytes: write '1 GB' (or '1 Gbit' if you mean bits)"),
-    ("512 kb", "'kb' is bits, but a size is counted in bytes: write '512 kB'"),
-])
-def test_bits_are_not_a_buffer_size(size, says, tmp_path, record_property):
-    """Input: size = "1 Gb" (read as gigabits, an eighth of 1 GB, without a word)."""
-    path = tmp_path / "inst.toml"
-    path.write_text(f'[instance]\nmachine = "ring4"\ncollective = "allgather"\nsize = "{size}"\n')
-    line = assert_one_line_error(invoke(["instance", "show", path]), f"{path}: instance.size: size '{size}': {says}")
-    record_property("tried", f'size = "{size}"')
-    record_property("message", line.replace(str(tmp_path), "<tmp>"))
-
-
 def test_bits_spelt_out_still_read_as_bits(tmp_path):
     """Input: size = "8 Gbit" (1 GB, unambiguous) and a bandwidth of "100 Gb/s" (bits, as networks say)."""
-    path = tmp_path / "inst.toml"
-    path.write_text('[instance]\nmachine = "ring4"\ncollective = "allgather"\nsize = "8 Gbit"\n')
+    path = _instance(tmp_path / "inst.toml", size="8 Gbit")
     assert json.loads(invoke(["instance", "show", path, "--json"]).stdout)["size_bytes"] == 1e9
     model = _model(tmp_path / "m.toml", RING_TOPOLOGY.format(latency="1 us").replace("50 GiB/s", "100 Gb/s"))
     assert json.loads(invoke(["model", "show", model, "--json"]).stdout)["link_bandwidth"] == [12.5e9, 12.5e9]
