@@ -7,6 +7,9 @@ tracebacks: a directory where a file belongs, bytes that are not UTF-8, gzip tha
 an integer with more digits than Python converts (a ``ValueError``), nesting deep enough to
 exhaust the parser's recursion. Duplicate keys are errors in every form, as TOML already makes
 them: a silently ignored first value is a typo nobody sees.
+
+Only regular files are read (a FIFO would block forever, /dev/zero never ends), and never more
+than the ``input_bytes`` cap of ``optcoll.limits``, as stored and after gunzip, which streams.
 """
 from __future__ import annotations
 
@@ -25,8 +28,6 @@ from optcoll.errors import InputError
 from optcoll.units import format_size
 
 _BOM = "\ufeff"
-
-
 #: Bytes read (and gunzipped) at a time.
 _BLOCK = 1 << 20
 _KINDS = ((stat.S_ISDIR, "is a directory"), (stat.S_ISFIFO, "is a FIFO (named pipe)"),

@@ -25,7 +25,7 @@ def _model(path: Path, topology: str) -> Path:
      "raise it with OPTCOLL_MAX_SHOW_NODES)"),
     ('kind = "fully_connected"\nn = 4096', "16773120 links is more than `model show` handles (at most 262144; "
      "raise it with OPTCOLL_MAX_SHOW_LINKS)"),
-])
+], ids=["torus 1024x1024", "fully connected 4096"])
 def test_model_show_refuses_what_it_cannot_describe_quickly(topology, says, tmp_path, record_property):
     """Input: a 1024x1024 torus / fully_connected n = 4096 (passed the old guards, then ran over
     120 s in 3.3 GB), in a real process with a 1.5 GiB address space."""
@@ -42,7 +42,7 @@ def test_model_show_refuses_what_it_cannot_describe_quickly(topology, says, tmp_
     ("show", 'kind = "ring"\nn = 200000', "200000 nodes is more than `model show` handles"),
     ("show", 'kind = "ring"\nn = 2000000', "2000000 nodes is more than optcoll can model (at most 1048576; raise "
      "it with OPTCOLL_MAX_NODES)"),
-])
+], ids=["draw torus 1024x1024", "show hypercube 20", "show ring 200000", "show ring 2000000"])
 def test_the_command_budget_or_the_global_cap_names_itself(command, topology, says, tmp_path, record_property):
     """Input: machines over `model show`/`model draw`'s budget, and one over the global cap too
     (which is then the one named: raising the command's own would not help)."""

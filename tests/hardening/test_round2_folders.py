@@ -69,7 +69,8 @@ def test_a_folder_holding_other_files_is_never_replaced(foreign, report_args, tm
 
 
 @pytest.mark.parametrize("what, says", [("a file", "Invalid value for '--out': Directory '{out}' is a file"),
-                                        ("a FIFO", "{out}: is not a folder; nothing was written")])
+                                        ("a FIFO", "{out}: is not a folder; nothing was written")],
+                         ids=["a file", "a FIFO"])
 def test_report_out_that_is_not_a_folder(what, says, report_args, tmp_path, record_property):
     """Input: --out naming a regular file or a FIFO."""
     out = tmp_path / "report"

@@ -101,7 +101,8 @@ def test_bits_spelt_out_still_read_as_bits(tmp_path):
 
 def test_a_model_description_cannot_drive_the_terminal(tmp_path, record_property):
     """Input: a model description holding terminal escapes, a carriage return and a bidi override."""
-    model = _model(tmp_path / "m.toml", f'description = {json.dumps(ESCAPES)}\n' + RING_TOPOLOGY.format(latency="1 us"))
+    model = _model(tmp_path / "m.toml",
+                   f"description = {json.dumps(ESCAPES)}\n" + RING_TOPOLOGY.format(latency="1 us"))
     proc = invoke(["model", "show", model])
     assert proc.returncode == 0 and not _raw(proc.stdout) and f"m: {SHOWN}" in proc.stdout
     record_property("tried", "model show: a description with escape sequences")

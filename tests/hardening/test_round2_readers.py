@@ -59,9 +59,10 @@ class Attack:
 
 ATTACKS = [
     Attack("a FIFO with no writer", lambda p: os.mkfifo(p), "is a FIFO (named pipe), not a regular file"),
-    Attack("a symlink to /dev/zero", lambda p: p.symlink_to("/dev/zero"), "is a character device, not a regular file"),
-    Attack("a sparse file of 1 GiB", lambda p: sparse(p, 2**30), "holds 1 GiB, more than optcoll reads from one file "
-           "(at most 64 MiB; raise it with OPTCOLL_MAX_INPUT_BYTES)"),
+    Attack("a symlink to /dev/zero", lambda p: p.symlink_to("/dev/zero"),
+           "is a character device, not a regular file"),
+    Attack("a sparse file of 1 GiB", lambda p: sparse(p, 2**30),
+           "holds 1 GiB, more than optcoll reads from one file (at most 64 MiB; raise it with OPTCOLL_MAX_INPUT_BYTES)"),
 ]
 
 
@@ -96,7 +97,7 @@ def bombs(tmp_path_factory) -> dict[str, Path]:
 @pytest.mark.parametrize("bomb, tried", [
     ("zeros", "a .json.gz of 100 KB that expands to 96 MiB (as 8 MB would to 8 GiB)"),
     ("transfers", "a .json.gz of 300 KB holding 5·10⁷ transfers (the old reader needed > 5.8 GB)"),
-])
+], ids=["zeros", "transfers"])
 def test_a_gzip_bomb_stops_at_the_cap_in_bounded_memory(bomb, tried, bombs, inputs, record_property):
     """Input: a gzip schedule that expands a thousandfold, in a real process whose address space
     is capped (1.5 GiB): the streamed gunzip stops at the cap."""

@@ -30,7 +30,8 @@ class Writer:
 
 WRITERS = [
     Writer("model draw -o", lambda i, t: ["model", "draw", "ring4", "-o", t], b"<svg"),
-    Writer("synth --out", lambda i, t: ["synth", i.instance, "--algo", "ring", "--out", t], b'"format":"optcoll-schedule"'),
+    Writer("synth --out", lambda i, t: ["synth", i.instance, "--algo", "ring", "--out", t],
+           b'"format":"optcoll-schedule"'),
     Writer("msccl export -o", lambda i, t: ["msccl", "export", i.instance, i.schedule, "-o", t], b"<algo"),
     Writer("astra export-network -o", lambda i, t: ["astra", "export-network", "ring4", "-o", t], b"topology:"),
     Writer("astra import-network -o", lambda i, t: ["astra", "import-network", i.network, "-o", t], b"[machine]"),
