@@ -17,7 +17,7 @@ from datetime import datetime, timezone
 import optcoll
 from optcoll.check.report import REFERENCE_TEXT, CheckReport
 from optcoll.check.verdict import SKIPPED, Outcome
-from optcoll.printable import printable
+from optcoll.text.printable import printable
 
 ERRORS = frozenset({"error", "crash", "timeout"})
 

@@ -4,7 +4,7 @@ Control characters (a synthesizer's output may hold terminal escapes) are writte
 from __future__ import annotations
 
 from optcoll.check.report import HEADERS, REFERENCE_TEXT, CheckReport
-from optcoll.printable import printable
+from optcoll.text.printable import printable
 
 
 def _cell(text: str) -> str:

@@ -16,13 +16,13 @@ from pathlib import Path
 
 from optcoll.check.config import check_ratio, load_check_config
 from optcoll.check.report import CheckReport
-from optcoll.check.spec import SynthSpec, parse_synth
+from optcoll.producers.external.spec import SynthSpec, parse_synth
 from optcoll.check.verdict import AGAINST, judge
 from optcoll.errors import InputError
 from optcoll.sweeps.jobs import Job
 from optcoll.sweeps.pool import run_local
 from optcoll.sweeps.progress import Progress
-from optcoll.sweeps.suite import Suite, find_suite
+from optcoll.instances.suite import Suite, find_suite
 
 HARD_FACTOR, HARD_SECONDS = 1.5, 5.0
 

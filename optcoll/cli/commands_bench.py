@@ -18,9 +18,9 @@ def bench() -> None:
 @json_option
 def bench_core(side: int, out: str, as_json: bool) -> None:
     """Verifier on a ~million-transfer torus AllGather, and the exact cut bound of the torus."""
-    from optcoll.bounds.bench import bench_cut
-    from optcoll.reports.benchfile import write_bench_report
-    from optcoll.verify.bench import bench_verify
+    from optcoll.bench.bounds import bench_cut
+    from optcoll.bench.file import write_bench_report
+    from optcoll.bench.verify import bench_verify
 
     v = bench_verify(side)
     c = bench_cut(side)
@@ -57,7 +57,7 @@ def bench_exact(time_limit: float, pareto_limit: float, only: str | None, famili
                 as_json: bool) -> None:
     """Exact solvers: wall time to a proven optimum on issue 3's instances, the DGX-1 front, and
     per family the largest instance proven optimal within the time limit."""
-    from optcoll.producers.exact.bench import run_bench
+    from optcoll.bench.exact import run_bench
 
     names = None if families is None else [name.strip() for name in families.split(",") if name.strip()]
     text = run_bench(out, time_limit, pareto_limit, echo=lambda line: echo(line, err=True), only=only,
@@ -74,7 +74,7 @@ def bench_exact(time_limit: float, pareto_limit: float, only: str | None, famili
 @json_option
 def bench_greedy(sizes: str, families: str, collectives: str, algos: str, out: str, as_json: bool) -> None:
     """Greedy synthesis time, peak memory, growth exponent and gap, 64 to 4096 NPUs (one process per case)."""
-    from optcoll.producers.bench_greedy import run_bench
+    from optcoll.bench.greedy import run_bench
 
     def split(text: str) -> tuple[str, ...]:
         return tuple(item for item in text.split(",") if item)

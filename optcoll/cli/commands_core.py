@@ -5,7 +5,8 @@ import sys
 
 import click
 
-from optcoll.cli.output import done, echo, emit_json, json_option, percent, table
+from optcoll.cli.output import done, echo, emit_json, json_option
+from optcoll.text.table import percent, table
 from optcoll.units import format_size, format_time
 
 
@@ -45,12 +46,13 @@ def model_list(as_json: bool) -> None:
 @json_option
 def model_show(ref: str, as_json: bool) -> None:
     """Figures of a model (built-in NAME or FILE.toml): sizes, degrees, diameter, cuts."""
+    from optcoll.bounds.cuts import worst_cut
     from optcoll.machines.catalog import load_machine
     from optcoll.machines.describe import describe_machine, render_description
 
     with narrowed_to_show("model show"):
         machine = load_machine(ref)
-    info = describe_machine(machine)
+    info = describe_machine(machine, cut_finder=worst_cut)
     if as_json:
         emit_json(info)
     else:
@@ -90,7 +92,8 @@ def instance_show(path: str, as_json: bool) -> None:
             "collective": c.kind, "root": c.root, "ranks": len(c.ranks),
             "size_bytes": c.size_bytes, "chunks_per_rank": c.chunks_per_rank,
             "chunks": c.num_chunks, "chunk_bytes": c.chunk_bytes, "model": inst.model.to_dict(),
-            "budget": vars(inst.budget), "results": inst.results}
+            "budget": vars(inst.budget), "results": inst.results,
+            "machine_sources": list(inst.machine.sources)}
     if as_json:
         emit_json(info)
         return
@@ -98,6 +101,8 @@ def instance_show(path: str, as_json: bool) -> None:
     echo(f"  M = {format_size(c.size_bytes)}, N = {len(c.ranks)}, C = {c.chunks_per_rank}, "
                f"chunk = {format_size(c.chunk_bytes)} ({c.num_chunks} chunks)")
     echo(f"  model: {inst.model.to_dict()}")
+    for source in inst.machine.sources:
+        echo(f"  machine {source}")
     echo(f"  budget: time limit {format_time(inst.budget.time_limit)}, "
                f"{inst.budget.threads} threads, seed {inst.budget.seed}")
     if inst.results:

@@ -8,8 +8,9 @@ import time
 
 import click
 
-from optcoll.cli.output import echo, emit_json, json_option, percent, table
+from optcoll.cli.output import echo, emit_json, json_option
 from optcoll.instances.instance import MAX_SEED, MAX_THREADS
+from optcoll.text.table import percent, table
 from optcoll.producers.exact.memory import DEFAULT_SHARE, parse_limit
 from optcoll.units import format_time
 

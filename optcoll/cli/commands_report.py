@@ -71,7 +71,7 @@ def _settings(runs, seed, time_limit, threads, solver, max_memory):
 
 
 def _suites(refs: tuple[str, ...]):
-    from optcoll.sweeps.suite import find_suite
+    from optcoll.instances.suite import find_suite
 
     return [find_suite(ref) for ref in (refs or (DEFAULT_SUITE,))]
 
@@ -127,7 +127,7 @@ def report(ctx: click.Context, suites: tuple[str, ...], out: str | None, resolve
     """
     from optcoll.reports.build import assemble, plan_report, run_plan
     from optcoll.reports.content import terminal_blocks
-    from optcoll.reports.document import to_text
+    from optcoll.text.document import to_text
     from optcoll.truth.record import TruthContradiction
 
     chosen = _suites(suites)
@@ -173,7 +173,7 @@ def truth_update(suites: tuple[str, ...], jobs: int | None, cluster: str | None,
     A proven optimum is never replaced by a worse value; a verified schedule below a proven bound
     stops everything with exit code 1 (a bug somewhere).
     """
-    from optcoll.cli.output import percent, table
+    from optcoll.text.table import percent, table
     from optcoll.truth.record import TruthContradiction
     from optcoll.truth.update import update_suite
     from optcoll.units import format_time
@@ -212,7 +212,7 @@ def truth_update(suites: tuple[str, ...], jobs: int | None, cluster: str | None,
 @json_option
 def truth_verify(suites: tuple[str, ...], require_all: bool, as_json: bool) -> None:
     """Re-verify stored schedules and check recorded bounds ≤ recorded times (no solving)."""
-    from optcoll.cli.output import table
+    from optcoll.text.table import table
     from optcoll.truth.check import verify_suite
 
     bad = 0

@@ -1,17 +1,16 @@
 """Printing for the CLI: one place decides between human text and ``--json``, and every line
 goes through ``echo``, which shows control characters from input files as escapes
-(``optcoll.printable``) instead of letting them drive the terminal."""
+(``optcoll.text.printable``) instead of letting them drive the terminal."""
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
 from typing import Any
 
 import click
 import numpy as np
 
-from optcoll.printable import printable
+from optcoll.text.printable import printable
 
 
 def echo(message: Any = "", *, err: bool = False, nl: bool = True) -> None:
@@ -37,19 +36,6 @@ def _plain(value: Any) -> Any:
 
 def emit_json(data: Any) -> None:
     echo(json.dumps(_plain(data), indent=2, sort_keys=False))
-
-
-def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    """A plain aligned text table."""
-    cells = [[str(h) for h in headers]] + [[str(c) for c in row] for row in rows]
-    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
-    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in cells]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(lines)
-
-
-def percent(gap: float | None) -> str:
-    return "-" if gap is None else f"{100 * gap:.2f} %"
 
 
 def done(as_json: bool, message: str, **data: Any) -> None:

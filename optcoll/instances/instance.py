@@ -4,6 +4,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from optcoll import limits
 from optcoll.collectives.collective import Collective
 from optcoll.errors import InputError
@@ -42,6 +44,20 @@ class TimeModel:
         if not self.reduce_cost >= 0:
             raise InputError(f"must be non-negative, got {self.reduce_cost}", field="model.reduce_cost")
 
+    def link_timing(self, machine: Machine, chunk_bytes: float, *, reduce: bool = False) -> "LinkTiming":
+        """The one owner of DESIGN.md §5 rules 2–3 and 5: per link, when a transfer of
+        ``chunk_bytes`` started at t delivers (t + delay) and how long it holds its link (busy).
+
+        delay = α + b/B, plus γ·b when the transfer is a reduce (``reduce``); busy = α + b/B with
+        ``occupancy = "link"``, b/B with ``"serialization"`` (the reduction cost never holds the
+        link). Every calendar, bound, producer, importer and the verifier ask this.
+        """
+        serial = chunk_bytes / machine.link_bandwidth
+        transit = machine.link_latency + serial
+        busy = transit if self.occupancy == "link" else serial
+        extra = self.reduce_cost * chunk_bytes
+        return LinkTiming(transit + extra if reduce and extra else transit, busy, extra)
+
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "occupancy": self.occupancy, "send_ports": self.send_ports,
                 "recv_ports": self.recv_ports, "reduce_cost": self.reduce_cost}
@@ -58,6 +74,17 @@ def check_chunk_copies(ranks: int, chunks: int) -> None:
 
 #: CP-SAT's own limits on its worker count and (a 32-bit integer) its random seed.
 MAX_THREADS, MAX_SEED = 10_000, 2**31 - 1
+
+
+@dataclass(frozen=True, eq=False)
+class LinkTiming:
+    """Per-link arrays from ``TimeModel.link_timing``: ``delay`` from start to delivery, ``busy``
+    the time the link is held; ``reduce_extra`` is γ·b, what a reduce adds to its delivery
+    (included in ``delay`` only when it was asked for with ``reduce=True``)."""
+
+    delay: np.ndarray
+    busy: np.ndarray
+    reduce_extra: float = 0.0
 
 
 @dataclass(frozen=True)

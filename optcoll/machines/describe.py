@@ -8,7 +8,7 @@ the worst cut are computed only within the ``show_search`` and ``show_cut`` caps
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import numpy as np
@@ -72,8 +72,11 @@ def _range(values: np.ndarray) -> list[float] | None:
     return [float(values.min()), float(values.max())] if values.size else None
 
 
-def describe_machine(machine: Machine, *, cut: bool = True) -> dict[str, Any]:
-    """Counts, degree and bandwidth ranges, NPU diameter, connectivity and (``cut``) the worst cut.
+def describe_machine(machine: Machine, *, cut_finder: Callable[[Machine, list[int]], Any] | None = None
+                     ) -> dict[str, Any]:
+    """Counts, degree and bandwidth ranges, NPU diameter, connectivity and, given a ``cut_finder``
+    (``optcoll.bounds.cuts.worst_cut``: bounds build on machines, so the caller hands it in), the
+    worst cut.
 
     The worst cut is max over node sets S holding some but not all NPUs of |S ∩ NPUs| / B⁺(S)
     (seconds per byte): an AllGather of M bytes takes at least (M / N) times it (ForestColl).
@@ -112,15 +115,14 @@ def describe_machine(machine: Machine, *, cut: bool = True) -> dict[str, Any]:
         "min_npu_ingress_bandwidth": float(np.bincount(dst, weights=bw, minlength=nodes)[:n].min()),
         "min_npu_egress_bandwidth": float(np.bincount(src, weights=bw, minlength=nodes)[:n].min()),
         "worst_cut": None,
+        "sources": list(machine.sources),
         "not_computed": skipped,
     }
-    if cut and connected and n >= 2 and not limits.within("show_cut", flows):
+    if cut_finder is not None and connected and n >= 2 and not limits.within("show_cut", flows):
         skipped["worst_cut"] = limits.refusal("show_cut", f"{flows} NPU x link max-flow steps",
                                               "`model show` computes").detail
-    elif cut and connected and n >= 2:
-        from optcoll.bounds.cuts import worst_cut  # lazy: bounds build on machines, not the reverse
-
-        result = worst_cut(machine, list(machine.npus))
+    elif cut_finder is not None and connected and n >= 2:
+        result = cut_finder(machine, list(machine.npus))
         inside = sorted(int(v) for v in result.inside)
         info["worst_cut"] = {
             "ratio": float(result.ratio),
@@ -175,6 +177,7 @@ def render_description(info: dict[str, Any]) -> str:
             f"  worst cut: {cut['npus_inside']} of {info['npus']} NPUs inside, "
             f"{bandwidth_text(cut['bandwidth_out'])} leaving; an AllGather of M bytes takes at least "
             f"M / ({bandwidth_text(cut['allgather_bandwidth_bound'])})")
+    lines += [f"  {source}" for source in info.get("sources", ())]
     for figure, why in info.get("not_computed", {}).items():
         lines.append(f"  {_FIGURES[figure]} not computed: {why}")
     return "\n".join(lines)

@@ -6,6 +6,7 @@ links; parallel links between one pair (DGX-1's double NVLinks) are separate lin
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -39,10 +40,6 @@ class Link:
     latency: float  # seconds
     bandwidth: float  # bytes / second
 
-    def time(self, nbytes: float) -> float:
-        """α + b/B: the time one transfer of ``nbytes`` takes on this link."""
-        return self.latency + nbytes / self.bandwidth
-
 
 @dataclass(frozen=True, eq=False)
 class Machine:
@@ -59,6 +56,9 @@ class Machine:
     description: str = ""
     #: Optional drawing coordinates per node (generators know a natural layout).
     positions: tuple[tuple[float, float], ...] | None = field(default=None, repr=False)
+    #: Where numbers not given as plain values came from (e.g. an NCCL latency preset), one
+    #: sentence each, for ``instance show`` and ``model show``.
+    sources: tuple[str, ...] = field(default=(), repr=False)
 
     def __post_init__(self) -> None:
         for name in ("link_src", "link_dst", "link_latency", "link_bandwidth"):
@@ -98,10 +98,6 @@ class Machine:
 
     def links(self) -> list[Link]:
         return [self.link(e) for e in range(self.num_links)]
-
-    def link_times(self, nbytes: float) -> np.ndarray:
-        """α_e + b/B_e for every link at once."""
-        return self.link_latency + nbytes / self.link_bandwidth
 
     @cached_property
     def _pair_index(self) -> dict[tuple[int, int], tuple[int, ...]]:
@@ -152,7 +148,8 @@ class Machine:
         """Every link turned around: the graph on which combining collectives are dual."""
         return Machine(self.name + "~reversed", self.num_npus, self.switches,
                        self.link_dst.copy(), self.link_src.copy(), self.link_latency.copy(),
-                       self.link_bandwidth.copy(), self.npu_labels, self.description, self.positions)
+                       self.link_bandwidth.copy(), self.npu_labels, self.description, self.positions,
+                       self.sources)
 
     def without(self, *, links: list[int] | None = None, npus: list[int] | None = None,
                 name: str | None = None) -> "Machine":
@@ -183,12 +180,17 @@ class Machine:
                        src, dst, self.link_latency[keep_arr].copy(),
                        self.link_bandwidth[keep_arr].copy(),
                        tuple(self.npu_labels[v] for v in keep_nodes if v < self.num_npus),
-                       self.description, positions)
+                       self.description, positions, self.sources)
 
     def renamed(self, name: str, description: str | None = None) -> "Machine":
         return Machine(name, self.num_npus, self.switches, self.link_src, self.link_dst,
                        self.link_latency, self.link_bandwidth, self.npu_labels,
-                       self.description if description is None else description, self.positions)
+                       self.description if description is None else description, self.positions,
+                       self.sources)
+
+    def with_sources(self, *sources: str) -> "Machine":
+        """The same machine with ``sources`` added to where its numbers came from."""
+        return dataclasses.replace(self, sources=self.sources + tuple(sources))
 
 
 def check_size(nodes: int, links: int) -> None:

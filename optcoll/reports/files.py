@@ -14,7 +14,7 @@ from optcoll.fileio import write_folder_atomic
 from optcoll.reports import plots
 from optcoll.reports.content import build_blocks
 from optcoll.reports.data import Report
-from optcoll.reports.document import to_html, to_markdown
+from optcoll.text.document import to_html, to_markdown
 
 FILES = ("README.md", "report.html", "results.csv", "report.json")
 CSV_COLUMNS = ("suite", "instance", "network", "npus", "collective", "size_bytes", "chunks_per_rank",

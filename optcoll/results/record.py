@@ -13,7 +13,7 @@ from typing import Any
 import optcoll
 from optcoll.errors import ScheduleRejected
 from optcoll.instances.instance import Instance
-from optcoll.producers.exact.outcome import SolverOutcome
+from optcoll.results.outcome import SolverOutcome
 from optcoll.schedules.schedule import Schedule
 
 #: Relative tolerance under which a verified time "meets" a proven bound.

@@ -14,7 +14,7 @@ Producers:
   ``max_memory`` (a model over it is refused: the job fails with the estimate as its reason).
 - ``pareto``: the step model's Pareto front up to ``max_chunks`` chunks per rank.
 - ``check``: a user's synthesizer (``synth``, an ``optcoll check`` spec) run with a time limit
-  (``time_limit``) and verified (``optcoll.check.worker``); the record says what went wrong.
+  (``time_limit``) and verified (``optcoll.producers.external.worker``); the record says what went wrong.
 """
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ from typing import Any
 import optcoll
 from optcoll.errors import ScheduleRejected
 from optcoll.provenance import solver_libraries, source_digest
-from optcoll.sweeps.suite import InstanceSpec, digest
+from optcoll.instances.suite import InstanceSpec, digest
 
 PRODUCERS = ("bounds", "synth", "exact", "pareto", "check")
 #: Statuses of a record. "failed" carries a reason; "not-applicable" too (not an error).
@@ -182,7 +182,7 @@ def _pareto(job: Job) -> tuple[dict[str, Any], None]:
 
 
 def _check(job: Job) -> tuple[dict[str, Any], None]:
-    from optcoll.check.worker import check_instance
+    from optcoll.producers.external.worker import check_instance
 
     return check_instance(job.spec, job.params["synth"], job.params["time_limit"],
                           job.params["workdir"]), None

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from optcoll.errors import InputError
 from optcoll.sweeps.jobs import Job
-from optcoll.sweeps.suite import InstanceSpec, Suite, size_label
+from optcoll.instances.suite import InstanceSpec, Suite, size_label
 
 DEFAULT_RUNS = 20
 #: The step model's Pareto front is searched with CP-SAT (z3 is the slower cross-check).

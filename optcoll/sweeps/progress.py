@@ -8,7 +8,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from optcoll.printable import printable
+from optcoll.text.printable import printable
 
 
 class Progress:

@@ -10,7 +10,7 @@ import pytest
 from chaos import behave, stored
 from check_helpers import CMD_CHAOS, PY_CHAOS
 from optcoll.schedules.jsonfile import schedule_from_dict
-from optcoll.sweeps.suite import find_suite
+from optcoll.instances.suite import find_suite
 from optcoll.truth import load_truth
 from optcoll.units import format_time
 from optcoll.verify import verify

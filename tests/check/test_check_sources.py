@@ -12,7 +12,7 @@ import pytest
 from check_helpers import QUICK
 from optcoll.check import run_check
 from optcoll.machines.modelfile import load_machine_file
-from optcoll.sweeps.suite import find_suite
+from optcoll.instances.suite import find_suite
 
 RING = "ring8-allgather-c1"
 RING_XML = Path(__file__).resolve().parents[1] / "interop_msccl" / "data" / "allgather_ring_8.xml"

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from optcoll.cli.main import cli
 from optcoll.errors import InputError
 from optcoll.machines import generators as G
-from optcoll.producers.exact import bench as B
+from optcoll.bench import exact as B
 
 from timed_helpers import BW, LAT, close, instance
 

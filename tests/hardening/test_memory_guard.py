@@ -229,7 +229,8 @@ def test_small_instance_solves_under_the_default_limit():
 def test_a_refused_model_is_a_bounded_result_and_the_sweep_goes_on(tmp_path):
     """In a sweep a refusal leaves the exact job bounded (its start schedule and the analytic
     bound), with the refusal in its notes; a larger limit is another job, which proves the optimum."""
-    from optcoll.sweeps import ResultCache, find_suite, run_sweep
+    from optcoll.sweeps import ResultCache, run_sweep
+    from optcoll.instances.suite import find_suite
     from optcoll.sweeps.plan import Settings, exact_job, synth_job
 
     spec = find_suite(str(NEEDS_A_MODEL)).specs[0]
@@ -279,7 +280,8 @@ def test_parallel_sweep_workers_split_the_default_share(monkeypatch, tmp_path):
     """With 30 MiB available, a lone process may build a 13.4 MiB model (80 % = 24 MiB), but each
     of two sweep workers only 40 %: there the model is refused and the job ends bounded."""
     from optcoll.producers.exact import memory
-    from optcoll.sweeps import ResultCache, find_suite, run_sweep
+    from optcoll.sweeps import ResultCache, run_sweep
+    from optcoll.instances.suite import find_suite
     from optcoll.sweeps.plan import Settings, exact_job, synth_job
 
     meminfo = tmp_path / "meminfo"

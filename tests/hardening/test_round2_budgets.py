@@ -78,19 +78,22 @@ def test_a_command_budget_is_raised_and_lowered_by_its_variable(monkeypatch):
     assert invoke(["model", "show", "ring8"]).returncode == 0
 
 
-def _network(path: Path, side: int) -> Path:
-    path.write_text(f"topology: [ Ring, Ring ]\nnpus_count: [ {side}, {side} ]\nbandwidth: [ 50, 50 ]\n"
-                    "latency: [ 500, 500 ]\n")
+def _network(path: Path, side: int, dims: int = 2) -> Path:
+    """Ring(side) in each of ``dims`` dimensions."""
+    def row(value) -> str:
+        return "[ " + ", ".join([str(value)] * dims) + " ]"
+    path.write_text(f"topology: {row('Ring')}\nnpus_count: {row(side)}\nbandwidth: {row(50)}\n"
+                    f"latency: {row(500)}\n")
     return path
 
 
 def test_astra_predict_estimates_before_it_starts(tmp_path, record_property):
-    """Input: ASTRA-sim Ring(1024) x Ring(1024) AllReduce (the old predictor grew past 5.8 GB),
+    """Input: ASTRA-sim Ring(1024) x Ring(1024) AllGather (the old predictor grew past 5.8 GB),
     in a real process with a 1.5 GiB address space."""
     network = _network(tmp_path / "network.yml", 1024)
-    proc = run_cli(["astra", "predict", "--network", network, "--collective", "allreduce", "--size", "1MiB"],
+    proc = run_cli(["astra", "predict", "--network", network, "--collective", "allgather", "--size", "1MiB"],
                    timeout=120, memory=MEMORY)
-    line = assert_one_line_error(proc, "network: simulating 1048576 NPUs x 1 stream(s) (4290772992 messages, "
+    line = assert_one_line_error(proc, "network: simulating 1048576 NPUs x 1 stream(s) (2145386496 messages, "
                                  "about 7.5 GiB of memory) is more than `astra predict` simulates (at most "
                                  "8388608; raise it with OPTCOLL_MAX_PREDICT_MESSAGES)")
     record_property("tried", "astra predict on Ring(1024) x Ring(1024)")
@@ -98,13 +101,14 @@ def test_astra_predict_estimates_before_it_starts(tmp_path, record_property):
 
 
 def test_astra_predict_refuses_what_memory_cannot_hold(tmp_path, monkeypatch, record_property):
-    """Input: Ring(8) x Ring(8) with 1 KiB of memory available (as if the machine were full)."""
+    """Input: Ring(64) on the congestion-aware backend with 1 KiB of memory available (as if the
+    machine were full)."""
     monkeypatch.setattr("optcoll.producers.exact.memory.default_limit", lambda: 2**10)
-    network = _network(tmp_path / "network.yml", 8)
+    network = _network(tmp_path / "network.yml", 64, dims=1)
     proc = invoke(["astra", "predict", "--network", network, "--collective", "allgather", "--size", "1MiB",
                    "--backend", "aware"])
     line = assert_one_line_error(proc, "network: simulating 64 NPUs x 1 stream(s)",
-                                 "of memory) needs more than the 1 KiB available", "not started")
+                                 "of memory) needs more than the 1 KiB of memory it may use; not started")
     record_property("tried", "astra predict with less memory available than its estimate")
     record_property("message", line)
 

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from optcoll.errors import InputError
-from optcoll.imports.nvidia_smi import load_nvidia_smi, machine_from_nvidia_smi
+from optcoll.interop.nvidia_smi import load_nvidia_smi, machine_from_nvidia_smi
 from optcoll.machines.generators import DGX1_NVLINKS, dgx1
 
 DATA = Path(__file__).parent / "data"

@@ -31,7 +31,7 @@ def test_every_transfer_carries_what_its_source_held_at_its_start(algo):
     inst = instance(machine, "allgather", GIB, 2)
     s = SYNTHESIZERS[algo](inst, 1)
     src, dst = machine.link_src[s.link], machine.link_dst[s.link]
-    arrive = s.start + machine.link_times(inst.collective.chunk_bytes)[s.link]
+    arrive = s.start + (machine.link_latency + inst.collective.chunk_bytes / machine.link_bandwidth)[s.link]
     held = {(c, v): 0.0 for c, v in zip(*inst.collective.pre.pairs())}
     for i in np.argsort(arrive):
         held.setdefault((int(s.chunk[i]), int(dst[i])), float(arrive[i]))

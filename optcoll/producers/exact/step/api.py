@@ -18,7 +18,7 @@ from optcoll.errors import InputError
 from optcoll.instances.instance import Instance, check_chunk_copies
 from optcoll.machines.machine import Machine
 from optcoll.producers.exact.memory import checked_limit
-from optcoll.producers.exact.outcome import SolverOutcome
+from optcoll.results.outcome import SolverOutcome
 from optcoll.producers.exact.step.backends import MIP_SOLVERS, Backend, LinearBackend, Settings
 from optcoll.producers.exact.step.bounds import RoundsBound, problem_rounds_bound
 from optcoll.producers.exact.step.chunking import rechunk

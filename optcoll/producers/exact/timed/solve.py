@@ -21,7 +21,7 @@ from optcoll.instances.instance import Instance
 from optcoll.producers import compose
 from optcoll.producers.base import NotApplicable
 from optcoll.producers.exact.memory import ModelTooLarge, checked_limit, require_fits
-from optcoll.producers.exact.outcome import SolverOutcome
+from optcoll.results.outcome import SolverOutcome
 from optcoll.producers.exact.timed import continuous, expanded, linear
 from optcoll.producers.exact.timed.grid import MAX_UNITS_PER_LINK, Grid, choose_grids, fine_grid, seconds_grid
 from optcoll.producers.exact.timed.listsched import Transfers, greedy, retime
