@@ -1,10 +1,12 @@
 """A Markdown summary for a CI job summary page (GitHub's ``$GITHUB_STEP_SUMMARY``, GitLab and
 Gitea render the same): the verdict, the table, and every failure with its detail folded away.
-Built from the shared report blocks (``optcoll.text.document``)."""
+Built from the shared report blocks (``optcoll.text.document``); control characters (a
+synthesizer's output may hold terminal escapes) are written as escapes."""
 from __future__ import annotations
 
 from optcoll.check.report import HEADERS, REFERENCE_TEXT, CheckReport
-from optcoll.text.document import Block, Heading, Item, Bullets, Paragraph, code_span, table, to_markdown
+from optcoll.text.document import Block, Bullets, Heading, Item, Paragraph, code_span, table, to_markdown
+from optcoll.text.printable import printable
 
 
 def summary_blocks(report: CheckReport) -> list[Block]:
@@ -23,4 +25,4 @@ def summary_blocks(report: CheckReport) -> list[Block]:
 
 
 def markdown(report: CheckReport) -> str:
-    return to_markdown(summary_blocks(report))
+    return printable(to_markdown(summary_blocks(report)))

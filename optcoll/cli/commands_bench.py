@@ -4,7 +4,7 @@ from __future__ import annotations
 import click
 
 from optcoll.cli.limits import time_limit_option
-from optcoll.cli.output import done, json_option
+from optcoll.cli.output import done, echo, json_option
 from optcoll.units import format_size
 
 
@@ -61,7 +61,7 @@ def bench_exact(time_limit: float, pareto_limit: float, only: str | None, famili
     from optcoll.bench.exact import run_bench
 
     names = None if families is None else [name.strip() for name in families.split(",") if name.strip()]
-    text = run_bench(out, time_limit, pareto_limit, echo=lambda line: click.echo(line, err=True), only=only,
+    text = run_bench(out, time_limit, pareto_limit, echo=lambda line: echo(line, err=True), only=only,
                      families=names)
     done(as_json, f"{text}\nwrote {out}", report=text, out=out)
 

@@ -8,7 +8,8 @@ import sys
 import click
 
 from optcoll.cli.limits import max_memory_option, seed_option, threads_option, time_limit_option
-from optcoll.cli.output import emit_json, json_option
+from optcoll.cli.output import echo, emit_json, json_option
+from optcoll.instances.budget import MAX_SEED
 from optcoll.text.table import percent, table
 from optcoll.units import format_time
 
@@ -17,7 +18,8 @@ from optcoll.units import format_time
 @click.command()
 @click.argument("instance_path", metavar="INSTANCE", required=False, type=click.Path(dir_okay=False))
 @click.option("--algo", default="tacos", show_default=True, help="Synthesizer name (see --list).")
-@click.option("--seed", default=None, type=int, help="First seed (default: the instance's budget seed).")
+@click.option("--seed", default=None, type=click.IntRange(0, MAX_SEED),
+              help="First seed (default: the instance's budget seed).")
 @click.option("--runs", default=1, show_default=True, help="Keep the best of this many seeds.")
 @click.option("--out", type=click.Path(dir_okay=False), help="Write the best schedule (.json or .json.gz).")
 @click.option("--portfolio", is_flag=True,
@@ -36,7 +38,7 @@ def synth(instance_path: str | None, algo: str, seed: int | None, runs: int, out
         if as_json:
             emit_json(rows)
         else:
-            click.echo(table(["name", "seeded", "description"],
+            echo(table(["name", "seeded", "description"],
                              [[r["name"], "yes" if r["seeded"] else "", r["description"]] for r in rows]))
         return
     if instance_path is None:
@@ -54,15 +56,15 @@ def synth(instance_path: str | None, algo: str, seed: int | None, runs: int, out
     if as_json:
         emit_json({**result.to_dict(), "run_times": list(times), "out": out})
         return
-    click.echo(inst.describe())
+    echo(inst.describe())
     spread = (f" (best of {len(times)}: median {format_time(statistics.median(times))}, "
               f"worst {format_time(max(times))})" if len(times) > 1 else "")
-    click.echo(f"{algo}: {format_time(result.time)}{spread}, {len(schedule)} transfers, "
+    echo(f"{algo}: {format_time(result.time)}{spread}, {len(schedule)} transfers, "
                f"synthesised and verified in {wall:.2f} s")
-    click.echo(f"lower bound {format_time(result.lower_bound)} ({result.lower_bound_source}); "
+    echo(f"lower bound {format_time(result.lower_bound)} ({result.lower_bound_source}); "
                f"gap {percent(result.gap)}; status {result.status}")
     if out:
-        click.echo(f"wrote {out}")
+        echo(f"wrote {out}")
 
 
 def _progress_printer(enabled: bool):
@@ -76,7 +78,7 @@ def _progress_printer(enabled: bool):
             return
         last.append((incumbent, bound))
         gap = incumbent / bound - 1 if incumbent and bound else None
-        click.echo(f"  {wall:7.1f} s  incumbent {format_time(incumbent) if incumbent else '-':>12}  "
+        echo(f"  {wall:7.1f} s  incumbent {format_time(incumbent) if incumbent else '-':>12}  "
                    f"bound {format_time(bound) if bound else '-':>12}  gap {percent(gap)}", err=True)
     return show
 
@@ -133,22 +135,22 @@ def solve(instance_path, solver, model_kind, time_limit, threads, seed, quantum,
     if as_json:
         emit_json({**result.to_dict(), "out": out})
         return
-    click.echo(inst.describe())
+    echo(inst.describe())
     if result.time is None:
-        click.echo(f"{result.status}: no schedule within the budget; lower bound "
+        echo(f"{result.status}: no schedule within the budget; lower bound "
                    f"{format_time(result.lower_bound) if result.lower_bound else '-'} ({result.lower_bound_source})")
     else:
-        click.echo(f"{result.status}: {format_time(result.time)} (verified); lower bound "
+        echo(f"{result.status}: {format_time(result.time)} (verified); lower bound "
                    f"{format_time(result.lower_bound)} ({result.lower_bound_source}); gap {percent(result.gap)}")
     if result.steps:
-        click.echo(f"step model: S = {result.steps} steps, R = {result.rounds} rounds")
-    click.echo(f"{outcome.solver_version}, {result.wall_time:.2f} s"
+        echo(f"step model: S = {result.steps} steps, R = {result.rounds} rounds")
+    echo(f"{outcome.solver_version}, {result.wall_time:.2f} s"
                + (f", quantum {format_time(outcome.quantum)}" if outcome.quantum else ""))
     for note in outcome.notes:
-        click.echo(f"  note: {note}")
+        echo(f"  note: {note}")
     for path in (out, export_model):
         if path:
-            click.echo(f"wrote {path}")
+            echo(f"wrote {path}")
     sys.exit(0 if result.status in ("optimal", "bounded") else 1)
 
 
@@ -180,16 +182,16 @@ def pareto(instance_path, max_chunks, solver, time_limit, threads, max_memory, a
         emit_json({"rounds_lower_bound": str(bound.value), "points": rows, "complete": front.complete,
                    "stopped": front.stopped})
         return
-    click.echo(inst.describe())
-    click.echo(f"rounds lower bound: R/C >= {bound.value} ({bound.source})")
+    echo(inst.describe())
+    echo(f"rounds lower bound: R/C >= {bound.value} ({bound.source})")
     family = bound.detail.get("reducescatter+allgather family")
     if family is not None:  # what the AllReduce front's "bandwidth-optimal" compares with
-        click.echo(f"within ReduceScatter then AllGather (the front below): R/C >= {family}")
-    click.echo(table(["S", "R", "C", "R/C", "cost", "formula", "proven", "bandwidth-optimal"],
+        echo(f"within ReduceScatter then AllGather (the front below): R/C >= {family}")
+    echo(table(["S", "R", "C", "R/C", "cost", "formula", "proven", "bandwidth-optimal"],
                      [[r["steps"], r["rounds"], r["chunks"], r["rounds_per_chunk"], format_time(r["cost"]),
                        r["formula"], "yes" if r["proven"] else "no", "yes" if r["bandwidth_optimal"] else ""]
                       for r in rows]))
-    click.echo(f"front complete: {front.stopped}" if front.complete
+    echo(f"front complete: {front.stopped}" if front.complete
                else f"front incomplete (later points may exist): stopped by {front.stopped}")
 
 

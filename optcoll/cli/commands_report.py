@@ -13,9 +13,9 @@ from typing import Any
 import click
 
 from optcoll.cli.limits import max_memory_option, seed_option, threads_option, time_limit_option
-from optcoll.cli.output import emit_json, json_option
+from optcoll.cli.output import echo, emit_json, json_option
 
-EXIT_CONTRADICTION = 1
+EXIT_CONTRADICTION = EXIT_JOBS_FAILED = 1
 DEFAULT_SUITE = "quick"
 
 
@@ -72,8 +72,17 @@ def _suites(refs: tuple[str, ...]):
 
 
 def _contradiction(exc: Exception) -> None:
-    click.echo(f"optcoll: CONTRADICTION: {exc}", err=True)
+    echo(f"optcoll: CONTRADICTION: {exc}", err=True)
     sys.exit(EXIT_CONTRADICTION)
+
+
+def _exit_if_failed(failures: list[str]) -> None:
+    """Exit 1 after the output when any job failed: a CI job must not pass on a sweep that did
+    not run (a lost scheduler, a crashing producer); each line says how many and why."""
+    for line in failures:
+        echo(f"optcoll: {line}", err=True)
+    if failures:
+        sys.exit(EXIT_JOBS_FAILED)
 
 
 def _workers(jobs: int | None) -> int:
@@ -134,10 +143,11 @@ def report(ctx: click.Context, suites: tuple[str, ...], out: str | None, resolve
         written = write_report(result, out, _command_line(ctx))
     if as_json:
         emit_json({**result.to_dict(), "written": [str(p) for p in written]})
-        return
-    click.echo(to_text(terminal_blocks(result, stats.line())), nl=False)
-    if written:
-        click.echo(f"wrote {len(written)} files to {out}/ (open {out}/README.md or {out}/report.html)")
+    else:
+        echo(to_text(terminal_blocks(result, stats.line())), nl=False)
+        if written:
+            echo(f"wrote {len(written)} files to {out}/ (open {out}/README.md or {out}/report.html)")
+    _exit_if_failed([line] if (line := stats.failure_line()) else [])
 
 
 @click.group()
@@ -164,7 +174,7 @@ def truth_update(suites: tuple[str, ...], jobs: int | None, cluster: str | None,
     from optcoll.units import format_time
 
     settings = _settings(runs, seed, time_limit, threads, solver, max_memory)
-    summary = []
+    summary, failures = [], []
     for suite in _suites(suites):
         try:
             with _cache(cache_dir, no_cache) as cache:
@@ -182,10 +192,13 @@ def truth_update(suites: tuple[str, ...], jobs: int | None, cluster: str | None,
                      "lower_bound": u.after.lower_bound.value if u.after.lower_bound else None,
                      "gap": u.after.gap, "changed": u.changed, "notes": list(u.notes)} for u in updated]
         if not as_json:
-            click.echo(f"{suite.name}: {stats.line()}")
-            click.echo(table(["instance", "status", "best", "lower bound", "gap", "record", "notes"], rows))
+            echo(f"{suite.name}: {stats.line()}")
+            echo(table(["instance", "status", "best", "lower bound", "gap", "record", "notes"], rows))
+        if stats.failure_line():
+            failures.append(f"{suite.name}: {stats.failure_line()}")
     if as_json:
         emit_json(summary)
+    _exit_if_failed(failures)
 
 
 @truth.command("verify")
@@ -209,12 +222,12 @@ def truth_verify(suites: tuple[str, ...], require_all: bool, as_json: bool) -> N
             summary.append({"suite": suite.name, "instance": f.instance, "ok": ok, "status": f.status,
                             "detail": f.message})
         if not as_json:
-            click.echo(f"{suite.name}:")
-            click.echo(table(["instance", "check", "status", "detail"], rows))
+            echo(f"{suite.name}:")
+            echo(table(["instance", "check", "status", "detail"], rows))
     if as_json:
         emit_json(summary)
     if bad:
-        click.echo(f"optcoll: {bad} recorded result(s) do not hold", err=True)
+        echo(f"optcoll: {bad} recorded result(s) do not hold", err=True)
         sys.exit(EXIT_CONTRADICTION)
 
 

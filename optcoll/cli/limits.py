@@ -6,7 +6,7 @@ from __future__ import annotations
 import click
 
 from optcoll.errors import InputError
-from optcoll.instances.budget import parse_bytes, parse_seconds
+from optcoll.instances.budget import MAX_SEED, MAX_THREADS, parse_bytes, parse_seconds
 from optcoll.producers.exact.memory import DEFAULT_SHARE
 
 
@@ -39,7 +39,7 @@ max_memory_option = click.option(
     "--max-memory", type=BYTES, metavar="SIZE", default=None,
     help="Refuse to build a solver model estimated to need more memory than this, e.g. '8 GiB' "
          f"(default: {DEFAULT_SHARE:.0%} of the memory available when the model is about to be built).")
-threads_option = click.option("--threads", type=click.IntRange(min=1), default=None,
+threads_option = click.option("--threads", type=click.IntRange(1, MAX_THREADS), default=None,
                               help="Solver threads (default: the instance's [budget]).")
-seed_option = click.option("--seed", type=click.IntRange(min=0), default=None,
+seed_option = click.option("--seed", type=click.IntRange(0, MAX_SEED), default=None,
                            help="Seed (default: the instance's [budget]).")

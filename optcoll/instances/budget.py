@@ -17,6 +17,10 @@ from optcoll.errors import InputError
 from optcoll.units import parse_size, parse_time
 
 
+#: What every solver backend accepts (CP-SAT's limits): at most this many threads, seeds up to this.
+MAX_THREADS, MAX_SEED = 10_000, 2**31 - 1
+
+
 @dataclass(frozen=True)
 class Budget:
     """What a producer may spend (DESIGN.md section 6).
@@ -37,8 +41,10 @@ class Budget:
     def __post_init__(self) -> None:
         object.__setattr__(self, "time_limit", checked_seconds(self.time_limit, "time_limit"))
         object.__setattr__(self, "threads", checked_count(self.threads, "threads"))
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int):
-            raise InputError(f"must be an integer, got {self.seed!r}", field="seed")
+        if self.threads > MAX_THREADS:
+            raise InputError(f"must be at most {MAX_THREADS}, got {self.threads}", field="threads")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or not 0 <= self.seed <= MAX_SEED:
+            raise InputError(f"must be an integer from 0 to {MAX_SEED}, got {self.seed!r}", field="seed")
         if self.max_memory is not None:
             object.__setattr__(self, "max_memory", checked_count(self.max_memory, "max_memory"))
         if self.work_limit is not None:

@@ -6,9 +6,10 @@ from typing import Any
 
 import numpy as np
 
+from optcoll import limits
 from optcoll.collectives.collective import Collective
 from optcoll.errors import InputError
-from optcoll.instances.budget import Budget
+from optcoll.instances.budget import MAX_SEED, MAX_THREADS, Budget  # noqa: F401 - re-exported
 from optcoll.machines.machine import Machine
 
 OCCUPANCIES = ("link", "serialization")
@@ -84,6 +85,18 @@ class TimeModel:
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "occupancy": self.occupancy, "send_ports": self.send_ports,
                 "recv_ports": self.recv_ports, "reduce_cost": self.reduce_cost}
+
+
+def check_chunk_copies(ranks: int, chunks: int) -> None:
+    """Refuses C chunks per rank over ``ranks`` ranks when N²·C is over the ``chunk_copies`` cap:
+    far beyond what any producer solves, low enough that a typo in chunks_per_rank is refused
+    before the chunk tables exhaust memory."""
+    limits.check("chunk_copies", ranks**2 * chunks,
+                 f"{chunks} chunks per rank is too many: with {ranks} ranks the collective would track "
+                 f"{ranks**2 * chunks} chunk copies, which", "optcoll tracks")
+
+
+#: CP-SAT's own limits on its worker count and (a 32-bit integer) its random seed.
 
 
 @dataclass(frozen=True, eq=False)

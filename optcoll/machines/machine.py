@@ -13,6 +13,7 @@ from functools import cached_property
 import networkx as nx
 import numpy as np
 
+from optcoll import limits
 from optcoll.errors import InputError
 
 
@@ -165,6 +166,8 @@ class Machine:
         for v in drop_npus:
             if not 0 <= v < self.num_npus:
                 raise InputError(f"failed NPU {v} does not exist (the machine has {self.num_npus} NPUs)")
+        if len(drop_npus) == self.num_npus:
+            raise InputError(f"all {self.num_npus} NPUs failed: a machine needs at least one NPU")
         keep_nodes = [v for v in range(self.num_nodes) if v not in drop_npus]
         renumber = {old: new for new, old in enumerate(keep_nodes)}
         keep = [e for e in range(self.num_links) if e not in drop_links
@@ -190,18 +193,13 @@ class Machine:
         return dataclasses.replace(self, sources=self.sources + tuple(sources))
 
 
-#: Sanity limits on any machine: far beyond what optcoll can analyse, low enough that a typo
-#: (npus = 80000000000, a hypercube of dimension 40, count = 10**12) is refused before building
-#: the machine exhausts memory.
-MAX_NODES = 2**20
-MAX_LINKS = 2**24
-
-
 def check_size(nodes: int, links: int) -> None:
-    """``InputError`` when a machine about to be built exceeds ``MAX_NODES``/``MAX_LINKS``."""
-    for what, count, limit in (("nodes", nodes, MAX_NODES), ("links", links, MAX_LINKS)):
-        if count > limit:
-            raise InputError(f"{count} {what} is more than optcoll can model (at most {limit})")
+    """``InputError`` when a machine about to be built exceeds the ``nodes``/``links`` caps
+    (``optcoll.limits``): far beyond what optcoll can analyse, low enough that a typo
+    (npus = 80000000000, a hypercube of dimension 40, count = 10**12) is refused before building
+    the machine exhausts memory; a command may narrow them to its own budget (``model show``)."""
+    for what, count in (("nodes", nodes), ("links", links)):
+        limits.check(what, count, f"{count} {what}", "optcoll can model")
 
 
 class MachineBuilder:

@@ -45,8 +45,8 @@ links (default: all) src → dst, and dst → src too unless ``bidirectional = f
 
 Every value with a unit is a string ("50 GiB/s", "400 Gbit/s", "0.5 us"): a bare number is an
 error. Every problem is an ``InputError`` naming the file and the field path; unknown keys are
-errors too, so a typo is never silently ignored, and so are machines beyond
-``machine.MAX_NODES``/``MAX_LINKS`` (checked before they are built). ``machine_to_toml`` writes the
+errors too, so a typo is never silently ignored, and so are machines beyond the ``nodes``/``links``
+caps of ``optcoll.limits`` (checked before they are built). ``machine_to_toml`` writes the
 explicit form (exactly, link ids preserved), so any machine, e.g. one with failures applied, can
 be saved.
 """
@@ -304,6 +304,8 @@ def _failed(r: _Reader, machine: Machine, failures: Any) -> Machine:
         if node in npus:
             raise r.error(f"failures.npus[{i}]", f"NPU {node} is listed twice")
         npus.append(node)
+    if npus and len(npus) == machine.num_npus:
+        raise r.error("failures.npus", f"fails all {machine.num_npus} NPUs; at least one must remain")
     removed: set[int] = set()
     for i, item in enumerate(r.list(table.get("links", []), "failures.links")):
         where = f"failures.links[{i}]"

@@ -13,7 +13,7 @@ from optcoll.collectives.builtins import split_allreduce
 from optcoll.collectives.collective import Collective
 from optcoll.errors import InputError
 from optcoll.instances.budget import Budget
-from optcoll.instances.instance import Instance
+from optcoll.instances.instance import Instance, check_chunk_copies
 from optcoll.machines.machine import Machine
 from optcoll.producers.exact.step.backends import Backend, LinearBackend
 from optcoll.producers.exact.step.bounds import RoundsBound, problem_rounds_bound
@@ -124,6 +124,10 @@ def pareto_front(instance: Instance, max_chunks: int, *, solver: str = "cpsat",
     backend = backend_for(solver, budget.work_limit)
     if isinstance(max_chunks, bool) or not isinstance(max_chunks, int) or max_chunks < 1:
         raise InputError(f"must be a positive integer, got {max_chunks!r}", field="max_chunks")
+    try:
+        check_chunk_copies(instance.collective.num_ranks, max_chunks)
+    except InputError as exc:
+        raise exc.located(field="max_chunks") from None
     check_options(instance.model)
     clock = Clock(budget)
     if instance.collective.kind != "allreduce":
@@ -138,9 +142,14 @@ def pareto_front(instance: Instance, max_chunks: int, *, solver: str = "cpsat",
 
 def _front(machine: Machine, collective: Collective, max_chunks: int, backend: Backend, clock: Clock,
            symmetry: bool, progress: Progress | None) -> tuple[Front, Plan | None, RoundsBound | None]:
-    """A one-phase front, with the plan at C = 1 and the rounds bound (None: nothing to send)."""
-    plans = {C: plan(machine, rechunk(collective, C)) for C in range(1, max_chunks + 1)}
-    if plans[1].problem.latency_bound == 0:
+    """A one-phase front, with the plan at C = 1 and the rounds bound (None: nothing to send);
+    the clock's limits cover setting up each C (``pareto.frontier``)."""
+    first = plan(machine, rechunk(collective, 1))
+    if first.problem.latency_bound == 0:
         return Front((), True, "nothing to send"), None, None
-    bound = problem_rounds_bound(plans[1].problem)
-    return frontier(plans, bound, backend, clock, symmetry=symmetry, progress=progress), plans[1], bound
+    bound = problem_rounds_bound(first.problem)
+
+    def prepare(C: int) -> Plan:
+        return first if C == 1 else plan(machine, rechunk(collective, C))
+    front = frontier(prepare, max_chunks, bound, backend, clock, symmetry=symmetry, progress=progress)
+    return front, first, bound

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from optcoll.errors import InputError
-from optcoll.fileio import _replace_atomic, write_text_atomic
+from optcoll.fileio import write_file_atomic, write_text_atomic
 from optcoll.producers.exact.toolkit.backends import cpsat_model
 from optcoll.producers.exact.toolkit.model import LinearModel
 
@@ -25,7 +25,7 @@ def export(model: LinearModel, path: str | Path, *, name: str = "optcoll") -> No
         if suffix == ".pbtxt":
             write_text_atomic(path, str(cp.proto))
         else:  # CP-SAT writes binary to a name that does not end in "txt", as the temporary one
-            _replace_atomic(path, lambda tmp: _checked(cp.export_to_file(str(tmp)), tmp))
+            write_file_atomic(path, lambda tmp: _checked(cp.export_to_file(str(tmp)), tmp))
         return
     import ortools.linear_solver.python.model_builder_helper as mbh
 
