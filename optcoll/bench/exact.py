@@ -18,7 +18,8 @@ from multiprocessing.connection import Connection
 from optcoll.text.table import percent
 from optcoll.collectives.builtins import make_collective
 from optcoll.errors import InputError
-from optcoll.instances.instance import Budget, Instance, TimeModel
+from optcoll.instances.budget import Budget
+from optcoll.instances.instance import Instance, TimeModel
 from optcoll.machines import generators as G
 from optcoll.machines.catalog import load_machine
 from optcoll.machines.machine import Machine

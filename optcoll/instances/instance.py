@@ -9,7 +9,7 @@ import numpy as np
 from optcoll import limits
 from optcoll.collectives.collective import Collective
 from optcoll.errors import InputError
-from optcoll.instances.budget import MAX_SEED, MAX_THREADS, Budget  # noqa: F401 - re-exported
+from optcoll.instances.budget import Budget
 from optcoll.machines.machine import Machine
 
 OCCUPANCIES = ("link", "serialization")

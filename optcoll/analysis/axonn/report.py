@@ -38,7 +38,7 @@ def _setup(cluster: Cluster, layer: TransformerLayer, sharing: str,
              f"{c.nvlink_latency * 1e6:g} us, NIC {c.nic_latency * 1e6:g} us per hop.",
              f"Layer: {layer.describe()}.",
              f"Placement: rank order {order} (fastest first; AxoNN's: X inside a node first).",
-             f"Ring model (AxoNN): AG/RS (p−1)/p·M/β, AR 2(p−1)/p·M/β; " + (
+             "Ring model (AxoNN): AG/RS (p−1)/p·M/β, AR 2(p−1)/p·M/β; " + (
                  f"β = NVLink bandwidth inside a node, else node injection shared by rule **{sharing}**."
                  if table is None else f"β from the {table.describe()}, by group size and level "
                  "(rank distance between members); configurations it has no entry for are skipped."),

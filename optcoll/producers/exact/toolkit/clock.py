@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 
-from optcoll.instances.instance import Budget
+from optcoll.instances.budget import Budget
 
 
 class Clock:
