@@ -1,7 +1,7 @@
 """optcoll: provably optimal or tightly bounded collective-communication schedules.
 
-Layers (DESIGN.md section 7), one subpackage each:
-machines, collectives → instances → producers (exact, greedy, baselines, imports)
-→ verify → results → reports, check, exports; bounds sit beside the verifier as the yardstick.
+Layers (DESIGN.md section 7), one subpackage each, bottom to top (pyproject's import-linter
+contract keeps them): text and plumbing → machines, collectives → schedules → instances → verify,
+bounds → interop, results → producers → analysis → sweeps → truth → reports, check → bench → cli.
 """
 __version__ = "0.1.0"

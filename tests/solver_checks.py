@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from optcoll.instances.instance import Instance
-from optcoll.producers.exact.outcome import SolverOutcome
+from optcoll.results.outcome import SolverOutcome
 from optcoll.verify import verify
 
 

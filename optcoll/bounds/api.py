@@ -1,6 +1,8 @@
 """Every analytic lower bound for (machine, collective, time model), and the best of them."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 from optcoll.bounds.bound import Bound
 from optcoll.bounds.cutbounds import broadcast_maxflow_bound, cut_bound
 from optcoll.bounds.demand import check_fits
@@ -14,12 +16,12 @@ from optcoll.instances.instance import TimeModel
 from optcoll.machines.machine import Machine
 
 
-def _occupancy(model: TimeModel) -> str:
+def _timed_relaxation(model: TimeModel) -> TimeModel:
     """A step lasts max α + r_s·b/B_min and a link of bandwidth B_e = w_e·B_min carries at most
     w_e·r_s chunks in it; sent back to back under serialization occupancy they all arrive by
     α_e + r_s·b/B_min, inside the step. So every step schedule is a serialization-timed schedule
     no slower than its step cost, and the serialization bounds bound it too."""
-    return "serialization" if model.kind == "step" else model.occupancy
+    return replace(model, kind="timed", occupancy="serialization") if model.kind == "step" else model
 
 
 def _allreduce_parts(machine: Machine, collective: Collective, model: TimeModel) -> Bound | None:
@@ -38,13 +40,13 @@ def lower_bounds(machine: Machine, collective: Collective, model: TimeModel = Ti
     """Every bound that applies, in a fixed order (latency first). Each is a time no valid schedule
     in ``model`` can beat; ``best_lower_bound`` picks the largest."""
     check_fits(machine, collective)
-    occupancy = _occupancy(model)
-    found = [latency_bound(machine, collective),
-             ingress_bound(machine, collective, occupancy),
-             egress_bound(machine, collective, occupancy),
+    timed = _timed_relaxation(model)
+    found = [latency_bound(machine, collective, timed),
+             ingress_bound(machine, collective, timed),
+             egress_bound(machine, collective, timed),
              cut_bound(machine, collective),
              broadcast_maxflow_bound(machine, collective),
-             capacity_bound(machine, collective, occupancy),
+             capacity_bound(machine, collective, timed),
              one_port_bound(machine, collective, model),
              _allreduce_parts(machine, collective, model)]
     return [bound for bound in found if bound is not None]

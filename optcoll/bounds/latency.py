@@ -8,21 +8,23 @@ import numpy as np
 from optcoll.bounds.bound import Bound
 from optcoll.bounds.paths import pair_distances, path_hops
 from optcoll.collectives.collective import Collective
+from optcoll.instances.instance import TimeModel
 from optcoll.machines.machine import Machine
 from optcoll.units import format_time
 
 
-def latency_bound(machine: Machine, collective: Collective) -> Bound:
+def latency_bound(machine: Machine, collective: Collective, model: TimeModel) -> Bound:
     """max over needed (chunk c, destination d) of the τ-weighted distance to d from c's nearest
     holder — or, for a combining collective, from c's farthest contributor (d needs them all).
 
-    Valid in both occupancy modes: delivery over a link always takes α + b/B after the start, and
-    a chunk can only start on the next hop once it has arrived. Switch hops count like any hop.
+    Valid in both occupancy modes: delivery over a link always takes the model's copy delay
+    (α + b/B) after the start, and a chunk can only start on the next hop once it has arrived.
+    Switch hops count like any hop.
     """
     chunk, dest = collective.needs
     if chunk.size == 0:
         return Bound("latency", 0.0, "nothing needs to move: every destination already holds its chunks")
-    tau = machine.link_times(collective.chunk_bytes)
+    tau = model.link_timing(machine, collective.chunk_bytes).delay
     found = pair_distances(machine, collective.pre, chunk, dest, tau, collective.combining)
     i = int(np.argmax(found.value))
     c, d, h = int(chunk[i]), int(dest[i]), int(found.source[i])

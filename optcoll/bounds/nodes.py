@@ -16,18 +16,12 @@ import numpy as np
 from optcoll.bounds.bound import Bound
 from optcoll.bounds.demand import egress_counts, ingress_counts
 from optcoll.collectives.collective import Collective
+from optcoll.instances.instance import TimeModel
 from optcoll.machines.machine import Machine
 from optcoll.units import format_time
 
 #: Counts round *up* by this fraction of a period, so float error can only lower the bound.
 SLACK = 1e-9
-
-
-def link_timing(machine: Machine, chunk_bytes: float, occupancy: str) -> tuple[np.ndarray, np.ndarray]:
-    """(first arrival a_e, period o_e) of every link."""
-    serialize = chunk_bytes / machine.link_bandwidth
-    first = machine.link_latency + serialize
-    return first, (first if occupancy == "link" else serialize)
 
 
 def kth_arrival(k: int, first: np.ndarray, period: np.ndarray, count: np.ndarray) -> float:
@@ -78,13 +72,14 @@ def _node_bound(machine: Machine, name: str, counts: np.ndarray, links: tuple[np
                  f"(fastest: {span}); the last cannot arrive before {format_time(best)}")
 
 
-def ingress_bound(machine: Machine, collective: Collective, occupancy: str) -> Bound | None:
-    first, period = link_timing(machine, collective.chunk_bytes, occupancy)
+def ingress_bound(machine: Machine, collective: Collective, model: TimeModel) -> Bound | None:
+    """First arrival a_e and period o_e are the time model's copy delay and busy time."""
+    timing = model.link_timing(machine, collective.chunk_bytes)
     return _node_bound(machine, "ingress", ingress_counts(collective, machine.num_nodes),
-                       machine.in_links, first, period, "receive")
+                       machine.in_links, timing.delay, timing.busy, "receive")
 
 
-def egress_bound(machine: Machine, collective: Collective, occupancy: str) -> Bound | None:
-    first, period = link_timing(machine, collective.chunk_bytes, occupancy)
+def egress_bound(machine: Machine, collective: Collective, model: TimeModel) -> Bound | None:
+    timing = model.link_timing(machine, collective.chunk_bytes)
     return _node_bound(machine, "egress", egress_counts(collective, machine.num_nodes),
-                       machine.out_links, first, period, "send")
+                       machine.out_links, timing.delay, timing.busy, "send")

@@ -12,14 +12,14 @@ import numpy as np
 
 from optcoll.bounds.bound import Bound
 from optcoll.bounds.demand import unicast_pairs
-from optcoll.bounds.nodes import link_timing
 from optcoll.bounds.paths import pair_distances
 from optcoll.collectives.collective import Collective
+from optcoll.instances.instance import TimeModel
 from optcoll.machines.machine import Machine
 from optcoll.units import format_bandwidth, format_time, format_size
 
 
-def capacity_bound(machine: Machine, collective: Collective, occupancy: str) -> Bound | None:
+def capacity_bound(machine: Machine, collective: Collective, model: TimeModel) -> Bound | None:
     pairs = unicast_pairs(collective)
     if pairs is None or machine.num_links == 0:
         return None
@@ -27,7 +27,7 @@ def capacity_bound(machine: Machine, collective: Collective, occupancy: str) -> 
     name = "alltoall-capacity" if collective.kind == "alltoall" else "capacity"
     hops = pair_distances(machine, collective.pre, chunk, dest, np.ones(machine.num_links), False,
                           unweighted=True).value
-    _, occ = link_timing(machine, collective.chunk_bytes, occupancy)
+    occ = model.link_timing(machine, collective.chunk_bytes).busy
     busy = pair_distances(machine, collective.pre, chunk, dest, occ, False).value
     total_bw = float(machine.link_bandwidth.sum())
     by_bytes = float(hops.sum()) * collective.chunk_bytes / total_bw

@@ -9,9 +9,8 @@ from optcoll.check.junit import junit_xml
 from optcoll.check.markdown import markdown
 from optcoll.check.report import REFERENCE_TEXT, CheckReport
 from optcoll.check.run import run_check
-from optcoll.check.spec import KINDS, PLACEHOLDERS, SynthSpec, parse_synth
 from optcoll.check.verdict import AGAINST, FAILURES, STATUSES, Outcome
 
-__all__ = ["AGAINST", "DEFAULT_MAX_GAP", "FAILURES", "KINDS", "PLACEHOLDERS", "REFERENCE_TEXT",
-           "STATUSES", "CheckConfig", "CheckReport", "Outcome", "SynthSpec", "Threshold",
-           "junit_xml", "load_check_config", "markdown", "parse_synth", "run_check"]
+__all__ = ["AGAINST", "DEFAULT_MAX_GAP", "FAILURES", "REFERENCE_TEXT", "STATUSES", "CheckConfig",
+           "CheckReport", "Outcome", "Threshold", "junit_xml", "load_check_config", "markdown",
+           "run_check"]

@@ -22,7 +22,7 @@ from typing import Any
 
 from optcoll.errors import InputError
 from optcoll.inputfiles import known_keys
-from optcoll.sweeps.suite import SUITE_FILE, Suite
+from optcoll.instances.suite import SUITE_FILE, Suite
 
 DEFAULT_MAX_GAP = 1.10
 _KEYS = {"max_gap", "instances"}

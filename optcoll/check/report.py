@@ -71,7 +71,7 @@ class CheckReport:
                 for o in self.outcomes]
 
     def text(self) -> str:
-        from optcoll.cli.output import table
+        from optcoll.text.table import table
 
         lines = [self.context(), "", table(HEADERS, self.rows())]
         if self.failures:

@@ -20,7 +20,7 @@ from typing import Any
 from optcoll.check.config import Threshold
 from optcoll.results.record import MEET_TOLERANCE
 from optcoll.sweeps.jobs import FAILED
-from optcoll.sweeps.suite import InstanceSpec
+from optcoll.instances.suite import InstanceSpec
 from optcoll.truth import load_truth
 from optcoll.truth.record import OPTIMAL, above
 from optcoll.units import format_time

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import click
 
-from optcoll.cli.output import done, json_option
+from optcoll.cli.limits import time_limit_option
+from optcoll.cli.output import done, echo, json_option
 from optcoll.units import format_size
 
 
@@ -18,9 +19,9 @@ def bench() -> None:
 @json_option
 def bench_core(side: int, out: str, as_json: bool) -> None:
     """Verifier on a ~million-transfer torus AllGather, and the exact cut bound of the torus."""
-    from optcoll.bounds.bench import bench_cut
-    from optcoll.reports.benchfile import write_bench_report
-    from optcoll.verify.bench import bench_verify
+    from optcoll.bench.bounds import bench_cut
+    from optcoll.bench.file import write_bench_report
+    from optcoll.bench.verify import bench_verify
 
     v = bench_verify(side)
     c = bench_cut(side)
@@ -43,9 +44,9 @@ def bench_core(side: int, out: str, as_json: bool) -> None:
 
 
 @bench.command("exact")
-@click.option("--time-limit", default=600.0, show_default=True,
-              help="Seconds per timed instance and per ladder rung.")
-@click.option("--pareto-limit", default=120.0, show_default=True, help="Seconds per Pareto question.")
+@time_limit_option(default_text="Limit per timed instance and per ladder rung", default=600.0, show_default=True)
+@time_limit_option("--pareto-limit", default_text="Limit of the DGX-1 Pareto front, per solver", default=120.0,
+                   show_default=True)
 @click.option("--only", default=None, metavar="fixed|ladder",
               help="Measure one part (fixed: issue 3's list and the DGX-1 front; ladder: the size "
                    "ladders) and keep the report's other sections as they are.")
@@ -57,10 +58,10 @@ def bench_exact(time_limit: float, pareto_limit: float, only: str | None, famili
                 as_json: bool) -> None:
     """Exact solvers: wall time to a proven optimum on issue 3's instances, the DGX-1 front, and
     per family the largest instance proven optimal within the time limit."""
-    from optcoll.producers.exact.bench import run_bench
+    from optcoll.bench.exact import run_bench
 
     names = None if families is None else [name.strip() for name in families.split(",") if name.strip()]
-    text = run_bench(out, time_limit, pareto_limit, echo=lambda line: click.echo(line, err=True), only=only,
+    text = run_bench(out, time_limit, pareto_limit, echo=lambda line: echo(line, err=True), only=only,
                      families=names)
     done(as_json, f"{text}\nwrote {out}", report=text, out=out)
 
@@ -68,13 +69,13 @@ def bench_exact(time_limit: float, pareto_limit: float, only: str | None, famili
 @bench.command("greedy")
 @click.option("--sizes", default="64,256,1024", show_default=True, help="NPU counts, comma-separated.")
 @click.option("--families", default="mesh2d,torus2d,hypercube,torus3d", show_default=True)
-@click.option("--collectives", default="allgather,allreduce", show_default=True)
+@click.option("--collectives", default="allgather,allreduce,alltoall", show_default=True)
 @click.option("--algos", default="tacos,tacos+", show_default=True)
 @click.option("--out", default="reports/bench-greedy.md", show_default=True, type=click.Path(dir_okay=False))
 @json_option
 def bench_greedy(sizes: str, families: str, collectives: str, algos: str, out: str, as_json: bool) -> None:
     """Greedy synthesis time, peak memory, growth exponent and gap, 64 to 4096 NPUs (one process per case)."""
-    from optcoll.producers.bench_greedy import run_bench
+    from optcoll.bench.greedy import run_bench
 
     def split(text: str) -> tuple[str, ...]:
         return tuple(item for item in text.split(",") if item)

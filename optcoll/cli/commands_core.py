@@ -5,9 +5,17 @@ import sys
 
 import click
 
-from optcoll.cli.output import done, emit_json, json_option, percent, table
+from optcoll.cli.output import done, echo, emit_json, json_option
+from optcoll.text.table import percent, table
 from optcoll.units import format_size, format_time
 
+
+
+def narrowed_to_show(command: str):
+    """The machine sizes ``command`` builds: what it can describe or draw in seconds."""
+    from optcoll import limits
+
+    return limits.narrowed(command, nodes="show_nodes", links="show_links")
 
 
 @click.group()
@@ -31,8 +39,9 @@ def model_list(as_json: bool) -> None:
     if as_json:
         emit_json(rows)
     else:
-        click.echo(table(["name", "NPUs", "switches", "links", "sources"],
-                         [[r["name"], r["npus"], r["switches"], r["links"], r["sources"]] for r in rows]))
+        echo(table(["name", "NPUs", "switches", "links", "sources", "description"],
+                   [[r["name"], r["npus"], r["switches"], r["links"], r["sources"], r["description"]]
+                    for r in rows]))
 
 
 @model.command("show")
@@ -41,21 +50,23 @@ def model_list(as_json: bool) -> None:
 def model_show(ref: str, as_json: bool) -> None:
     """Figures of a model (built-in NAME or FILE.toml): sizes, degrees, diameter, cuts, and the
     sources of its numbers (which ones have none)."""
+    from optcoll.bounds.cuts import worst_cut
     from optcoll.machines.catalog import load_model
     from optcoll.machines.describe import describe_machine, render_description
     from optcoll.machines.figures import render_figures
 
-    model = load_model(ref)
-    info = describe_machine(model.machine)
+    with narrowed_to_show("model show"):
+        model = load_model(ref)
+    info = describe_machine(model.machine, cut_finder=worst_cut)
     if as_json:
         figures = model.figures
-        emit_json({**info, "sources": model.provenance.to_dict(),
+        emit_json({**info, "provenance": model.provenance.to_dict(),
                    "figures": None if figures is None else {"scale_up": figures.scale_up.tolist(),
                                                             "scale_out": figures.scale_out.tolist()}})
     else:
-        click.echo(render_description(info))
-        click.echo(render_figures(model.machine, model.figures))
-        click.echo(model.provenance.render())
+        echo(render_description(info))
+        echo(render_figures(model.machine, model.figures))
+        echo(model.provenance.render())
 
 
 @model.command("draw")
@@ -67,7 +78,9 @@ def model_draw(ref: str, out: str, as_json: bool) -> None:
     from optcoll.machines.catalog import load_machine
     from optcoll.machines.draw import draw_machine
 
-    draw_machine(load_machine(ref), out)
+    with narrowed_to_show("model draw"):
+        machine = load_machine(ref)
+    draw_machine(machine, out)
     done(as_json, f"wrote {out}", out=out)
 
 
@@ -89,18 +102,21 @@ def instance_show(path: str, as_json: bool) -> None:
             "collective": c.kind, "root": c.root, "ranks": len(c.ranks),
             "size_bytes": c.size_bytes, "chunks_per_rank": c.chunks_per_rank,
             "chunks": c.num_chunks, "chunk_bytes": c.chunk_bytes, "model": inst.model.to_dict(),
-            "budget": vars(inst.budget), "results": inst.results}
+            "budget": vars(inst.budget), "results": inst.results,
+            "machine_sources": list(inst.machine.sources)}
     if as_json:
         emit_json(info)
         return
-    click.echo(inst.describe())
-    click.echo(f"  M = {format_size(c.size_bytes)}, N = {len(c.ranks)}, C = {c.chunks_per_rank}, "
+    echo(inst.describe())
+    echo(f"  M = {format_size(c.size_bytes)}, N = {len(c.ranks)}, C = {c.chunks_per_rank}, "
                f"chunk = {format_size(c.chunk_bytes)} ({c.num_chunks} chunks)")
-    click.echo(f"  model: {inst.model.to_dict()}")
-    click.echo(f"  budget: time limit {format_time(inst.budget.time_limit)}, "
+    echo(f"  model: {inst.model.to_dict()}")
+    for source in inst.machine.sources:
+        echo(f"  machine {source}")
+    echo(f"  budget: time limit {format_time(inst.budget.time_limit)}, "
                f"{inst.budget.threads} threads, seed {inst.budget.seed}")
     if inst.results:
-        click.echo(f"  recorded results: {', '.join(sorted(inst.results))}")
+        echo(f"  recorded results: {', '.join(sorted(inst.results))}")
 
 
 def load_instance_and_schedule(instance_path: str, schedule_path: str):
@@ -128,7 +144,7 @@ def verify(instance_path: str, schedule_path: str, as_json: bool) -> None:
             emit_json({"valid": False, "kind": v.kind, "message": v.message, "time": v.time,
                        "chunk": v.chunk, "link": v.link, "transfer": v.transfer})
         else:
-            click.echo(f"INVALID [{v.kind}]: {v.message}")
+            echo(f"INVALID [{v.kind}]: {v.message}")
         sys.exit(1)
     bound = best_lower_bound(inst.machine, inst.collective, inst.model) \
         if schedule.model == "timed" else None
@@ -138,9 +154,9 @@ def verify(instance_path: str, schedule_path: str, as_json: bool) -> None:
                    "lower_bound": bound.value if bound else None,
                    "lower_bound_source": bound.name if bound else None, "gap": gap})
         return
-    click.echo(f"valid: time {format_time(result.time)} ({len(schedule)} transfers)")
+    echo(f"valid: time {format_time(result.time)} ({len(schedule)} transfers)")
     if bound:
-        click.echo(f"lower bound {format_time(bound.value)} ({bound.name}); gap {percent(gap)}")
+        echo(f"lower bound {format_time(bound.value)} ({bound.name}); gap {percent(gap)}")
 
 
 @click.command()
@@ -157,7 +173,7 @@ def simulate(instance_path: str, schedule_path: str, gantt: str | None, limit: i
     inst, schedule = load_instance_and_schedule(instance_path, schedule_path)
     result = run_verify(inst.machine, inst.collective, schedule, inst.model)
     if not result.valid:
-        click.echo(f"INVALID [{result.violation.kind}]: {result.violation.message}", err=True)
+        echo(f"INVALID [{result.violation.kind}]: {result.violation.message}", err=True)
         sys.exit(1)
     rows = timeline(inst.machine, inst.collective, schedule, result)
     links = sorted(result.link_stats, key=lambda s: -s.utilisation)
@@ -167,21 +183,21 @@ def simulate(instance_path: str, schedule_path: str, gantt: str | None, limit: i
         emit_json({"time": result.time, "timeline": [vars(r) for r in rows],
                    "links": [vars(s) for s in links]})
         return
-    click.echo(f"time {format_time(result.time)}, {len(schedule)} transfers")
+    echo(f"time {format_time(result.time)}, {len(schedule)} transfers")
     shown = rows if limit == 0 else rows[:limit]
-    click.echo(table(["#", "chunk", "src", "dst", "link", "start", "end", "op"],
+    echo(table(["#", "chunk", "src", "dst", "link", "start", "end", "op"],
                      [[r.transfer, r.chunk, inst.machine.label(r.src), inst.machine.label(r.dst),
                        r.link, format_time(r.start), format_time(r.end), r.op] for r in shown]))
     if len(shown) < len(rows):
-        click.echo(f"... {len(rows) - len(shown)} more (use --limit 0)")
+        echo(f"... {len(rows) - len(shown)} more (use --limit 0)")
     busy = [s for s in links if s.transfers]
-    click.echo(f"\nlink utilisation ({len(busy)} of {inst.machine.num_links} links used), busiest:")
-    click.echo(table(["link", "transfers", "busy", "utilisation"],
+    echo(f"\nlink utilisation ({len(busy)} of {inst.machine.num_links} links used), busiest:")
+    echo(table(["link", "transfers", "busy", "utilisation"],
                      [[f"{s.link} ({inst.machine.label(s.src)}->{inst.machine.label(s.dst)})",
                        s.transfers, format_time(s.busy_time), f"{100 * s.utilisation:.1f} %"]
                       for s in busy[:10]]))
     if gantt:
-        click.echo(f"wrote {gantt}")
+        echo(f"wrote {gantt}")
 
 
 @click.command()
@@ -197,8 +213,8 @@ def bound(instance_path: str, as_json: bool) -> None:
     if as_json:
         emit_json([{"name": b.name, "value": b.value, "unit": "s", "detail": b.detail} for b in bounds])
         return
-    click.echo(inst.describe())
-    click.echo(table(["bound", "value", "witness"],
+    echo(inst.describe())
+    echo(table(["bound", "value", "witness"],
                      [[b.name, format_time(b.value), b.detail] for b in bounds]))
 
 

@@ -1,18 +1,21 @@
 """What a person wants to know about a machine before trusting numbers computed on it.
 
 ``describe_machine`` returns a JSON-ready dict (bandwidths in B/s, times in s) and
-``render_description`` renders it; both are what ``optcoll model show`` prints.
+``render_description`` renders it; both are what ``optcoll model show`` prints. The diameter and
+the worst cut are computed only within the ``show_search`` and ``show_cut`` caps
+(``optcoll.limits``): beyond them ``not_computed`` says which figure was left out and why.
 """
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import numpy as np
 from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import breadth_first_order, shortest_path
 
+from optcoll import limits
 from optcoll.machines.machine import Machine
 from optcoll.units import format_bandwidth, format_time
 
@@ -69,8 +72,11 @@ def _range(values: np.ndarray) -> list[float] | None:
     return [float(values.min()), float(values.max())] if values.size else None
 
 
-def describe_machine(machine: Machine, *, cut: bool = True) -> dict[str, Any]:
-    """Counts, degree and bandwidth ranges, NPU diameter, connectivity and (``cut``) the worst cut.
+def describe_machine(machine: Machine, *, cut_finder: Callable[[Machine, list[int]], Any] | None = None
+                     ) -> dict[str, Any]:
+    """Counts, degree and bandwidth ranges, NPU diameter, connectivity and, given a ``cut_finder``
+    (``optcoll.bounds.cuts.worst_cut``: bounds build on machines, so the caller hands it in), the
+    worst cut.
 
     The worst cut is max over node sets S holding some but not all NPUs of |S ∩ NPUs| / B⁺(S)
     (seconds per byte): an AllGather of M bytes takes at least (M / N) times it (ForestColl).
@@ -78,8 +84,17 @@ def describe_machine(machine: Machine, *, cut: bool = True) -> dict[str, Any]:
     n, nodes = machine.num_npus, machine.num_nodes
     src, dst, bw = machine.link_src, machine.link_dst, machine.link_bandwidth
     pairs = Counter(zip(src.tolist(), dst.tolist()))
-    diameter = npu_diameter(machine)
-    connected = bool(np.isfinite(diameter))
+    skipped = {}  # figure -> why it was not computed (over its cap in optcoll.limits)
+    connected = strongly_connected_among(machine, range(n))
+    search, flows = n * (nodes + machine.num_links), n * machine.num_links
+    diameter = None
+    if not connected:
+        pass
+    elif limits.within("show_search", search):
+        diameter = npu_diameter(machine)
+    else:
+        skipped["npu_diameter_hops"] = limits.refusal(
+            "show_search", f"{search} NPU x (node + link) search steps", "`model show` computes").detail
     info: dict[str, Any] = {
         "name": machine.name,
         "description": machine.description,
@@ -95,16 +110,19 @@ def describe_machine(machine: Machine, *, cut: bool = True) -> dict[str, Any]:
         "npu_out_degree": _range(np.bincount(src, minlength=nodes)[:n]),
         "link_bandwidth": _range(bw),
         "link_latency": _range(machine.link_latency),
-        "npu_diameter_hops": int(diameter) if connected else None,
+        "npu_diameter_hops": int(diameter) if diameter is not None else None,
         "strongly_connected": connected,
         "min_npu_ingress_bandwidth": float(np.bincount(dst, weights=bw, minlength=nodes)[:n].min()),
         "min_npu_egress_bandwidth": float(np.bincount(src, weights=bw, minlength=nodes)[:n].min()),
         "worst_cut": None,
+        "sources": list(machine.sources),
+        "not_computed": skipped,
     }
-    if cut and connected and n >= 2:
-        from optcoll.bounds.cuts import worst_cut  # lazy: bounds build on machines, not the reverse
-
-        result = worst_cut(machine, list(machine.npus))
+    if cut_finder is not None and connected and n >= 2 and not limits.within("show_cut", flows):
+        skipped["worst_cut"] = limits.refusal("show_cut", f"{flows} NPU x link max-flow steps",
+                                              "`model show` computes").detail
+    elif cut_finder is not None and connected and n >= 2:
+        result = cut_finder(machine, list(machine.npus))
         inside = sorted(int(v) for v in result.inside)
         info["worst_cut"] = {
             "ratio": float(result.ratio),
@@ -115,6 +133,9 @@ def describe_machine(machine: Machine, *, cut: bool = True) -> dict[str, Any]:
             "allgather_bandwidth_bound": n / float(result.ratio),
         }
     return info
+
+
+_FIGURES = {"npu_diameter_hops": "diameter", "worst_cut": "worst cut"}
 
 
 def _span(values: list[float] | None, fmt) -> str:
@@ -146,9 +167,9 @@ def render_description(info: dict[str, Any]) -> str:
         f"  NPU in-degree {count(info['npu_in_degree'])}, out-degree {count(info['npu_out_degree'])}",
         f"  link bandwidth {_span(info['link_bandwidth'], bandwidth_text)}, "
         f"latency {_span(info['link_latency'], format_time)}",
-        "  NPUs strongly connected, diameter "
-        f"{plural(info['npu_diameter_hops'], 'hop')}" if info["strongly_connected"]
-        else "  NPUs NOT strongly connected: some NPU cannot reach another",
+        ("  NPUs strongly connected, diameter " + (f"{plural(info['npu_diameter_hops'], 'hop')}"
+                                                    if info["npu_diameter_hops"] is not None else "not computed"))
+        if info["strongly_connected"] else "  NPUs NOT strongly connected: some NPU cannot reach another",
         f"  per-NPU bandwidth at least {bandwidth_text(info['min_npu_ingress_bandwidth'])} in, "
         f"{bandwidth_text(info['min_npu_egress_bandwidth'])} out",
     ]
@@ -158,4 +179,7 @@ def render_description(info: dict[str, Any]) -> str:
             f"  worst cut: {cut['npus_inside']} of {info['npus']} NPUs inside, "
             f"{bandwidth_text(cut['bandwidth_out'])} leaving; an AllGather of M bytes takes at least "
             f"M / ({bandwidth_text(cut['allgather_bandwidth_bound'])})")
+    lines += [f"  {source}" for source in info.get("sources", ())]
+    for figure, why in info.get("not_computed", {}).items():
+        lines.append(f"  {_FIGURES[figure]} not computed: {why}")
     return "\n".join(lines)

@@ -10,7 +10,8 @@ A generator call::
     kind = "torus2d"                   # any key of generators.GENERATORS
     dims = [4, 4]
     bandwidth = "50 GiB/s"             # per link per direction
-    latency = "0.5 us"                 # per link
+    latency = "0.5 us"                 # per link; or "nccl:simple:nvlink" (α as NCCL's tuning
+                                       # model charges it, optcoll.machines.nccl_latency)
 
 An explicit graph (NPUs are 0..npus-1, switches are named)::
 
@@ -60,8 +61,8 @@ A cluster (``kind = "cluster"``, ``clusters.py``) lists groups of nodes, each a 
 
 Every value with a unit is a string ("50 GiB/s", "400 Gbit/s", "0.5 us"): a bare number is an
 error. Every problem is an ``InputError`` naming the file and the field path; unknown keys are
-errors too, so a typo is never silently ignored, and so are machines beyond
-``machine.MAX_NODES``/``MAX_LINKS`` (checked before they are built). ``machine_to_toml`` writes the
+errors too, so a typo is never silently ignored, and so are machines beyond the ``nodes``/``links``
+caps of ``optcoll.limits`` (checked before they are built). ``machine_to_toml`` writes the
 explicit form (exactly, link ids preserved), so any machine, e.g. one with failures applied, can
 be saved.
 """
@@ -84,6 +85,8 @@ from optcoll.machines.clusters import NodeGroup
 from optcoll.machines.figures import Figures, faster_than_figures
 from optcoll.machines.generators import GENERATORS, AstraDim, GeneratorSpec
 from optcoll.machines.machine import Machine, MachineBuilder, check_size
+from optcoll.machines.nccl_latency import NcclLatency, is_preset
+from optcoll.machines.nccl_latency import resolve as resolve_nccl
 from optcoll.machines.sources import Provenance, unwrap_sources
 from optcoll.units import parse_bandwidth, parse_time
 
@@ -127,6 +130,8 @@ class _Reader:
         self.resolve = resolve
         self.node_models: list[MachineModel] = []
         self.node_groups: list[NodeGroup] = []
+        #: NCCL latency presets used: resolved preset -> the fields that named it.
+        self.presets: dict[NcclLatency, list[str]] = {}
 
     def error(self, path: str, message: str) -> InputError:
         return InputError(message, source=self.source, field=path or None)
@@ -171,7 +176,17 @@ class _Reader:
         return self.unit(parse_bandwidth, value, path)
 
     def latency(self, value: Any, path: str) -> float:
-        return self.unit(parse_time, value, path)
+        """A time, or an NCCL latency preset (``optcoll.machines.nccl_latency``)."""
+        if not is_preset(value):
+            return self.unit(parse_time, value, path)
+        preset = self.unit(resolve_nccl, value, path)
+        self.presets.setdefault(preset, []).append(path)
+        return preset.seconds
+
+    def sources(self) -> list[str]:
+        """One sentence per preset used, naming the fields that used it."""
+        return [f"latency {preset.describe()}; used by {', '.join(paths)}"
+                for preset, paths in self.presets.items()]
 
     def number(self, value: Any, path: str) -> float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -371,6 +386,8 @@ def _failed(r: _Reader, machine: Machine, failures: Any) -> tuple[Machine, list[
         if node in npus:
             raise r.error(f"failures.npus[{i}]", f"NPU {node} is listed twice")
         npus.append(node)
+    if npus and len(npus) == machine.num_npus:
+        raise r.error("failures.npus", f"fails all {machine.num_npus} NPUs; at least one must remain")
     removed: set[int] = set()
     for i, item in enumerate(r.list(table.get("links", []), "failures.links")):
         where = f"failures.links[{i}]"
@@ -467,7 +484,18 @@ def model_from_dict(data: dict[str, Any], source: str, default_name: str = "mach
             figures = Figures(figures.scale_up[survivors], figures.scale_out[survivors])
     if figures is not None:
         figures = _checked_figures(r, built, figures)
-    return MachineModel(built, provenance, figures)
+    extra = _machine_sources(r)
+    return MachineModel(built.with_sources(*extra) if extra else built, provenance, figures)
+
+
+def _machine_sources(r: _Reader) -> list[str]:
+    """Where the numbers not written as plain values came from (NCCL latency presets), this file's
+    and then, once each, its node models'."""
+    out = r.sources()
+    for model in r.node_models:
+        out += [f"{model.machine.name}: {line}" for line in model.machine.sources
+                if f"{model.machine.name}: {line}" not in out]
+    return out
 
 
 def machine_from_dict(data: dict[str, Any], source: str, default_name: str = "machine") -> Machine:

@@ -20,7 +20,8 @@ figures describe are symmetric. ``estimate = true`` marks a number no document s
 
 Sources are required of the built-in catalog (a test fails on any physical number without one) and
 optional for users: ``unwrap_sources`` accepts plain values and lists the unsourced physical fields,
-which ``optcoll model show`` prints. Physical fields are the bandwidths, latencies, link counts,
+which ``optcoll model show`` prints; an NCCL latency preset (``"nccl:simple:nvlink"``,
+``nccl_latency.py``) names its own source and counts as sourced. Physical fields are the bandwidths, latencies, link counts,
 NIC sharing, oversubscription ratios and switch capabilities (``PHYSICAL_KEYS``) and every per-NPU
 figure under ``[figures]``; shape parameters (NPU and node counts, dimensions) are the model's
 choice and need no source.
@@ -32,6 +33,7 @@ from typing import Any
 
 from optcoll.errors import InputError
 from optcoll.inputfiles import join, kind_of, known_keys
+from optcoll.machines.nccl_latency import is_preset
 from optcoll.units import parse_bandwidth
 
 #: Keys whose values are physical facts of the hardware (besides every key ending in
@@ -170,7 +172,7 @@ class _Unwrapper:
             return {k: self.walk(v, join(path, k)) for k, v in value.items()}
         if isinstance(value, list):
             return [self.walk(v, f"{path}[{i}]") for i, v in enumerate(value)]
-        if is_physical(path):
+        if is_physical(path) and not is_preset(value):  # a preset names its own source
             self.unsourced.append(path)
         return value
 

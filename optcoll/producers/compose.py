@@ -80,9 +80,8 @@ def makespan(schedule: Schedule, instance: Instance) -> float:
     """The last delivery of a timed schedule under the instance's time model."""
     if len(schedule) == 0:
         return 0.0
-    m, b = instance.machine, instance.collective.chunk_bytes
-    duration = m.link_latency[schedule.link] + b / m.link_bandwidth[schedule.link]
-    duration = duration + np.where(schedule.op == REDUCE, instance.model.reduce_cost * b, 0.0)
+    timing = instance.model.link_timing(instance.machine, instance.collective.chunk_bytes)
+    duration = timing.delay[schedule.link] + np.where(schedule.op == REDUCE, timing.reduce_extra, 0.0)
     return float(np.max(schedule.start + duration))
 
 

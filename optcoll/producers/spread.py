@@ -126,18 +126,11 @@ def classify(ranks: tuple[int, ...], pre: ChunkSets, post: ChunkSets) -> Shape:
     return Shape("p2p")
 
 
-def _durations(machine: Machine, chunk_bytes: float, occupancy: str, extra: float = 0.0
-               ) -> tuple[np.ndarray, np.ndarray]:
-    serial = chunk_bytes / machine.link_bandwidth
-    delay = machine.link_latency + serial
-    busy = delay if occupancy == "link" else serial
-    return delay + extra, busy.copy()
-
-
 def forward(instance: Instance, pre: ChunkSets, post: ChunkSets) -> SpreadProblem:
     """The spread problem on the instance's own machine: copies as the verifier sees them."""
     machine, model, coll = instance.machine, instance.model, instance.collective
-    delay, busy = _durations(machine, coll.chunk_bytes, model.occupancy)
+    timing = model.link_timing(machine, coll.chunk_bytes)
+    delay, busy = timing.delay.copy(), timing.busy.copy()
     mode = np.array([COPY] * machine.num_npus
                     + [COPY if s.multicast else FIFO for s in machine.switches], dtype=np.int8)
     return SpreadProblem(machine, coll.ranks, pre, post, coll.chunk_bytes, delay, busy, mode,
@@ -151,8 +144,8 @@ def dual(instance: Instance, pre: ChunkSets, post: ChunkSets) -> SpreadProblem:
     when reversed, so its delay carries the reduction cost γ·b; send and receive ports swap.
     """
     machine, model, coll = instance.machine, instance.model, instance.collective
-    delay, busy = _durations(machine, coll.chunk_bytes, model.occupancy,
-                             model.reduce_cost * coll.chunk_bytes)
+    timing = model.link_timing(machine, coll.chunk_bytes, reduce=True)
+    delay, busy = timing.delay.copy(), timing.busy.copy()
     mode = np.array([COPY] * machine.num_npus
                     + [COPY if s.reduce else EXCLUSIVE if s.multicast else FIFO
                        for s in machine.switches], dtype=np.int8)

@@ -18,7 +18,7 @@ from optcoll.sweeps.jobs import FAILED, Job
 from optcoll.sweeps.plan import (Settings, instance_jobs, pareto_jobs, runs_for, sizes_jobs,
                                  synthesizer_names)
 from optcoll.sweeps.runner import SweepStats, run_sweep
-from optcoll.sweeps.suite import InstanceSpec, Suite
+from optcoll.instances.suite import InstanceSpec, Suite
 from optcoll.truth.record import OPTIMAL, Truth
 from optcoll.truth.stored import load_truth, verify_stored
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from optcoll.results.record import meets
 from optcoll.sweeps.jobs import FAILED, NOT_APPLICABLE
-from optcoll.sweeps.suite import InstanceSpec
+from optcoll.instances.suite import InstanceSpec
 from optcoll.truth.record import OPTIMAL, Claim, Truth, check_consistent
 
 EXACT = "exact"

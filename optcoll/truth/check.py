@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from optcoll.results.record import meets
-from optcoll.sweeps.suite import InstanceSpec, Suite
+from optcoll.instances.suite import InstanceSpec, Suite
 from optcoll.truth.record import OPTIMAL, Truth, TruthContradiction, above
 from optcoll.truth.stored import load_truth, verify_stored
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from optcoll.errors import InputError
 from optcoll.results.record import meets
-from optcoll.sweeps.suite import InstanceSpec, digest
+from optcoll.instances.suite import InstanceSpec, digest
 from optcoll.truth.record import Truth, TruthContradiction
 
 SCHEDULE_DIR = "schedules"

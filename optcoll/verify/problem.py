@@ -261,15 +261,14 @@ def prepare(machine: Machine, collective: Collective, schedule: Schedule, model:
         occ_end = arrive
         eps = min(RELATIVE_TOLERANCE * max(schedule.num_steps, 1) + ABSOLUTE_TOLERANCE, 0.25)
     else:
-        serial = b / machine.link_bandwidth
-        duration = machine.link_latency + serial
-        occupancy = duration if model.occupancy == "link" else serial
+        timing = model.link_timing(machine, b)
+        duration, occupancy = timing.delay, timing.busy
         arrive = duration[link]
         arrive += start
         reduces = op == REDUCE
-        delayed = bool(model.reduce_cost * b) and bool(reduces.any())
+        delayed = bool(timing.reduce_extra) and bool(reduces.any())
         if delayed:
-            arrive[reduces] += model.reduce_cost * b
+            arrive[reduces] += timing.reduce_extra
         if occupancy is duration and not delayed:
             occ_end = arrive  # the very same numbers: share them
         else:

@@ -58,7 +58,7 @@ def forward_schedule(machine: Machine, collective: Collective, model: TimeModel)
     assert not limited or (model.send_ports, model.recv_ports) == (1, 1), "ports: None or one-port"
     hops, pred = _hop_paths(machine)
     b = collective.chunk_bytes
-    tau = machine.link_times(b)
+    tau = (machine.link_latency + b / machine.link_bandwidth)
     occ = tau if model.occupancy == "link" else b / machine.link_bandwidth
     link_free = np.zeros(machine.num_links)
     send_free = np.zeros(machine.num_nodes)
@@ -102,7 +102,7 @@ def forward_schedule(machine: Machine, collective: Collective, model: TimeModel)
 def _backwards(forward: Schedule, machine: Machine, reversed_machine: Machine, chunk_bytes: float) -> Schedule:
     """Run a schedule on the reversed graph backwards in time, copies becoming reductions.
     Link ids are shared by a machine and its reversal (``Machine.reversed`` keeps the order)."""
-    tau = reversed_machine.link_times(chunk_bytes)
+    tau = (reversed_machine.link_latency + chunk_bytes / reversed_machine.link_bandwidth)
     end = float((forward.start + tau[forward.link]).max()) if len(forward) else 0.0
     start = np.maximum(end - forward.start - tau[forward.link], 0.0)  # float dust below 0
     return from_arrays(forward.chunk, forward.link, start, op=np.full(len(forward), REDUCE))
@@ -113,7 +113,7 @@ def reference_schedule(machine: Machine, collective: Collective, model: TimeMode
     if collective.kind == "allreduce":
         rs, ag = split_allreduce(collective)
         first = reference_schedule(machine, rs, model)
-        tau = machine.link_times(collective.chunk_bytes)
+        tau = (machine.link_latency + collective.chunk_bytes / machine.link_bandwidth)
         offset = float((first.start + tau[first.link]).max()) if len(first) else 0.0
         return Schedule.concat(first, reference_schedule(machine, ag, model), offset)
     if not collective.combining:

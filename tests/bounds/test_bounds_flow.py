@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bounds_reference import random_machine
-from optcoll.bounds.bench import bench_cut
+from optcoll.bench.bounds import bench_cut
 from optcoll.bounds.flow import INT32_MAX, FlowNetwork, bandwidth_flows, scale_bandwidths
 from optcoll.bounds.nodes import kth_arrival
 

@@ -5,7 +5,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from optcoll.sweeps.suite import instances_dir
+from optcoll.instances.suite import instances_dir
 
 QUICK = instances_dir() / "quick"
 CHAOS = Path(__file__).resolve().parent / "chaos.py"

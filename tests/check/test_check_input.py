@@ -6,7 +6,7 @@ import sys
 import pytest
 
 from check_helpers import CHAOS, PY_CHAOS
-from optcoll.check import parse_synth
+from optcoll.producers.external.spec import parse_synth
 from optcoll.errors import InputError
 
 RING = "ring8-allgather-c1"

@@ -12,7 +12,7 @@ import pytest
 from check_helpers import QUICK
 from optcoll.check import run_check
 from optcoll.machines.modelfile import load_machine_file
-from optcoll.sweeps.suite import find_suite
+from optcoll.instances.suite import find_suite
 
 RING = "ring8-allgather-c1"
 RING_XML = Path(__file__).resolve().parents[1] / "interop_msccl" / "data" / "allgather_ring_8.xml"
@@ -120,7 +120,9 @@ def test_a_synthesizer_that_ignores_the_interrupt_is_killed_and_the_rest_go_on(m
                                                                                 monkeypatch):
     import optcoll.check.run as run
 
-    monkeypatch.setattr(run, "HARD_SECONDS", 0.5)  # the parent's deadline: 1.5 × 0.5 s + 0.5 s
+    from optcoll.sweeps import pool
+
+    monkeypatch.setattr(pool, "USER_CODE_GRACE", pool.Grace(1.5, 0.5))  # the parent's deadline: 1.5 × 0.5 s + 0.5 s
     (tmp_path / "stubborn.py").write_text(
         "import signal, time, sys\n"
         f"sys.path.insert(0, {str(Path(__file__).parent)!r})\n"

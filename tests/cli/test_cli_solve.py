@@ -51,7 +51,7 @@ def test_timed_solve_proves_the_dgx1_optimum_and_exports_the_mip(run, tmp_path, 
 
 
 def test_exact_benchmark_rows_are_verified_results():
-    from optcoll.producers.exact.bench import BenchCase, bench_timed
+    from optcoll.bench.exact import BenchCase, bench_timed
 
     rows = bench_timed(30.0, cases=[BenchCase("dgx1 C=3", "dgx1", 3), BenchCase("torus4x4 C=1", "torus4x4", 1)])
     assert [row[2] for row in rows] == ["optimal", "optimal"]

@@ -8,7 +8,8 @@ import signal
 import pytest
 
 from fault_helpers import comparable, write_instance
-from optcoll.sweeps import ResultCache, find_suite, run_sweep
+from optcoll.sweeps import ResultCache, run_sweep
+from optcoll.instances.suite import find_suite
 from optcoll.sweeps.plan import Settings, exact_job, synth_job
 
 #: hypercube4 AlltoAll: CP-SAT has to search (about 4 s on one thread) to prove the optimum; the

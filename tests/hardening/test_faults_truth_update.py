@@ -13,7 +13,8 @@ import tomllib
 import pytest
 
 from fault_helpers import cli_command, comparable, run_cli, snapshot, temporary_files, write_instance
-from optcoll.sweeps import ResultCache, find_suite
+from optcoll.sweeps import ResultCache
+from optcoll.instances.suite import find_suite
 from optcoll.sweeps.plan import Settings
 from optcoll.truth import update_suite, verify_suite
 

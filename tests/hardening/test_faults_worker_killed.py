@@ -9,7 +9,8 @@ import signal
 from ortools.sat.python import cp_model
 
 from fault_helpers import comparable, temporary_files, write_instance
-from optcoll.sweeps import FAILED, ResultCache, find_suite, run_sweep
+from optcoll.sweeps import FAILED, ResultCache, run_sweep
+from optcoll.instances.suite import find_suite
 from optcoll.sweeps.jobs import WORKER_LOST
 from optcoll.sweeps.plan import Settings, exact_job, synth_job
 

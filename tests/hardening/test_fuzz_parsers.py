@@ -15,19 +15,19 @@ from hypothesis import strategies as st
 from bad_input_cases import CORPUS
 from fuzz_inputs import mutated_bytes, mutated_data, mutated_xml
 from optcoll.check.config import load_check_config
-from optcoll.check.spec import _PY as PY_SPEC
-from optcoll.check.spec import KINDS, parse_synth
-from optcoll.check.spec import _is_file as is_file_module
+from optcoll.producers.external.spec import _PY as PY_SPEC
+from optcoll.producers.external.spec import KINDS, parse_synth
+from optcoll.producers.external.spec import _is_file as is_file_module
 from optcoll.errors import InputError
-from optcoll.exports.astra.network import parse_network, read_machine
-from optcoll.exports.astra.system import parse_system, read_system
-from optcoll.exports.msccl import import_msccl_xml, validate_msccl_xml
-from optcoll.imports.nvidia_smi import load_nvidia_smi
+from optcoll.interop.astra.network import parse_network, read_machine
+from optcoll.interop.astra.system import parse_system, read_system
+from optcoll.interop.msccl import import_msccl_xml, validate_msccl_xml
+from optcoll.interop.nvidia_smi import load_nvidia_smi
 from optcoll.instances.instancefile import instance_from_dict, load_instance
 from optcoll.machines.catalog import load_machine
 from optcoll.machines.modelfile import load_machine_file, machine_from_dict
 from optcoll.schedules.jsonfile import load_schedule, schedule_from_dict
-from optcoll.sweeps.suite import find_suite
+from optcoll.instances.suite import find_suite
 from optcoll.units import parse_bandwidth, parse_size, parse_time
 
 REPO = Path(__file__).resolve().parents[2]

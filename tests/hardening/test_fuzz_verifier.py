@@ -58,7 +58,7 @@ def _mutate(rng: random.Random, machine, coll, schedule: Schedule) -> Schedule:
         return schedule
     i = rng.randrange(n)
     at = np.arange(n) == i
-    tau = float(machine.link_times(coll.chunk_bytes).max())
+    tau = float((machine.link_latency + coll.chunk_bytes / machine.link_bandwidth).max())
     edit = rng.choice(["delay", "earlier", "remove", "duplicate", "link", "chunk", "op"])
     if edit == "delay":
         return replace(schedule, start=np.where(at, schedule.start + rng.choice([0.25, 1.0, 3.0]) * tau,
@@ -86,7 +86,7 @@ def test_garbage_schedules_are_rejected_with_a_reason_or_beat_no_bound(seed):
     machine = random_machine(rng, max_npus=5)
     coll = _random_collective(rng, machine)
     model = random_model(rng)
-    tau = float(machine.link_times(coll.chunk_bytes).max())
+    tau = float((machine.link_latency + coll.chunk_bytes / machine.link_bandwidth).max())
     n = rng.randint(0, 3 * coll.num_chunks)
     times = [rng.choice([0.0, 1.0, 2.0, 3.0, 0.5]) * tau for _ in range(n)]
     for i in range(n):

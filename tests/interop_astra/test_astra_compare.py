@@ -1,6 +1,6 @@
 """The side-by-side report: ASTRA-sim predictions next to optcoll's bounds and verified schedules."""
-from optcoll.exports.astra.compare import astra_compare
-from optcoll.exports.astra.network import parse_network
+from optcoll.analysis.astra_compare import astra_compare
+from optcoll.interop.astra.network import parse_network
 from optcoll.machines import generators as g
 
 

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from optcoll.errors import InputError
-from optcoll.exports.astra.network import (astra_dims_of, format_network, network_of, parse_network,
+from optcoll.interop.astra.network import (astra_dims_of, format_network, network_of, parse_network,
                                            read_network, write_network)
 from optcoll.machines import generators as g
 from optcoll.machines.modelfile import load_machine_file

@@ -6,6 +6,7 @@ import json
 import numpy as np
 import pytest
 
+from optcoll.bounds.cuts import worst_cut
 from optcoll.machines import generators as g
 from optcoll.machines.catalog import load_machine
 from optcoll.machines.describe import (bandwidth_text, describe_machine, npu_diameter, render_description,
@@ -26,7 +27,7 @@ def brute_force_worst_cut(machine: Machine) -> float:
 
 
 def test_dgx1_figures():
-    info = describe_machine(load_machine("dgx1"))
+    info = describe_machine(load_machine("dgx1"), cut_finder=worst_cut)
     assert (info["npus"], info["switches"], info["links"]) == (8, [], 48)
     assert (info["bidirectional_pairs"], info["parallel_pairs"], info["max_parallel_links"]) == (16, 16, 2)
     assert info["npu_in_degree"] == [6, 6] == info["npu_out_degree"]
@@ -41,7 +42,7 @@ def test_dgx1_figures():
 
 
 def test_switches_and_ranges():
-    info = describe_machine(load_machine("cluster2x8"))
+    info = describe_machine(load_machine("cluster2x8"), cut_finder=worst_cut)
     assert [s["name"] for s in info["switches"]] == ["spine", "n0.nvswitch", "n1.nvswitch"]
     assert info["link_bandwidth"] == [25e9, 300e9] and info["link_latency"] == [0.5e-6, 2e-6]
     assert info["min_npu_ingress_bandwidth"] == 325e9
@@ -62,7 +63,7 @@ def test_switches_and_ranges():
     g.astra([g.AstraDim("Ring", 3, 200 * GiB, 0), g.AstraDim("Switch", 3, 50 * GiB, 0)]),
 ], ids=lambda m: m.name)
 def test_worst_cut_matches_brute_force(machine):
-    cut = describe_machine(machine)["worst_cut"]
+    cut = describe_machine(machine, cut_finder=worst_cut)["worst_cut"]
     assert cut["ratio"] == pytest.approx(brute_force_worst_cut(machine), rel=1e-9)
     assert cut["npus_inside"] / cut["bandwidth_out"] == pytest.approx(cut["ratio"], rel=1e-9)
 
@@ -72,13 +73,13 @@ def test_one_way_links_and_disconnection():
     b.add_link(0, 1, bandwidth=1e9, latency=0.0)
     b.add_link(1, 2, bandwidth=1e9, latency=0.0)
     m = b.build()
-    info = describe_machine(m)
+    info = describe_machine(m, cut_finder=worst_cut)
     assert not info["strongly_connected"] and info["npu_diameter_hops"] is None
     assert info["worst_cut"] is None and info["bidirectional_pairs"] == 0
     assert info["min_npu_ingress_bandwidth"] == 0.0
     assert "NOT strongly connected" in render_description(info)
     json.dumps(info, allow_nan=False)
-    uni = describe_machine(g.ring(6, 1e9, 0.0, bidirectional=False), cut=False)
+    uni = describe_machine(g.ring(6, 1e9, 0.0, bidirectional=False))
     assert uni["strongly_connected"] and uni["npu_diameter_hops"] == 5 and uni["bidirectional_pairs"] == 0
 
 
@@ -99,7 +100,7 @@ def test_diameter_relays_through_non_members():
 
 
 def test_text_rendering_mentions_the_figures():
-    text = render_description(describe_machine(load_machine("star4_sharp")))
+    text = render_description(describe_machine(load_machine("star4_sharp"), cut_finder=worst_cut))
     assert text.splitlines()[0].startswith("star4_sharp: ")
     assert "4 NPUs, 1 switch (with in-network features: sw (multicast, reduce))" in text
     assert "link bandwidth 50 GiB/s, latency 500 ns" in text

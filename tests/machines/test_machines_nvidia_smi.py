@@ -9,7 +9,7 @@ import pytest
 from optcoll.bounds import best_lower_bound
 from optcoll.collectives.builtins import make_collective
 from optcoll.errors import InputError
-from optcoll.imports.nvidia_smi import MAX_GPUS, load_nvidia_smi, machine_from_nvidia_smi, read_topology
+from optcoll.interop.nvidia_smi import MAX_GPUS, load_nvidia_smi, machine_from_nvidia_smi, read_topology
 from optcoll.instances.instance import TimeModel
 from optcoll.machines.figures import npu_bandwidth
 from optcoll.machines.generators import DGX1_NVLINKS, dgx1

@@ -46,6 +46,28 @@ def test_plain_values_still_load_and_are_listed_as_unsourced(tmp_path):
     assert result.exit_code == 0 and "unsourced: topology.bandwidth, topology.latency" in result.stdout
 
 
+def test_an_nccl_latency_preset_is_sourced_and_a_cluster_keeps_its_nodes_sources(tmp_path):
+    node = write(tmp_path, ring('{ value = "100 GB/s", source = "doc" }', '"nccl:simple:nvlink"'), "node.toml")
+    model = load_model_file(node)
+    assert model.provenance.unsourced == ()
+    assert model.machine.link_latency.max() == pytest.approx(3.4e-6)
+    assert any("nccl:simple:nvlink:ring" in s for s in model.machine.sources)
+    cluster = load_model_file(write(tmp_path, f"""{SOURCES}
+[topology]
+kind = "cluster"
+network_latency = {{ value = "1 us", source = "doc" }}
+[[topology.groups]]
+nodes = 2
+node = "node.toml"
+nic_bandwidth = {{ value = "400 Gbit/s", source = "doc" }}
+nic_latency = "nccl:simple:net"
+""", "c.toml"))
+    assert cluster.provenance.unsourced == ()
+    sources = cluster.machine.sources
+    assert any(s.startswith("latency nccl:simple:net:ring") for s in sources)
+    assert sum("node: latency nccl:simple:nvlink:ring" in s for s in sources) == 1, sources
+
+
 def test_figures_refuse_a_model_faster_than_its_sources(tmp_path):
     fine = ring('"50 GB/s"', extra='[figures]\nscale_up = { value = "100 GB/s", per = "direction", source = "doc" }\n')
     assert load_model_file(write(tmp_path, fine)).figures.total.tolist() == [100e9] * 4

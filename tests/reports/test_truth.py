@@ -6,7 +6,8 @@ import subprocess
 import pytest
 
 from optcoll.errors import InputError
-from optcoll.sweeps import ResultCache, find_suite
+from optcoll.sweeps import ResultCache
+from optcoll.instances.suite import find_suite
 from optcoll.sweeps.plan import Settings
 from optcoll.truth import (Claim, Truth, TruthContradiction, load_truth, schedule_path,
                            update_suite, verify_suite)

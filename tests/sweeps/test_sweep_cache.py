@@ -5,8 +5,9 @@ import pickle
 import pytest
 
 from optcoll.errors import InputError
-from optcoll.sweeps import Job, ResultCache, find_suite
-from optcoll.sweeps.suite import InstanceSpec, geometric_sizes, size_label
+from optcoll.sweeps import Job, ResultCache
+from optcoll.instances.suite import find_suite
+from optcoll.instances.suite import InstanceSpec, geometric_sizes, size_label
 from sweep_helpers import small_suite, write_instance
 
 

@@ -6,7 +6,8 @@ import time
 from pathlib import Path
 
 from optcoll.reports.build import plan_report, run_plan
-from optcoll.sweeps import ResultCache, find_suite
+from optcoll.sweeps import ResultCache
+from optcoll.instances.suite import find_suite
 from optcoll.sweeps.plan import Settings
 from sweep_helpers import CLI, comparable, write_instance
 

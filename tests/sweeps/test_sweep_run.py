@@ -2,7 +2,8 @@
 real Dask LocalCluster; failures are records, not crashes."""
 import pytest
 
-from optcoll.sweeps import FAILED, NOT_APPLICABLE, Job, ResultCache, find_suite, run_sweep
+from optcoll.sweeps import FAILED, NOT_APPLICABLE, Job, ResultCache, run_sweep
+from optcoll.instances.suite import find_suite
 from optcoll.sweeps.plan import Settings, instance_jobs
 from optcoll.sweeps.pool import run_local
 from sweep_helpers import comparable, small_suite

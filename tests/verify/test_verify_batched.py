@@ -167,7 +167,7 @@ def test_greedy_schedule_on_a_16x16_torus_verifies_identically_in_batches(kind):
     # The last reduce started one link time early: invalid, the same way in batches.
     reduce_rows = np.flatnonzero(s.op == REDUCE)
     last = int(reduce_rows[np.argmax(s.start[reduce_rows])])
-    tau = machine.link_times(coll.chunk_bytes)[0]
+    tau = (machine.link_latency + coll.chunk_bytes / machine.link_bandwidth)[0]
     early = replace(s, start=np.where(np.arange(len(s)) == last, s.start - tau, s.start))
     broken = verify_with(machine, coll, early, model, "events")
     assert not broken.valid

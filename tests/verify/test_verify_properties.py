@@ -44,7 +44,7 @@ def _remove(rng, machine, coll, s, i):
 def _move_to_a_no_faster_link(rng, machine, coll, s, i):
     """Another link into the same node whose link time is no shorter (None if there is none)."""
     e = int(s.link[i])
-    times = machine.link_times(coll.chunk_bytes)
+    times = (machine.link_latency + coll.chunk_bytes / machine.link_bandwidth)
     options = [f for f in machine.in_links[int(machine.link_dst[e])].tolist()
                if f != e and times[f] >= times[e]]
     if not options:

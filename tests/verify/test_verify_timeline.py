@@ -7,7 +7,7 @@ import pytest
 from optcoll.instances.instance import TimeModel
 from optcoll.schedules.schedule import from_arrays
 from optcoll.verify import draw_gantt, timeline, utilisation, verify
-from optcoll.verify.bench import bench_verify
+from optcoll.bench.verify import bench_verify
 from verify_helpers import CHUNK, LAT, TAU, collective, ring, ring_allgather, ring_reducescatter
 
 

@@ -193,7 +193,7 @@ def random_schedule(rng: random.Random, machine: Machine, coll: Collective, mode
     link is free and (with port limits) a port slot is free, plus an occasional random delay.
     """
     b = coll.chunk_bytes
-    dur = machine.link_times(b)
+    dur = (machine.link_latency + b / machine.link_bandwidth)
     occ = dur if model.occupancy == "link" else b / machine.link_bandwidth
     npus = machine.num_npus
     link_free = np.zeros(machine.num_links)
@@ -251,7 +251,7 @@ def random_schedule(rng: random.Random, machine: Machine, coll: Collective, mode
 def invert(machine: Machine, schedule: Schedule, chunk_bytes: float, horizon: float) -> Schedule:
     """SCCL inversion: a copies-only schedule on ``machine`` reversed in time with reduces, valid
     on ``machine.reversed()`` for the dual collective (AllGather → ReduceScatter)."""
-    dur = machine.link_times(chunk_bytes)[schedule.link]
+    dur = (machine.link_latency + chunk_bytes / machine.link_bandwidth)[schedule.link]
     return from_arrays(schedule.chunk, schedule.link, horizon - (schedule.start + dur),
                        np.full(len(schedule), REDUCE, dtype=np.uint8))
 

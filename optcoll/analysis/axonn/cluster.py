@@ -90,7 +90,10 @@ def cluster_from_model(ref: str, gpus: int | None = None) -> Cluster:
     ``multinode`` generator call; ``gpus`` (when given) replaces its node count."""
     path = model_path(ref)
     source = str(path)
-    data: dict[str, Any] = read_toml(path)
+    try:
+        data: dict[str, Any] = read_toml(path)
+    except InputError as exc:  # the --machine option names it
+        raise exc.located(field="machine") from None
     topology = unwrap_sources(data, source)[0].get("topology")
     if not isinstance(topology, dict) or topology.get("kind") != "multinode":
         raise InputError("the AxoNN analysis needs a cluster of nodes: [topology] kind = \"multinode\"",

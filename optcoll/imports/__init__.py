@@ -1,1 +1,0 @@
-"""Readers for topology descriptions other tools print (``nvidia-smi topo -m``, ...)."""

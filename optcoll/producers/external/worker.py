@@ -1,0 +1,62 @@
+"""One instance of ``optcoll check`` in a worker process: produce the schedule, run it through the
+shared verifier, and return a JSON-plain record of what happened (never raises for the
+synthesizer's sake: what went wrong is the finding).
+
+Record fields: ``status`` (valid | invalid | timeout | error | crash | missing | malformed |
+skipped), ``message``, ``detail``, ``seconds`` (synthesis wall time, None for pre-made files),
+``source`` (where the schedule came from), and for a schedule: ``time`` (verified), ``transfers``,
+``violation`` (kind, message, time, chunk, link, node, transfer, step).
+"""
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+from optcoll.producers.external.produce import Failed, Produced, produce
+from optcoll.producers.external.spec import parse_synth
+from optcoll.instances.suite import InstanceSpec
+
+
+def check_instance(spec: InstanceSpec, synth: str, time_limit: float, workdir: str) -> dict[str, Any]:
+    try:
+        produced = produce(parse_synth(synth), spec, time_limit, Path(workdir))
+    except Failed as failure:
+        return {"status": failure.status, "message": failure.message, "detail": failure.detail,
+                "seconds": failure.seconds}
+    return {"seconds": produced.seconds, "source": produced.source,
+            "transfers": len(produced.schedule), **_verdict(spec, produced)}
+
+
+def _invalid(kind: str, message: str, **where: Any) -> dict[str, Any]:
+    violation = {"kind": kind, "message": message, "time": None, "chunk": None, "link": None,
+                 "node": None, "transfer": None, "step": None, **where}
+    return {"status": "invalid", "message": f"invalid schedule [{kind}]: {message}",
+            "violation": violation}
+
+
+def _verdict(spec: InstanceSpec, produced: Produced) -> dict[str, Any]:
+    from optcoll.errors import ScheduleRejected
+    from optcoll.results.record import verified
+
+    # A fresh copy of the instance: the synthesizer was handed the cached one and could have
+    # changed its arrays in place.
+    instance = dataclasses.replace(spec).instance
+    schedule = produced.schedule
+    if schedule.model != instance.model.kind:
+        return _invalid("model", f"the instance is in the {instance.model.kind} model, but the "
+                        f"schedule is a {schedule.model}-model schedule")
+    try:
+        verification = verified(instance, schedule, produced.source)
+    except ScheduleRejected as rejected:
+        violation = dataclasses.asdict(rejected.violation)
+        return _invalid(violation.pop("kind"), violation.pop("message"), **violation)
+    except Exception as exc:  # noqa: BLE001 - e.g. arrays of the wrong shape built by hand
+        return {"status": "error", "message": f"the verifier could not read the schedule: "
+                f"{type(exc).__name__}: {exc}"}
+    if produced.problems:
+        more = f" (and {len(produced.problems) - 1} more)" if len(produced.problems) > 1 else ""
+        return {**_invalid("msccl", f"the MSCCL file does not run as optcoll's model of it: "
+                           f"{produced.problems[0]}{more}"), "detail": "\n".join(produced.problems)}
+    return {"status": "valid", "time": float(verification.time),
+            "message": f"valid, {len(schedule)} transfers"}
