@@ -356,8 +356,9 @@ def ladder_section(ladder: Ladder, runs: list[RungRun], time_limit: float) -> Se
 LADDER_INTRO: Section = (
     "Size ladders: the largest instance per family proven optimal within the limit",
     ["proof label", "meaning"],
-    [[START_MET_BOUND, "the greedy start schedule (tacos/tacos+) already equals an analytic lower "
-      "bound (latency, ingress, egress, cut); no exact model was built"],
+    [[START_MET_BOUND, "a start schedule (tacos/tacos+, or one built from the machine's structure: the "
+      "shift schedule of a switch, servers and rails stitched) already equals an analytic lower "
+      "bound (latency, ingress, egress, entry, cut); no exact model was built"],
      [SOLVER_MET_BOUND, "an exact formulation ran and found a schedule equal to a bound known before "
       "its search (an analytic bound, possibly rounded up to an exact time grid)"],
      [SOLVER_CLOSED, "the solver's search proved the bound itself (a horizon infeasible, or CP-SAT's "

@@ -6,6 +6,7 @@ from dataclasses import replace
 from optcoll.bounds.bound import Bound
 from optcoll.bounds.cutbounds import broadcast_maxflow_bound, cut_bound
 from optcoll.bounds.demand import check_fits
+from optcoll.bounds.entry import entry_bound
 from optcoll.bounds.latency import latency_bound
 from optcoll.bounds.nodes import egress_bound, ingress_bound
 from optcoll.bounds.oneport import one_port_bound
@@ -44,6 +45,7 @@ def lower_bounds(machine: Machine, collective: Collective, model: TimeModel = Ti
     found = [latency_bound(machine, collective, timed),
              ingress_bound(machine, collective, timed),
              egress_bound(machine, collective, timed),
+             entry_bound(machine, collective, timed),
              cut_bound(machine, collective),
              broadcast_maxflow_bound(machine, collective),
              capacity_bound(machine, collective, timed),

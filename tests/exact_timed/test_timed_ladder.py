@@ -17,16 +17,16 @@ from timed_helpers import BW, LAT, close, instance
 
 GIB = 2.0**30
 #: Each rung reaches its proof by a different path (seen on these instances with CP-SAT, seed 0):
-#: the greedy start meets the latency bound on a one-way ring; on a 4-NPU switch with C = 2 the
-#: time-expanded model's schedule meets the ingress bound (tacos+ meets it itself on smaller
-#: switches, serving the GPUs behind a switch in turn); on a 3×3 mesh with uneven links and C = 2 the
+#: the greedy start meets the latency bound on a one-way ring; on a 3×3 torus with C = 2 the
+#: time-expanded model's schedule meets an analytic bound (on a switch the shift schedule now
+#: meets the ingress bound before any model is built); on a 3×3 mesh with uneven links and C = 2 the
 #: continuous model's does. The 2×2 mesh whose links run at 50 and 50·√2 GiB/s can be proven at
 #: no time limit and on no machine: its link times have no common unit, so the solver brackets
 #: the optimum between a rounded-up and a rounded-down grid, which settle about 6 % apart. The
 #: ladder must stop there, whatever the machine's speed or load.
 LADDER = B.Ladder("test", "test ladder", (
     B.Rung("uniring5", partial(G.ring, 5, BW, LAT, bidirectional=False)),
-    B.Rung("switch4", partial(G.switch, 4, BW, LAT), chunks=2),
+    B.Rung("torus3x3", partial(G.torus, [3, 3], BW, LAT), chunks=2),
     B.Rung("hetmesh3x3", partial(G.mesh, [3, 3], B.HET_BANDWIDTHS, B.LATENCY), chunks=2),
     B.Rung("irrational2x2", partial(G.mesh, [2, 2], [50 * GIB, 50 * GIB * math.sqrt(2)], B.LATENCY), chunks=2),
     B.Rung("never climbed", partial(G.ring, 4, BW, LAT)),
@@ -41,7 +41,7 @@ def runs() -> list[B.RungRun]:
 
 
 def test_climbing_stops_at_the_first_unproven_rung(runs):
-    assert [r.rung for r in runs] == ["uniring5", "switch4", "hetmesh3x3", "irrational2x2"]
+    assert [r.rung for r in runs] == ["uniring5", "torus3x3", "hetmesh3x3", "irrational2x2"]
     assert [r.proven for r in runs] == [True, True, True, False]
     stop = runs[-1]
     assert stop.status == "bounded" and stop.detail.startswith("no proof in ")
@@ -57,7 +57,7 @@ def test_proven_rows_are_verified_optima_labelled_by_what_closed_them(runs):
     assert [r.proof for r in runs[:3]] == [B.START_MET_BOUND, B.SOLVER_MET_BOUND, B.SOLVER_MET_BOUND]
     for r in runs[:3]:
         assert r.status == "optimal" and close(r.time, r.lower_bound)
-    assert [(r.npus, r.chunks) for r in runs] == [(5, 1), (4, 2), (9, 2), (4, 2)]
+    assert [(r.npus, r.chunks) for r in runs] == [(5, 1), (9, 2), (9, 2), (4, 2)]
     # Independent of the solver: a one-way ring of 5 needs 4 hops, each one chunk of 1 GiB / 5.
     assert close(runs[0].time, 4 * (LAT + GIB / 5 / BW))
     assert "latency" in runs[0].detail and runs[1].detail.startswith("time-expanded; ")
@@ -84,7 +84,7 @@ def test_a_ladder_proven_to_its_top_says_so_and_credits_the_solver_only_for_what
     assert "No proven rung needed the solver's search" in note
     switch = B.Ladder("switch", "switch", (LADDER.rungs[1],))
     note = B.ladder_section(switch, B.climb(switch, LIMIT), LIMIT)[3]
-    assert "had to close (its greedy start was above the bound): switch4 C=2 (4 NPUs)" in note
+    assert "had to close (its greedy start was above the bound): torus3x3 C=2 (9 NPUs)" in note
     assert "every bound it met was analytic (none came from its search)" in note
 
 

@@ -177,12 +177,13 @@ def test_one_port_fully_connected_needs_n_minus_one_link_times():
 def test_heterogeneous_links_are_exact_through_the_fine_unit():
     """x links 800.5 µs and y links 533.83 µs per 0.5 MB chunk (FIELD-NOTES): exact in 1/6 µs,
     too fine for epochs, so the rounded grids bracket the optimum and the continuous model
-    closes the bracket."""
+    finds it; the entry bound (the y links join npu0 and npu3 into a group) proves it, two
+    independent methods meeting."""
     inst = instance(G.mesh([3, 2], [0.625e9, 0.9375e9], [0.5e-6, 0.5e-6]), chunks=2)
     assert sorted({round(link_time(inst, e) * 1e6, 4) for e in range(inst.machine.num_links)}) == [533.8333, 800.5]
     out = solve_timed(inst, time_limit=60)
     assert out.status == "optimal"
-    assert "continuous" in out.params["formulation"] and "continuous" in out.lower_bound_source
+    assert "continuous" in out.params["formulation"] and out.lower_bound_source.startswith("entry bound")
     assert close(out.params["unit"], 1e-6 / 6)
     best = verified(inst, out)
     assert close(best, out.lower_bound)
@@ -191,8 +192,8 @@ def test_heterogeneous_links_are_exact_through_the_fine_unit():
     assert rounded.lower_bound <= best * (1 + 1e-9) <= verified(inst, rounded) * (1 + 1e-9)
 
 
-@pytest.mark.parametrize("inst", [instance(G.switch(4, BW, LAT), chunks=2), instance(G.ring(6, BW, LAT), "alltoall")],
-                         ids=["switch4-C2", "ring6-alltoall"])
+@pytest.mark.parametrize("inst", [instance(G.torus([3, 3], BW, LAT), chunks=2), instance(G.ring(6, BW, LAT), "alltoall")],
+                         ids=["torus3x3-C2", "ring6-alltoall"])
 def test_continuous_and_expanded_agree_on_an_exact_grid(inst):
     a = solve_timed(inst, time_limit=60, formulation="expanded")
     b = solve_timed(inst, time_limit=60, formulation="continuous")

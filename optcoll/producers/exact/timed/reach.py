@@ -12,6 +12,7 @@ import numpy as np
 from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import shortest_path
 
+from optcoll.bounds.release import kth_arrivals, late_ingress, per_chunk_rows
 from optcoll.producers.exact.timed.grid import Grid
 from optcoll.producers.exact.timed.problem import TimedProblem
 
@@ -105,42 +106,20 @@ def latency_bound(problem: TimedProblem, r: Reach) -> float:
     return float(r.earliest[problem.need_chunk, problem.need_node].max())
 
 
-def _kth_arrival(demand: int, first: np.ndarray, period: np.ndarray) -> float:
-    """The ``demand``-th earliest of the times first_l + j·period_l (j = 0, 1, ...) over links l.
-
-    A link with zero period (unlimited capacity, only on a rounded-down grid) delivers any number
-    of transfers at its first time.
-    """
-    if demand <= 0:
-        return 0.0
-    best = np.inf
-    unlimited = period <= 0
-    if unlimited.any():
-        best = float(first[unlimited].min())
-    times = (first[~unlimited][:, None] + period[~unlimited][:, None] * np.arange(demand)).ravel()
-    if times.size >= demand:
-        best = min(best, float(np.partition(times, demand - 1)[demand - 1]))
-    return best
-
-
 def _port_lanes(grid: Grid, links: np.ndarray, ports: int | None, start: np.ndarray,
-                extra: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+                extra: np.ndarray, late: np.ndarray) -> float:
     """With a port limit P, the transfers through one NPU also queue on P ports: on one port the
     j-th starts no earlier than the earliest start plus j times the narrowest window, give or take
-    the spread of window offsets. So P lanes bound the events ``extra`` after each start too."""
+    the spread of window offsets. So P lanes bound the events ``extra`` after each start too
+    (``start``: rows × links, one row per count in ``late``)."""
     if ports is None or links.size == 0:
-        return np.zeros(0), np.zeros(0)
+        return 0.0
     lo, hi = grid.port_lo[links].astype(float), grid.port_hi[links].astype(float)
     width = float((hi - lo).min())
-    first = float(start.min()) + float(extra.min()) - float(lo.max() - lo.min())
-    return np.full(ports, first), np.full(ports, width)
-
-
-def _node_bound(demand: int, first: np.ndarray, period: np.ndarray, lanes: tuple[np.ndarray, np.ndarray]) -> float:
-    bound = _kth_arrival(demand, first, period)
-    if lanes[0].size and lanes[1][0] > 0:
-        bound = max(bound, _kth_arrival(demand, *lanes))
-    return bound
+    if width <= 0:
+        return 0.0
+    first = start.min(axis=1) + float(extra.min()) - float(lo.max() - lo.min())
+    return float(kth_arrivals(late, np.repeat(first[:, None], ports, axis=1), np.full(ports, width)).max())
 
 
 def ingress_bound(problem: TimedProblem, r: Reach, grid: Grid) -> float:
@@ -150,20 +129,18 @@ def ingress_bound(problem: TimedProblem, r: Reach, grid: Grid) -> float:
     For every threshold ρ among the earliest arrivals of the chunks node v needs, the n chunks
     that cannot arrive before ρ come over in-links whose first such delivery is no earlier than
     max(ρ, earliest the sender holds one of them + delay), the next ones a link occupancy apart:
-    v cannot finish before the n-th earliest of those arrivals.
+    v cannot finish before the n-th earliest of those arrivals (``optcoll.bounds.release``).
     """
     delay, busy = grid.delay.astype(float), grid.busy.astype(float)
     best = 0.0
     for v in np.unique(problem.need_node):
         chunks = problem.need_chunk[problem.need_node == v]
-        release = r.earliest[chunks, v]
         links = np.flatnonzero(problem.dst == v)
+        rho, late, ready = per_chunk_rows(r.earliest[chunks, v], r.earliest[chunks][:, problem.src[links]])
+        best = max(best, late_ingress(rho, late, ready, delay[links], busy[links])[0])
         ports = problem.recv_ports if problem.port_limited[v] else None
-        for rho in np.unique(release):
-            late = chunks[release >= rho]
-            start = np.maximum(r.earliest[late][:, problem.src[links]].min(axis=0), rho - delay[links])
-            best = max(best, _node_bound(int(late.size), start + delay[links], busy[links],
-                                         _port_lanes(grid, links, ports, start, delay[links])))
+        start = np.maximum(ready, rho[:, None] - delay[links][None, :])
+        best = max(best, _port_lanes(grid, links, ports, start, delay[links], late))
     return best
 
 
@@ -185,7 +162,8 @@ def egress_bound(problem: TimedProblem, r: Reach, grid: Grid) -> float:
             continue
         links = np.flatnonzero(problem.src == u)
         tail = delay[links] + r.togo[chunks][:, problem.dst[links]].min(axis=0)
+        late = np.array([chunks.size])
+        best = max(best, float(kth_arrivals(late, tail[None, :], busy[links])[0]))
         ports = problem.send_ports if problem.port_limited[u] else None
-        best = max(best, _node_bound(int(chunks.size), tail, busy[links],
-                                     _port_lanes(grid, links, ports, np.zeros(links.size), tail)))
+        best = max(best, _port_lanes(grid, links, ports, np.zeros((1, links.size)), tail, late))
     return best

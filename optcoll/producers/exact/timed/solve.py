@@ -28,6 +28,8 @@ from optcoll.producers.exact.timed.problem import TimedProblem, direct_problem, 
 from optcoll.producers.exact.timed.reach import egress_bound, ingress_bound, latency_bound, reach
 from optcoll.producers.exact.timed.reverse import essential, from_schedule, to_schedule
 from optcoll.producers.exact.timed.search import search
+from optcoll.producers.exact.timed.star import shift_transfers
+from optcoll.producers.exact.timed.stitch import allgather_holders, stitched
 from optcoll.producers.exact.toolkit import Clock, check_solver, export, solver_version
 from optcoll.producers.exact.toolkit.allreduce import compose_allreduce
 from optcoll.producers.exact.toolkit.backends import settled
@@ -46,6 +48,8 @@ REGISTRY_GREEDIES = ("tacos", "tacos+")
 #: the rounded-down one follows it.
 CONTINUOUS_SHARE = 0.5
 UPPER_SHARE = 0.5
+#: Share of the time left for the rail sub-problems of a stitched start (``stitch``).
+STITCH_SHARE = 0.3
 FORMULATIONS = ("auto", "expanded", "continuous")
 EXPORT_FORMATS = (".mps", ".lp", ".pbtxt", ".pb")
 
@@ -186,9 +190,10 @@ class _Run:
     def makespan(self) -> float:
         return self.best.makespan(self.true_grid) if self.best is not None else math.inf
 
-    def offer(self, transfers: Transfers) -> bool:
-        """A schedule in any grid's unit; kept (retimed in seconds) if it beats the incumbent."""
-        retimed = retime(self.problem, self.true_grid, transfers)
+    def offer(self, transfers: Transfers, *, in_seconds: bool = False) -> bool:
+        """A schedule in any grid's unit; kept (retimed in seconds, unless ``in_seconds`` says it
+        already is) if it beats the incumbent."""
+        retimed = transfers if in_seconds else retime(self.problem, self.true_grid, transfers)
         better = retimed.makespan(self.true_grid) < self.makespan()
         if better:
             self.best = retimed
@@ -244,9 +249,9 @@ class _Run:
                 phases.append((lambda clock: self.relaxation(lower, clock), 1.0))
         try:
             self.prove(*_analytic_bound(self.instance, problem), searched=False)
-            first = ""
-            for name, transfers in _starts(self.instance, problem, self.clock.budget.seed, hint, self.notes,
-                                           self.bound):
+            first = self.offer_structured() or ""  # first: the greedies cost most on big machines
+            for name, transfers in [] if self.closed() else _starts(
+                    self.instance, problem, self.clock.budget.seed, hint, self.notes, self.bound):
                 try:
                     if self.offer(transfers):
                         first = name
@@ -279,6 +284,34 @@ class _Run:
         status = ("optimal" if self.makespan() <= self.bound * (1 + TIME_TOLERANCE) + 1e-15
                   else "feasible" if self.best is not None else "unknown")
         return self.outcome(status)
+
+    def offer_structured(self) -> str | None:
+        """Schedules built from the machine's structure for AllGather-shaped problems: the shift
+        schedule of a single switch (``star``), else the symmetry-decomposed schedule of servers
+        joined by rails (``stitch``, each class of identical rails solved once within a share of
+        the time). Returns the name of the one that became the incumbent, if any."""
+        try:
+            holder = allgather_holders(self.problem)
+        except NotApplicable:
+            return None
+        part = self.clock.part(STITCH_SHARE)
+
+        def solve_rail(sub: Instance) -> Schedule:
+            budget = self.clock.budget.overridden(time_limit=max(part.left(), 1e-3))
+            out = _Run(sub, self.solver, Clock(budget), _Trace(time.perf_counter(), None)).solve(None, None, "auto")
+            self.notes.append(f"rail sub-problem ({sub.machine.num_npus} NPUs): {out.status}, "
+                              f"{format_time(compose.makespan(out.schedule, sub))}")
+            return out.schedule
+
+        for name, build in (("the shift schedule of the switch", lambda: shift_transfers(self.problem, holder)),
+                            ("the stitched rails and servers", lambda: stitched(self.instance, self.problem, solve_rail))):
+            try:
+                transfers = retime(self.problem, self.true_grid, build())
+            except NotApplicable:
+                continue
+            self.notes.append(f"{name}: {format_time(transfers.makespan(self.true_grid))}")
+            return name if self.offer(transfers, in_seconds=True) else None
+        return None
 
     def expanded(self, upper: Grid, clock: Clock) -> None:
         """The rounded-up (or exact) grid: schedules, and on an exact grid proofs."""
