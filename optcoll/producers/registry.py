@@ -20,13 +20,15 @@ from optcoll.producers import compose
 from optcoll.producers.base import NotApplicable, Synthesizer
 from optcoll.producers.baselines import algorithms
 from optcoll.producers.baselines.listsched import list_schedule
+from optcoll.producers.flow import produce as flow
 from optcoll.producers.greedy.engine import spread_greedy
 from optcoll.producers.greedy.plus import spread_plus
 from optcoll.producers.spread import SpreadProblem
 from optcoll.schedules.schedule import Schedule
 from optcoll.verify import require_valid
 
-ALL = frozenset(KINDS) | {"custom"}
+#: Everything with chunks of one size (AlltoAllv's chunks carry their own sizes).
+ALL = (frozenset(KINDS) - {"alltoallv"}) | {"custom"}
 
 
 @dataclass(frozen=True)
@@ -110,10 +112,17 @@ def _runner(spec: _Spec) -> Callable[[Instance, int], Schedule]:
     return run
 
 
+#: The LP-guided producer (``optcoll.producers.flow``): unicast collectives only, chunks of any size.
+_FLOW = Synthesizer("mcf", "LP-guided: multi-commodity-flow routes, list-scheduled (copied by "
+                    "symmetry where the network allows); unicast collectives (AlltoAll, AlltoAllv, "
+                    "Scatter, Gather, point-to-point custom)", flow.flow_schedule)
 SYNTHESIZERS: dict[str, Synthesizer] = {
-    spec.name: Synthesizer(spec.name, spec.description, _runner(spec)) for spec in _SPECS}
+    **{spec.name: Synthesizer(spec.name, spec.description, _runner(spec)) for spec in _SPECS},
+    _FLOW.name: _FLOW}
 #: The collectives each synthesizer implements ("custom" = user pre/postconditions).
-IMPLEMENTS: dict[str, frozenset[str]] = {spec.name: spec.kinds for spec in _SPECS}
+IMPLEMENTS: dict[str, frozenset[str]] = {
+    **{spec.name: spec.kinds for spec in _SPECS},
+    _FLOW.name: flow.KINDS}
 #: The synthesizers whose result depends on the seed (``best_of`` runs the others once).
 RANDOMIZED = frozenset(spec.name for spec in _SPECS if spec.randomized)
 

@@ -3,7 +3,7 @@ every schedule produced, and none beats an analytic lower bound.
 
 A synthesizer may decline (``NotApplicable``) only for a collective it does not implement or for
 a structural reason it names (recursive doubling on a non-power-of-two, hierarchical without a
-grid or on a sub-communicator); everything it accepts must verify.
+grid or on a sub-communicator, mcf under port limits); everything it accepts must verify.
 """
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from optcoll.producers.registry import IMPLEMENTS, SYNTHESIZERS
 from producer_cases import KINDS, MODELS, ROOTED, instance, small_machines, verified
 
 MACHINES = small_machines()
-STRUCTURAL = ("power-of-two", "multi-dimensional", "every NPU of the machine")
+STRUCTURAL = ("power-of-two", "multi-dimensional", "every NPU of the machine", "port limits")
 
 
 def cases():
