@@ -87,8 +87,10 @@ def instance_show(path: str, as_json: bool) -> None:
         emit_json(info)
         return
     click.echo(inst.describe())
+    chunk = format_size(c.chunk_bytes) if c.equal_chunks else (
+        f"{format_size(c.chunk_bytes)} to {format_size(float(c.sizes().max()))}")
     click.echo(f"  M = {format_size(c.size_bytes)}, N = {len(c.ranks)}, C = {c.chunks_per_rank}, "
-               f"chunk = {format_size(c.chunk_bytes)} ({c.num_chunks} chunks)")
+               f"chunk = {chunk} ({c.num_chunks} chunks)")
     click.echo(f"  model: {inst.model.to_dict()}")
     click.echo(f"  budget: time limit {format_time(inst.budget.time_limit)}, "
                f"{inst.budget.threads} threads, seed {inst.budget.seed}")

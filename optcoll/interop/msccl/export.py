@@ -84,6 +84,9 @@ def export_msccl_xml(machine: Machine, collective: Collective, schedule: Schedul
     ``check``: import the text back, and refuse (``InputError``) unless it is structurally clean
     under ``limits``, faithful, valid and no slower than the schedule.
     """
+    if not collective.equal_chunks:
+        raise InputError(f"MSCCL-IR XML cuts buffers into equal chunks; {collective.kind}'s chunks "
+                         "differ in size", field="collective")
     algo, time = build_msccl_algo(machine, collective, schedule, model=model, **options)
     text = to_xml(algo, f"optcoll export: {collective.describe()} on {machine.name}, verified "
                         f"time {format_time(time)} (timed model, {model.occupancy} occupancy)")

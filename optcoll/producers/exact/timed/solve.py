@@ -29,7 +29,7 @@ from optcoll.producers.exact.timed.problem import TimedProblem, direct_problem, 
 from optcoll.producers.exact.timed.reach import egress_bound, ingress_bound, latency_bound, reach
 from optcoll.producers.exact.timed.reverse import essential, from_schedule, to_schedule
 from optcoll.producers.exact.timed.search import Budget, search
-from optcoll.producers.registry import get_synthesizer
+from optcoll.producers.registry import IMPLEMENTS, get_synthesizer
 from optcoll.schedules.schedule import Schedule
 from optcoll.units import format_time
 
@@ -37,8 +37,9 @@ from optcoll.units import format_time
 Progress = Callable[[float, float | None, float | None], None]
 #: Relative slack when comparing a schedule's time with a bound (float noise only).
 TIME_TOLERANCE = 1e-9
-#: Greedy synthesizers from the registry tried for the first upper bound, with our own fallback.
-REGISTRY_GREEDIES = ("tacos", "tacos+")
+#: Synthesizers from the registry tried for the first upper bound, with our own fallback (the
+#: LP-guided one only where it implements the collective: unicast ones).
+REGISTRY_GREEDIES = ("tacos", "tacos+", "mcf")
 #: Shares of the time left: the continuous model when epochs follow it, the rounded-up grid when
 #: the rounded-down one follows it.
 CONTINUOUS_SHARE = 0.5
@@ -105,6 +106,8 @@ def _starts(instance: Instance, problem: TimedProblem, seed: int, hint: Schedule
     true_grid = seconds_grid(problem)
     found: list[tuple[str, Transfers]] = []
     for name in REGISTRY_GREEDIES:
+        if instance.collective.kind not in IMPLEMENTS[name]:
+            continue
         try:
             transfers = from_schedule(problem, get_synthesizer(name)(instance, seed))
         except NotApplicable as error:
@@ -155,6 +158,9 @@ def solve_timed(instance: Instance, *, solver: str = "cpsat", quantum: float | N
         raise InputError(f"unknown formulation {formulation!r}; use one of {', '.join(FORMULATIONS)}",
                          field="formulation")
     max_memory = checked_limit(max_memory)
+    if not instance.collective.equal_chunks:
+        raise NotApplicable(f"the exact timed model cuts time for equal chunks; {instance.collective.kind}'s "
+                            "chunks differ in size")
     start = time.perf_counter()
     if instance.collective.kind == "allreduce":
         return _allreduce(instance, solver, quantum, time_limit, threads, seed, progress, start, formulation,
