@@ -152,6 +152,21 @@ class LinkWindows:
     def cost(self, commodity_largest: float) -> np.ndarray:
         return self.per_byte[int(np.searchsorted(self.sizes, commodity_largest))]
 
+    def capped(self, floor: float) -> "LinkWindows":
+        """The windows with no link losing more than ``floor`` (unusable links stay unusable): a
+        relaxation when every schedule takes at least ``floor`` (an LP row w·f ≤ T − L_e forces
+        T ≥ L_e even on a link it leaves empty, which no schedule is bound by)."""
+        def cap(lost: np.ndarray) -> np.ndarray:
+            return np.where(np.isfinite(lost), np.minimum(lost, floor), lost)
+        return LinkWindows(cap(self.lost), self.sizes, self.per_byte,
+                           None if self.own is None else cap(self.own))
+
+    @property
+    def largest_loss(self) -> float:
+        losses = [self.lost] + ([] if self.own is None else [self.own.ravel()])
+        finite = np.concatenate([x[np.isfinite(x)] for x in losses])
+        return float(finite.max(initial=0.0))
+
 
 def simple_graph(machine: Machine, weight: np.ndarray, reverse: bool = False) -> sp.csr_matrix:
     """The machine as a csr matrix with the least weight over parallel links; zero weights stay

@@ -101,7 +101,7 @@ _SPECS = [
 
 def _runner(spec: _Spec) -> Callable[[Instance, int], Schedule]:
     def run(instance: Instance, seed: int) -> Schedule:
-        kind = instance.collective.kind if instance.collective.kind in ALL else "custom"
+        kind = instance.collective.kind if instance.collective.kind in KINDS else "custom"
         if kind not in spec.kinds:
             raise NotApplicable(f"{spec.name} does not implement {kind}; it implements "
                                 f"{', '.join(sorted(spec.kinds))}")
