@@ -43,6 +43,7 @@ from optcoll.bounds.commodities import (Commodities, LinkWindows, link_windows, 
                                         unicast_commodities)
 from optcoll.bounds.lp import LpResult, solve_lp
 from optcoll.collectives.collective import Collective
+from optcoll.errors import InputError
 from optcoll.instances.instance import TimeModel
 from optcoll.machines.automorphisms import NodeGroup, semiregular_group, trivial_group
 from optcoll.machines.machine import Machine
@@ -263,6 +264,10 @@ def _solve_flow(machine: Machine, collective: Collective, model: TimeModel, solv
         group = semiregular_group(machine, members)
     modelled = np.flatnonzero(np.isin(demand.origin, group.representatives)) \
         if group.order > 1 else np.arange(demand.num)
+    if modelled.size * machine.num_links > MAX_VARIABLES:
+        raise FlowTooLarge(f"the flow LP would have {modelled.size} commodities x {machine.num_links} "
+                           f"links = {modelled.size * machine.num_links} variables (at most "
+                           f"{MAX_VARIABLES}; no symmetry reduces it)")
     best: FlowSolution | None = None
     floor = 0.0
     for _ in range(MAX_PASSES):
@@ -289,6 +294,14 @@ def _solve_flow(machine: Machine, collective: Collective, model: TimeModel, solv
     return best
 
 
+#: The largest LP built (flow variables): about 1.5 GB of solver memory and two minutes of PDLP.
+MAX_VARIABLES = 2_000_000
+
+
+class FlowTooLarge(InputError):
+    """The flow LP of this instance is over ``MAX_VARIABLES``."""
+
+
 #: LP passes at most: the first with every window open (the classic fluid bound), then each
 #: with windows capped at the bound proven so far (module docstring of ``LinkWindows.capped``).
 MAX_PASSES = 4
@@ -313,8 +326,12 @@ def tidy_flow(solution: FlowSolution, *, threads: int = 1) -> np.ndarray:
 
 
 def mcf_bound(machine: Machine, collective: Collective, model: TimeModel = TimeModel()) -> Bound | None:
-    """The MCF bound (module docstring) of a unicast collective; None for other collectives."""
-    found = solve_flow(machine, collective, model)
+    """The MCF bound (module docstring) of a unicast collective; None for other collectives and
+    where the LP would be too large to build (``MAX_VARIABLES``)."""
+    try:
+        found = solve_flow(machine, collective, model)
+    except FlowTooLarge:
+        return None
     if found is None:
         return None
     demand, lp = found.demand, found.lp

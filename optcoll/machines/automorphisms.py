@@ -228,7 +228,8 @@ def semiregular_group(machine: Machine, node_class: np.ndarray | None = None) ->
 
     ``node_class`` (one integer per node) restricts relabellings to nodes of equal class (e.g.
     members of a communicator versus other NPUs); NPUs and switches never mix, nor switches with
-    different multicast/reduce flags. Grown greedily over target NPUs outside the orbit of NPU 0:
+    different multicast/reduce flags. Grown greedily over target NPUs outside the orbit of NPU 0
+    (only those colour refinement cannot tell from NPU 0):
     first an automorphism mapping 0 there that commutes with the group so far (how translations of
     tori and hypercubes are found at once), else a few others; the first that keeps the group
     semiregular is kept. The trivial group when nothing is found.
@@ -240,8 +241,9 @@ def semiregular_group(machine: Machine, node_class: np.ndarray | None = None) ->
     elements = np.arange(n)[None, :]
     generators: list[np.ndarray] = []
     spent = [0]
-    for target in range(1, npus):
-        if np.any(elements[:, 0] == target) or graph.initial[target] != graph.initial[0]:
+    stable = graph.refine(graph.initial, graph.initial)[0]  # automorphisms keep this colouring
+    for target in np.flatnonzero(stable[:npus] == stable[0]).tolist():
+        if target == 0 or np.any(elements[:, 0] == target):
             continue
         if spent[0] >= TOTAL_SEARCH_NODES[0] * n + TOTAL_SEARCH_NODES[1]:
             break

@@ -20,7 +20,7 @@ import itertools
 
 import numpy as np
 
-from optcoll.bounds.mcf import FlowSolution, solve_flow, tidy_flow
+from optcoll.bounds.mcf import FlowSolution, FlowTooLarge, solve_flow, tidy_flow
 from optcoll.collectives.collective import Collective
 from optcoll.instances.instance import Instance, TimeModel
 from optcoll.machines.automorphisms import NodeGroup, semiregular_group, trivial_group
@@ -52,7 +52,10 @@ def _applicable(instance: Instance) -> FlowSolution:
         raise NotApplicable(f"mcf produces timed schedules; the instance asks for the {model.kind} model")
     if model.send_ports is not None or model.recv_ports is not None:
         raise NotApplicable("mcf does not schedule under port limits (send_ports/recv_ports)")
-    solution = solve_flow(instance.machine, instance.collective, model)
+    try:
+        solution = solve_flow(instance.machine, instance.collective, model)
+    except FlowTooLarge as error:
+        raise NotApplicable(f"mcf: {error.detail}") from None
     if solution is None:
         raise NotApplicable(f"mcf needs a unicast collective (every chunk that moves has one holder "
                             f"and one destination); {instance.collective.kind} is not one")
