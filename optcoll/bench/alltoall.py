@@ -35,7 +35,7 @@ SCALE = [
     ("cluster 64 x 8 GPUs (one spine)", "multinode", {"nodes": 64, "gpus_per_node": 8}),
 ]
 LP_CASES = ["frontier/torus8x8-alltoall-c1.toml", "standard/hypercube6-alltoall-c1.toml",
-            "frontier/cluster16x8-alltoall-c1.toml", "standard/torus4x4-alltoallv-moe-c4.toml"]
+            "standard/cluster2x8-alltoall-c2.toml", "standard/torus4x4-alltoallv-moe-c4.toml"]
 
 
 def _suite_files() -> list[Path]:

@@ -166,3 +166,16 @@ def test_not_unicast_gets_no_mcf_bound():
     assert mcf_bound(ring, replicated) is None
     point = make_custom(range(4), [[0], [1]], [[2], [3]], 2.0**20)
     assert mcf_bound(ring, point).value > 0
+
+
+def test_an_lp_too_large_is_refused_not_built(monkeypatch):
+    """Past the size limit there is no MCF bound (the others still hold) and mcf says why."""
+    from optcoll.bounds import mcf
+    from optcoll.producers.base import NotApplicable
+
+    monkeypatch.setattr(mcf, "MAX_VARIABLES", 100)
+    mesh = gen.mesh([3, 4], 1e9, 1e-6)  # no symmetry group: 12 commodities x 34 links
+    collective = make_collective("alltoall", range(12), 2.0**20)
+    assert mcf_bound(mesh, collective) is None
+    with pytest.raises(NotApplicable, match="variables"):
+        SYNTHESIZERS["mcf"](Instance("mesh", mesh, collective))
