@@ -130,7 +130,7 @@ def _child(case: dict[str, Any], timeout: float, memory_cap: float) -> dict[str,
 
 
 def _ms(seconds: float | None) -> str:
-    return "–" if seconds is None else f"{seconds * 1e3:.4f}"
+    return "–" if seconds is None else f"{seconds * 1e3:.6g}"
 
 
 def _gap(row: dict[str, Any], time_key: str = "time_s") -> str:
@@ -203,7 +203,7 @@ def sections(suite: list[dict[str, Any]], scale: list[dict[str, Any]], lps: list
          "the shared verifier. Where it is more than 1 % above the bound, the exact timed solver is "
          "started from it (``solve_timed(hint=...)``) with what is left of 60 s CPU. 'The recorded "
          "proven optimum': the instance's truth (``optcoll truth update``) proves that time optimal; "
-         "the MCF bound is then below the optimum (whole chunks, C = 1 on DGX-1)."),
+         "the MCF bound is then below the optimum (whole chunks on DGX-1)."),
         ("AlltoAll at scale",
          ["network", "N", "symmetry", "LP (vars x rows)", "LP solver", "MCF bound (ms)", "bound CPU (s)",
           "schedule (ms)", "gap", "schedule + verify CPU (s)", "peak RSS (GiB)",
