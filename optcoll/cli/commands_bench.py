@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import click
 
-from optcoll.cli.output import done, json_option
+from optcoll.cli.limits import time_limit_option
+from optcoll.cli.output import done, echo, json_option
 from optcoll.units import format_size
 
 
@@ -43,9 +44,9 @@ def bench_core(side: int, out: str, as_json: bool) -> None:
 
 
 @bench.command("exact")
-@click.option("--time-limit", default=600.0, show_default=True,
-              help="Seconds per timed instance and per ladder rung.")
-@click.option("--pareto-limit", default=120.0, show_default=True, help="Seconds per Pareto question.")
+@time_limit_option(default_text="Limit per timed instance and per ladder rung", default=600.0, show_default=True)
+@time_limit_option("--pareto-limit", default_text="Limit of the DGX-1 Pareto front, per solver", default=120.0,
+                   show_default=True)
 @click.option("--only", default=None, metavar="fixed|ladder",
               help="Measure one part (fixed: issue 3's list and the DGX-1 front; ladder: the size "
                    "ladders) and keep the report's other sections as they are.")
@@ -60,7 +61,7 @@ def bench_exact(time_limit: float, pareto_limit: float, only: str | None, famili
     from optcoll.bench.exact import run_bench
 
     names = None if families is None else [name.strip() for name in families.split(",") if name.strip()]
-    text = run_bench(out, time_limit, pareto_limit, echo=lambda line: click.echo(line, err=True), only=only,
+    text = run_bench(out, time_limit, pareto_limit, echo=lambda line: echo(line, err=True), only=only,
                      families=names)
     done(as_json, f"{text}\nwrote {out}", report=text, out=out)
 
@@ -68,7 +69,7 @@ def bench_exact(time_limit: float, pareto_limit: float, only: str | None, famili
 @bench.command("greedy")
 @click.option("--sizes", default="64,256,1024", show_default=True, help="NPU counts, comma-separated.")
 @click.option("--families", default="mesh2d,torus2d,hypercube,torus3d", show_default=True)
-@click.option("--collectives", default="allgather,allreduce", show_default=True)
+@click.option("--collectives", default="allgather,allreduce,alltoall", show_default=True)
 @click.option("--algos", default="tacos,tacos+", show_default=True)
 @click.option("--out", default="reports/bench-greedy.md", show_default=True, type=click.Path(dir_okay=False))
 @json_option

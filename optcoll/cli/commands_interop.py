@@ -6,7 +6,7 @@ import sys
 import click
 
 from optcoll.cli.commands_core import load_instance_and_schedule, model
-from optcoll.cli.output import done, emit_json, json_option
+from optcoll.cli.output import done, echo, emit_json, json_option
 from optcoll.errors import InputError
 from optcoll.units import format_time, parse_bandwidth, parse_size, parse_time
 
@@ -61,7 +61,7 @@ def msccl_validate(xml_path, runtime, as_json) -> None:
     if as_json:
         emit_json({"valid": not findings, "findings": findings})
     else:
-        click.echo("\n".join(findings) if findings else f"{xml_path}: valid MSCCL-IR")
+        echo("\n".join(findings) if findings else f"{xml_path}: valid MSCCL-IR")
     sys.exit(1 if findings else 0)
 
 
@@ -94,12 +94,12 @@ def msccl_import(xml_path, machine_ref, size, out, runtime, as_json) -> None:
                    "violation": result.violation.message if result.violation else None,
                    "problems": list(imported.problems), "findings": list(imported.findings)})
     else:
-        click.echo(f"{xml_path}: {imported.collective.describe()}, {len(imported.schedule)} transfers")
+        echo(f"{xml_path}: {imported.collective.describe()}, {len(imported.schedule)} transfers")
         for line in imported.findings:
-            click.echo(f"  note: {line}")
+            echo(f"  note: {line}")
         for line in imported.problems:
-            click.echo(f"  PROBLEM: {line}")
-        click.echo(f"valid: time {format_time(result.time)}" if result.valid
+            echo(f"  PROBLEM: {line}")
+        echo(f"valid: time {format_time(result.time)}" if result.valid
                    else f"INVALID [{result.violation.kind}]: {result.violation.message}")
     sys.exit(0 if ok else 1)
 
@@ -130,17 +130,18 @@ def astra_predict(network_path, system_path, collective, size, backend, algorith
     from optcoll.interop.astra.network import read_network
     from optcoll.interop.astra.predictor import predict
     from optcoll.interop.astra.system import ASTRA_DEFAULTS, KINDS, parse_impl, read_system
+    from optcoll.producers.exact.memory import default_limit
 
     network = read_network(network_path)
     system = read_system(system_path) if system_path else ASTRA_DEFAULTS
     if algorithm or not system_path:
         impls = (parse_impl(algorithm or "ring", "--algorithm", "--algorithm"),) * len(network.dims)
         system = replace(system, implementations={k: impls for k in KINDS})
-    prediction = predict(network, system, collective, int(size), backend)
+    prediction = predict(network, system, collective, int(size), backend, max_memory=default_limit())
     if as_json:
         emit_json(asdict(prediction))
     else:
-        click.echo(prediction.summary())
+        echo(prediction.summary())
 
 
 @astra.command("chakra")
@@ -193,7 +194,7 @@ def astra_replay(instance_path, schedule_path, network_path, backend, prefix, as
     if as_json:
         emit_json(report.to_dict())
     else:
-        click.echo(report.summary())
+        echo(report.summary())
 
 
 @astra.command("import-network")

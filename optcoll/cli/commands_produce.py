@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import statistics
 import sys
-import time
 
 import click
 
-from optcoll.cli.output import emit_json, json_option
+from optcoll.cli.limits import max_memory_option, seed_option, threads_option, time_limit_option
+from optcoll.cli.output import echo, emit_json, json_option
+from optcoll.instances.budget import MAX_SEED
 from optcoll.text.table import percent, table
-from optcoll.producers.exact.memory import DEFAULT_SHARE, parse_limit
 from optcoll.units import format_time
 
 
@@ -18,15 +18,18 @@ from optcoll.units import format_time
 @click.command()
 @click.argument("instance_path", metavar="INSTANCE", required=False, type=click.Path(dir_okay=False))
 @click.option("--algo", default="tacos", show_default=True, help="Synthesizer name (see --list).")
-@click.option("--seed", default=None, type=int, help="First seed (default: the instance's budget seed).")
+@click.option("--seed", default=None, type=click.IntRange(0, MAX_SEED),
+              help="First seed (default: the instance's budget seed).")
 @click.option("--runs", default=1, show_default=True, help="Keep the best of this many seeds.")
 @click.option("--out", type=click.Path(dir_okay=False), help="Write the best schedule (.json or .json.gz).")
+@click.option("--portfolio", is_flag=True,
+              help="Also run every other synthesizer that implements the collective; keep the best.")
 @click.option("--list", "list_algos", is_flag=True, help="List the synthesizers and what they implement.")
 @json_option
 def synth(instance_path: str | None, algo: str, seed: int | None, runs: int, out: str | None,
-          list_algos: bool, as_json: bool) -> None:
+          portfolio: bool, list_algos: bool, as_json: bool) -> None:
     """Run a greedy or classical synthesizer; the schedule is verified before its time is shown."""
-    from optcoll.producers.registry import IMPLEMENTS, RANDOMIZED, SYNTHESIZERS, best_of, get_synthesizer
+    from optcoll.producers.registry import IMPLEMENTS, RANDOMIZED, SYNTHESIZERS
 
     if list_algos:
         rows = [{"name": s.name, "seeded": s.name in RANDOMIZED,
@@ -35,35 +38,33 @@ def synth(instance_path: str | None, algo: str, seed: int | None, runs: int, out
         if as_json:
             emit_json(rows)
         else:
-            click.echo(table(["name", "seeded", "description"],
+            echo(table(["name", "seeded", "description"],
                              [[r["name"], "yes" if r["seeded"] else "", r["description"]] for r in rows]))
         return
     if instance_path is None:
         raise click.UsageError("INSTANCE is required unless --list is given")
     from optcoll.instances.instancefile import load_instance
-    from optcoll.results.record import evaluate_schedule
+    from optcoll.producers import run
     from optcoll.schedules.jsonfile import save_schedule
 
     inst = load_instance(instance_path)
-    first_seed = inst.budget.seed if seed is None else seed
-    t0 = time.perf_counter()
-    schedule, times = best_of(inst, get_synthesizer(algo), runs, first_seed)
-    wall = time.perf_counter() - t0
-    result = evaluate_schedule(inst, algo, schedule, wall, {"runs": len(times), "seed": first_seed})
+    produced = run.synthesized(inst, algo, runs, seed, portfolio=portfolio)
+    result, schedule, times, wall = produced.result, produced.schedule, produced.times, produced.result.wall_time
+    algo = result.producer
     if out:
         save_schedule(out, schedule, inst.machine)
     if as_json:
-        emit_json({**result.to_dict(), "run_times": times, "out": out})
+        emit_json({**result.to_dict(), "run_times": list(times), "out": out})
         return
-    click.echo(inst.describe())
+    echo(inst.describe())
     spread = (f" (best of {len(times)}: median {format_time(statistics.median(times))}, "
               f"worst {format_time(max(times))})" if len(times) > 1 else "")
-    click.echo(f"{algo}: {format_time(result.time)}{spread}, {len(schedule)} transfers, "
+    echo(f"{algo}: {format_time(result.time)}{spread}, {len(schedule)} transfers, "
                f"synthesised and verified in {wall:.2f} s")
-    click.echo(f"lower bound {format_time(result.lower_bound)} ({result.lower_bound_source}); "
+    echo(f"lower bound {format_time(result.lower_bound)} ({result.lower_bound_source}); "
                f"gap {percent(result.gap)}; status {result.status}")
     if out:
-        click.echo(f"wrote {out}")
+        echo(f"wrote {out}")
 
 
 def _progress_printer(enabled: bool):
@@ -77,21 +78,9 @@ def _progress_printer(enabled: bool):
             return
         last.append((incumbent, bound))
         gap = incumbent / bound - 1 if incumbent and bound else None
-        click.echo(f"  {wall:7.1f} s  incumbent {format_time(incumbent) if incumbent else '-':>12}  "
+        echo(f"  {wall:7.1f} s  incumbent {format_time(incumbent) if incumbent else '-':>12}  "
                    f"bound {format_time(bound) if bound else '-':>12}  gap {percent(gap)}", err=True)
     return show
-
-
-#: ``--max-memory`` of every command that runs an exact solver (parsed by ``memory_limit``).
-max_memory_option = click.option(
-    "--max-memory", metavar="SIZE", default=None,
-    help="Refuse to build a solver model estimated to need more memory than this, e.g. '8 GiB' "
-         f"(default: {DEFAULT_SHARE:.0%} of the memory available when the model is about to be built).")
-
-
-def memory_limit(text: str | None) -> int | None:
-    """Bytes from a ``--max-memory`` value; a bad one is an InputError (one line, exit 2)."""
-    return None if text is None else parse_limit(text)
 
 
 def _with_model(inst, kind: str | None):
@@ -106,9 +95,9 @@ def _with_model(inst, kind: str | None):
               help="z3 solves the step model only.")
 @click.option("--model", "model_kind", type=click.Choice(["timed", "step"]), default=None,
               help="Time model (default: the instance's).")
-@click.option("--time-limit", type=float, default=None, help="Seconds (default: the instance's budget).")
-@click.option("--threads", type=int, default=None, help="Solver threads (default: the instance's budget).")
-@click.option("--seed", type=int, default=None, help="Solver seed (default: the instance's budget).")
+@time_limit_option(default_text="Wall-clock limit of the whole solve (default: the instance's [budget])")
+@threads_option
+@seed_option
 @click.option("--quantum", default=None, help="Timed model: time quantum, e.g. '10 us' (default: exact unit).")
 @click.option("--out", type=click.Path(dir_okay=False), help="Write the verified schedule (.json/.json.gz).")
 @click.option("--export-model", type=click.Path(dir_okay=False),
@@ -120,29 +109,23 @@ def solve(instance_path, solver, model_kind, time_limit, threads, seed, quantum,
           progress, max_memory, as_json) -> None:
     """Optimal schedule (or best found plus a proven bound) from an exact solver, verified."""
     from optcoll.instances.instancefile import load_instance
-    from optcoll.results.record import evaluate_outcome
+    from optcoll.producers import run
     from optcoll.schedules.jsonfile import save_schedule
     from optcoll.units import parse_time
 
     inst = _with_model(load_instance(instance_path), model_kind)
-    limits = dict(time_limit=inst.budget.time_limit if time_limit is None else time_limit,
-                  threads=inst.budget.threads if threads is None else threads,
-                  seed=inst.budget.seed if seed is None else seed,
-                  progress=_progress_printer(progress and not as_json), max_memory=memory_limit(max_memory))
-    if inst.model.kind == "step":
-        from optcoll.producers.exact.step import export_step_model, solve_step
-
-        outcome = solve_step(inst, solver=solver, **limits)
-    else:
-        if solver == "z3":
-            raise click.UsageError("z3 solves the step model only (use --model step)")
-        from optcoll.producers.exact.timed import export_timed_model, solve_timed
-
-        outcome = solve_timed(inst, solver=solver, quantum=parse_time(quantum) if quantum else None, **limits)
-    result = evaluate_outcome(inst, f"exact-{inst.model.kind}-{solver}", outcome)
+    if solver == "z3" and inst.model.kind != "step":
+        raise click.UsageError("z3 solves the step model only (use --model step)")
+    limits = inst.budget.overridden(time_limit=time_limit, threads=threads, seed=seed, max_memory=max_memory)
+    produced = run.exact(inst, solver=solver, budget=limits, progress=_progress_printer(progress and not as_json),
+                         quantum=parse_time(quantum) if quantum else None)
+    result, outcome = produced.result, produced.outcome
     if out and outcome.schedule is not None:
         save_schedule(out, outcome.schedule, inst.machine)
     if export_model:
+        from optcoll.producers.exact.step import export_step_model
+        from optcoll.producers.exact.timed import export_timed_model
+
         if inst.model.kind == "step":
             if outcome.schedule is None:
                 raise click.UsageError("no step-model solution to export the encoding of")
@@ -152,24 +135,22 @@ def solve(instance_path, solver, model_kind, time_limit, threads, seed, quantum,
     if as_json:
         emit_json({**result.to_dict(), "out": out})
         return
-    click.echo(inst.describe())
+    echo(inst.describe())
     if result.time is None:
-        click.echo(f"{result.status}: no schedule within the budget; lower bound "
+        echo(f"{result.status}: no schedule within the budget; lower bound "
                    f"{format_time(result.lower_bound) if result.lower_bound else '-'} ({result.lower_bound_source})")
     else:
-        click.echo(f"{result.status}: {format_time(result.time)} (verified); lower bound "
+        echo(f"{result.status}: {format_time(result.time)} (verified); lower bound "
                    f"{format_time(result.lower_bound)} ({result.lower_bound_source}); gap {percent(result.gap)}")
     if result.steps:
-        click.echo(f"step model: S = {result.steps} steps, R = {result.rounds} rounds")
-    version = outcome.solver_version
-    solver_text = version if version.startswith(outcome.solver) else f"{outcome.solver} {version}"
-    click.echo(f"{solver_text}, {result.wall_time:.2f} s"
+        echo(f"step model: S = {result.steps} steps, R = {result.rounds} rounds")
+    echo(f"{outcome.solver_version}, {result.wall_time:.2f} s"
                + (f", quantum {format_time(outcome.quantum)}" if outcome.quantum else ""))
     for note in outcome.notes:
-        click.echo(f"  note: {note}")
+        echo(f"  note: {note}")
     for path in (out, export_model):
         if path:
-            click.echo(f"wrote {path}")
+            echo(f"wrote {path}")
     sys.exit(0 if result.status in ("optimal", "bounded") else 1)
 
 
@@ -177,8 +158,8 @@ def solve(instance_path, solver, model_kind, time_limit, threads, seed, quantum,
 @click.argument("instance_path", metavar="INSTANCE", type=click.Path(dir_okay=False))
 @click.option("--max-chunks", default=6, show_default=True, help="Chunks per rank C from 1 up to this.")
 @click.option("--solver", type=click.Choice(["cpsat", "highs", "scip", "z3"]), default="cpsat", show_default=True)
-@click.option("--time-limit", type=float, default=None, help="Seconds per question (default: the budget).")
-@click.option("--threads", type=int, default=None)
+@time_limit_option(default_text="Wall-clock limit of the whole front (default: the instance's [budget])")
+@threads_option
 @max_memory_option
 @json_option
 def pareto(instance_path, max_chunks, solver, time_limit, threads, max_memory, as_json) -> None:
@@ -190,7 +171,7 @@ def pareto(instance_path, max_chunks, solver, time_limit, threads, max_memory, a
 
     inst = _with_model(load_instance(instance_path), "step")
     front = pareto_front(inst, max_chunks, solver=solver, time_limit=time_limit, threads=threads,
-                         max_memory=memory_limit(max_memory))
+                         max_memory=max_memory)
     bound = rounds_lower_bound(inst.machine, inst.collective)
     for point in front.points:  # each point's schedule cuts the buffer into its own C pieces
         require_valid(inst.machine, rechunk(inst.collective, point.chunks), point.schedule, inst.model)
@@ -201,16 +182,16 @@ def pareto(instance_path, max_chunks, solver, time_limit, threads, max_memory, a
         emit_json({"rounds_lower_bound": str(bound.value), "points": rows, "complete": front.complete,
                    "stopped": front.stopped})
         return
-    click.echo(inst.describe())
-    click.echo(f"rounds lower bound: R/C >= {bound.value} ({bound.source})")
+    echo(inst.describe())
+    echo(f"rounds lower bound: R/C >= {bound.value} ({bound.source})")
     family = bound.detail.get("reducescatter+allgather family")
     if family is not None:  # what the AllReduce front's "bandwidth-optimal" compares with
-        click.echo(f"within ReduceScatter then AllGather (the front below): R/C >= {family}")
-    click.echo(table(["S", "R", "C", "R/C", "cost", "formula", "proven", "bandwidth-optimal"],
+        echo(f"within ReduceScatter then AllGather (the front below): R/C >= {family}")
+    echo(table(["S", "R", "C", "R/C", "cost", "formula", "proven", "bandwidth-optimal"],
                      [[r["steps"], r["rounds"], r["chunks"], r["rounds_per_chunk"], format_time(r["cost"]),
                        r["formula"], "yes" if r["proven"] else "no", "yes" if r["bandwidth_optimal"] else ""]
                       for r in rows]))
-    click.echo(f"front complete: {front.stopped}" if front.complete
+    echo(f"front complete: {front.stopped}" if front.complete
                else f"front incomplete (later points may exist): stopped by {front.stopped}")
 
 

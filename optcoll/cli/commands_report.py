@@ -12,10 +12,10 @@ from typing import Any
 
 import click
 
-from optcoll.cli.commands_produce import max_memory_option, memory_limit
-from optcoll.cli.output import emit_json, json_option, seconds_option
+from optcoll.cli.limits import max_memory_option, seed_option, threads_option, time_limit_option
+from optcoll.cli.output import echo, emit_json, json_option
 
-EXIT_CONTRADICTION = 1
+EXIT_CONTRADICTION = EXIT_JOBS_FAILED = 1
 DEFAULT_SUITE = "quick"
 
 
@@ -28,13 +28,9 @@ def sweep_options(command: Callable) -> Callable:
                      help="Run on this Dask scheduler (tcp://host:8786) instead of locally."),
         click.option("--runs", type=click.IntRange(min=1), default=None,
                      help="Seeds per randomised synthesizer, best kept (default: the suite's, else 20)."),
-        click.option("--seed", type=click.IntRange(min=0), default=None,
-                     help="First seed (default: each instance's [budget] seed)."),
-        click.option("--time-limit", callback=seconds_option, default=None, metavar="S",
-                     help="Exact-solver time limit per instance, seconds or '2 min' "
-                          "(default: each instance's [budget])."),
-        click.option("--threads", type=click.IntRange(min=1), default=None,
-                     help="Solver threads per job (default: each instance's [budget])."),
+        seed_option,
+        time_limit_option(default_text="Exact-solver time limit per instance (default: each instance's [budget])"),
+        threads_option,
         click.option("--solver", type=click.Choice(["cpsat", "highs", "scip"]), default="cpsat",
                      show_default=True, help="Exact solver for timed instances."),
         max_memory_option,
@@ -66,7 +62,7 @@ def _settings(runs, seed, time_limit, threads, solver, max_memory):
     from optcoll.sweeps.plan import Settings
 
     return Settings(runs=runs, seed=seed, solver=solver, time_limit=time_limit, threads=threads,
-                    max_memory=memory_limit(max_memory))
+                    max_memory=max_memory)
 
 
 def _suites(refs: tuple[str, ...]):
@@ -76,8 +72,17 @@ def _suites(refs: tuple[str, ...]):
 
 
 def _contradiction(exc: Exception) -> None:
-    click.echo(f"optcoll: CONTRADICTION: {exc}", err=True)
+    echo(f"optcoll: CONTRADICTION: {exc}", err=True)
     sys.exit(EXIT_CONTRADICTION)
+
+
+def _exit_if_failed(failures: list[str]) -> None:
+    """Exit 1 after the output when any job failed: a CI job must not pass on a sweep that did
+    not run (a lost scheduler, a crashing producer); each line says how many and why."""
+    for line in failures:
+        echo(f"optcoll: {line}", err=True)
+    if failures:
+        sys.exit(EXIT_JOBS_FAILED)
 
 
 def _workers(jobs: int | None) -> int:
@@ -107,7 +112,7 @@ def _command_line(ctx: click.Context) -> str:
 @json_option
 def report(ctx: click.Context, suites: tuple[str, ...], out: str | None, resolve: bool, jobs: int | None,
            cluster: str | None, runs: int | None, seed: int | None, time_limit: float | None,
-           threads: int | None, solver: str, max_memory: str | None, cache_dir: str | None,
+           threads: int | None, solver: str, max_memory: int | None, cache_dir: str | None,
            no_cache: bool, retry_failed: bool, progress: bool | None, as_json: bool) -> None:
     """How far from optimal is each synthesizer? Gap report over SUITES (default: quick).
 
@@ -138,10 +143,11 @@ def report(ctx: click.Context, suites: tuple[str, ...], out: str | None, resolve
         written = write_report(result, out, _command_line(ctx))
     if as_json:
         emit_json({**result.to_dict(), "written": [str(p) for p in written]})
-        return
-    click.echo(to_text(terminal_blocks(result, stats.line())), nl=False)
-    if written:
-        click.echo(f"wrote {len(written)} files to {out}/ (open {out}/README.md or {out}/report.html)")
+    else:
+        echo(to_text(terminal_blocks(result, stats.line())), nl=False)
+        if written:
+            echo(f"wrote {len(written)} files to {out}/ (open {out}/README.md or {out}/report.html)")
+    _exit_if_failed([line] if (line := stats.failure_line()) else [])
 
 
 @click.group()
@@ -155,7 +161,7 @@ def truth() -> None:
 @json_option
 def truth_update(suites: tuple[str, ...], jobs: int | None, cluster: str | None, runs: int | None,
                  seed: int | None, time_limit: float | None, threads: int | None, solver: str,
-                 max_memory: str | None, cache_dir: str | None, no_cache: bool, retry_failed: bool,
+                 max_memory: int | None, cache_dir: str | None, no_cache: bool, retry_failed: bool,
                  progress: bool | None, as_json: bool) -> None:
     """Re-solve SUITES and record the best bound and schedule in each instance file.
 
@@ -168,7 +174,7 @@ def truth_update(suites: tuple[str, ...], jobs: int | None, cluster: str | None,
     from optcoll.units import format_time
 
     settings = _settings(runs, seed, time_limit, threads, solver, max_memory)
-    summary = []
+    summary, failures = [], []
     for suite in _suites(suites):
         try:
             with _cache(cache_dir, no_cache) as cache:
@@ -186,10 +192,13 @@ def truth_update(suites: tuple[str, ...], jobs: int | None, cluster: str | None,
                      "lower_bound": u.after.lower_bound.value if u.after.lower_bound else None,
                      "gap": u.after.gap, "changed": u.changed, "notes": list(u.notes)} for u in updated]
         if not as_json:
-            click.echo(f"{suite.name}: {stats.line()}")
-            click.echo(table(["instance", "status", "best", "lower bound", "gap", "record", "notes"], rows))
+            echo(f"{suite.name}: {stats.line()}")
+            echo(table(["instance", "status", "best", "lower bound", "gap", "record", "notes"], rows))
+        if stats.failure_line():
+            failures.append(f"{suite.name}: {stats.failure_line()}")
     if as_json:
         emit_json(summary)
+    _exit_if_failed(failures)
 
 
 @truth.command("verify")
@@ -213,12 +222,12 @@ def truth_verify(suites: tuple[str, ...], require_all: bool, as_json: bool) -> N
             summary.append({"suite": suite.name, "instance": f.instance, "ok": ok, "status": f.status,
                             "detail": f.message})
         if not as_json:
-            click.echo(f"{suite.name}:")
-            click.echo(table(["instance", "check", "status", "detail"], rows))
+            echo(f"{suite.name}:")
+            echo(table(["instance", "check", "status", "detail"], rows))
     if as_json:
         emit_json(summary)
     if bad:
-        click.echo(f"optcoll: {bad} recorded result(s) do not hold", err=True)
+        echo(f"optcoll: {bad} recorded result(s) do not hold", err=True)
         sys.exit(EXIT_CONTRADICTION)
 
 

@@ -26,10 +26,7 @@ from optcoll.interop.msccl.ir import (BUFFERS, LOCAL_DST, LOCAL_SRC, PROTOCOLS, 
 from optcoll.interop.msccl.layout import ROOTED, chunks_from_loop, kind_of, make_layout
 from optcoll.interop.msccl.reader import ReaderError
 from optcoll.interop.msccl.runtimes import EXECUTOR, Runtime, runtime_named
-
-#: A sanity limit on ngpus × nchunksperloop, the slots a collective's buffer layout names: far
-#: beyond real algorithms, low enough that a typo is a finding rather than exhausted memory.
-MAX_LAYOUT_SLOTS = 2**22
+from optcoll.limits import refusal, within
 
 
 def validate_msccl_xml(source: str | os.PathLike, *, runtime: str | Runtime = "executor",
@@ -63,7 +60,7 @@ def check(algo: Algo, parsed: list[Finding], *, runtime: Runtime | None = EXECUT
     _check_steps(algo, program, rules, out)
     _check_connections(program, out)
     if kind is not None and algo.ngpus >= 1 and algo.nchunksperloop >= 1 \
-            and algo.ngpus * algo.nchunksperloop <= MAX_LAYOUT_SLOTS:
+            and within("layout_slots", algo.ngpus * algo.nchunksperloop):
         _check_layout(algo, program, kind, root, out)
     if not any(f.fatal for f in out):
         _check_progress(program, out)
@@ -100,9 +97,9 @@ def _check_algo(algo: Algo, rt: Runtime, named: bool, out: list[Finding]) -> str
         _add(out, f"algo: attribute ngpus={algo.ngpus} must be at least 1")
     if "nchunksperloop" in algo.present and algo.nchunksperloop < 1:
         _add(out, f"algo: attribute nchunksperloop={algo.nchunksperloop} must be at least 1")
-    if algo.ngpus * algo.nchunksperloop > MAX_LAYOUT_SLOTS:
-        _add(out, f"algo: ngpus={algo.ngpus} x nchunksperloop={algo.nchunksperloop} buffer slots are "
-                  f"more than optcoll lays out (at most {MAX_LAYOUT_SLOTS})")
+    if not within("layout_slots", algo.ngpus * algo.nchunksperloop):  # a typo, not memory
+        _add(out, "algo: " + refusal("layout_slots", f"ngpus={algo.ngpus} x nchunksperloop="
+                                     f"{algo.nchunksperloop} buffer slots", "optcoll lays out").detail)
     if {"inplace", "outofplace"} <= algo.present and not (algo.inplace or algo.outofplace):
         _add(out, "algo: inplace=0 and outofplace=0: no call can ever use this algorithm", False)
     if rt.chunks_match_loop:  # the first runtime: no negative sizes, maxBytes 128 MiB by default

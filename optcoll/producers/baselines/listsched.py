@@ -19,7 +19,6 @@ this module maps it onto the physical network:
 """
 from __future__ import annotations
 
-from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 
 import numpy as np
@@ -27,52 +26,12 @@ from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import dijkstra
 
 from optcoll.producers.base import NotApplicable
+from optcoll.producers.calendar import Need, Runs, Windows, earliest_start, reserve
 from optcoll.producers.spread import COPY, EXCLUSIVE, SpreadProblem
 from optcoll.schedules.schedule import Schedule, from_arrays
 
 
-class Timeline:
-    """Busy intervals of one resource that holds ``capacity`` transfers at once."""
-
-    def __init__(self, capacity: int = 1):
-        self.capacity = capacity
-        self.starts: list[float] = []
-        self.ends: list[float] = []
-
-    def earliest(self, t: float, duration: float) -> float:
-        """The earliest time ≥ t at which [time, time + duration) fits."""
-        if self.capacity == 1:
-            starts, ends = self.starts, self.ends
-            i = bisect_right(starts, t) - 1
-            if i >= 0 and ends[i] > t:
-                t = ends[i]
-            i += 1
-            while i < len(starts) and starts[i] < t + duration:
-                t = max(t, ends[i])
-                i += 1
-            return t
-        while True:
-            window = [(s, e) for s, e in zip(self.starts, self.ends) if s < t + duration and e > t]
-            if len(window) < self.capacity or self._peak(window, t) < self.capacity:
-                return t
-            t = min(e for _, e in window)
-
-    @staticmethod
-    def _peak(window: list[tuple[float, float]], t: float) -> int:
-        points = sorted([(max(s, t), 1) for s, _ in window] + [(e, -1) for _, e in window])
-        peak = level = 0
-        for _, step in points:
-            level += step
-            peak = max(peak, level)
-        return peak
-
-    def book(self, t: float, duration: float) -> None:
-        i = bisect_left(self.starts, t)
-        self.starts.insert(i, t)
-        self.ends.insert(i, t + duration)
-
-
-class _Routes:
+class Routes:
     """Shortest paths by link delay, computed per source on demand."""
 
     def __init__(self, problem: SpreadProblem):
@@ -105,22 +64,51 @@ class _Routes:
         return nodes[::-1]
 
 
+class Calendar:
+    """When each link and each NPU's send/receive ports are busy (the shared calendar,
+    ``optcoll.producers.calendar``): the earliest start of a transfer on a link that its link and
+    both ports allow, and booking it."""
+
+    def __init__(self, problem: SpreadProblem):
+        self.machine = problem.machine
+        self.busy = problem.busy.tolist()
+        self.limits = {"send": problem.send_ports, "recv": problem.recv_ports}
+        self.links: dict[int, Runs] = {}
+        self.ports: dict[tuple[str, int], Windows] = {}
+
+    def _port(self, side: str, v: int) -> Windows | None:
+        limit = self.limits[side]
+        if not limit or v >= self.machine.num_npus:
+            return None
+        windows = self.ports.get((side, v))
+        if windows is None:
+            windows = self.ports[(side, v)] = Windows(limit)
+        return windows
+
+    def earliest(self, e: int, ready: float) -> tuple[float, list[Need]]:
+        """The earliest start ≥ ready on link e, and what to book at it."""
+        a, b = int(self.machine.link_src[e]), int(self.machine.link_dst[e])
+        link = self.links.get(e)
+        if link is None:
+            link = self.links[e] = Runs()
+        needs: list[Need] = [(r, 0.0, self.busy[e]) for r in (link, self._port("send", a), self._port("recv", b))
+                             if r is not None]
+        return earliest_start(needs, ready), needs
+
+    def book(self, e: int, t: float, needs: list[Need]) -> None:
+        reserve(needs, t)
+
+
 class ListScheduler:
     """Places logical messages one by one (module docstring)."""
 
     def __init__(self, problem: SpreadProblem):
         self.p = problem
-        m = problem.machine
         self.width = problem.num_nodes
-        self.routes = _Routes(problem)
+        self.routes = Routes(problem)
+        self.calendar = Calendar(problem)
         self.delay = problem.delay.tolist()
-        self.busy = problem.busy.tolist()
         self.mode = problem.mode.tolist()
-        self.links: dict[int, Timeline] = {}
-        num_npus = m.num_npus
-        self.ports: dict[tuple[str, int], Timeline] = {}
-        self.port_limit = {"send": problem.send_ports, "recv": problem.recv_ports}
-        self.num_npus = num_npus
         pre_c, pre_v = problem.pre.pairs()
         self.held: dict[int, float] = {int(c) * self.width + int(v): 0.0
                                        for c, v in zip(pre_c.tolist(), pre_v.tolist())}
@@ -129,44 +117,18 @@ class ListScheduler:
         self.out_link: list[int] = []
         self.out_start: list[float] = []
 
-    def _timeline(self, e: int) -> Timeline:
-        line = self.links.get(e)
-        if line is None:
-            line = self.links[e] = Timeline()
-        return line
-
-    def _port(self, side: str, v: int) -> Timeline | None:
-        limit = self.port_limit[side]
-        if not limit or v >= self.num_npus:
-            return None
-        line = self.ports.get((side, v))
-        if line is None:
-            line = self.ports[(side, v)] = Timeline(limit)
-        return line
-
     def hop(self, c: int, a: int, b: int, ready: float) -> float:
         """Chunk c from a to neighbour b, starting no earlier than ready; returns its delivery."""
         if self.mode[b] == EXCLUSIVE:
             ready = max(ready, self.last_forward.get(c * self.width + b, 0.0))
         best = None
         for e in self.p.machine.links_between(a, b):
-            duration = self.busy[e]
-            resources = [r for r in (self._timeline(e), self._port("send", a), self._port("recv", b))
-                         if r is not None]
-            t = ready
-            while True:
-                moved = t
-                for r in resources:
-                    moved = r.earliest(moved, duration)
-                if moved == t:
-                    break
-                t = moved
+            t, resources = self.calendar.earliest(e, ready)
             if best is None or t + self.delay[e] < best[0]:
                 best = (t + self.delay[e], t, e, resources)
         assert best is not None, f"no link {a}->{b}"
         arrival, t, e, resources = best
-        for r in resources:
-            r.book(t, self.busy[e])
+        self.calendar.book(e, t, resources)
         self.out_chunk.append(c)
         self.out_link.append(e)
         self.out_start.append(t)
