@@ -8,6 +8,7 @@ from optcoll.bounds.cutbounds import broadcast_maxflow_bound, cut_bound
 from optcoll.bounds.demand import check_fits
 from optcoll.bounds.entry import entry_bound
 from optcoll.bounds.latency import latency_bound
+from optcoll.bounds.mcf import mcf_bound
 from optcoll.bounds.nodes import egress_bound, ingress_bound
 from optcoll.bounds.oneport import one_port_bound
 from optcoll.bounds.volume import capacity_bound
@@ -49,6 +50,7 @@ def lower_bounds(machine: Machine, collective: Collective, model: TimeModel = Ti
              cut_bound(machine, collective),
              broadcast_maxflow_bound(machine, collective),
              capacity_bound(machine, collective, timed),
+             mcf_bound(machine, collective, timed),
              one_port_bound(machine, collective, model),
              _allreduce_parts(machine, collective, model)]
     return [bound for bound in found if bound is not None]
