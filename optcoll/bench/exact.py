@@ -130,7 +130,9 @@ LADDERS: tuple[Ladder, ...] = (
     Ladder("dgx1-chunks", "DGX-1, chunk ladder (C chunks per rank)",
            tuple(Rung("dgx1", G.dgx1, c) for c in (*range(1, 11), 12, 16, 24, 32, 48, 64))),
     Ladder("nvswitch", "n GPUs on one NVSwitch-style switch node (DGX-2 links)",
-           tuple(Rung(f"nvswitch{n}", partial(G.nvswitch, n)) for n in (8, 16, 32, 64, 128, 256))),
+           tuple(Rung(f"nvswitch{n}", partial(G.nvswitch, n)) for n in (8, 16, 32, 64, 128, 256, 512))),
+    Ladder("dgxh100-rail", "DGX H100 servers on rail-optimized leaves (the catalog's dgxh100-rail-Nx8 models)",
+           tuple(Rung(f"dgxh100-rail-{n}x8", partial(load_machine, f"dgxh100-rail-{n}x8")) for n in (2, 4, 16, 64))),
     Ladder("hetmesh2d", "heterogeneous 2D mesh k×k (x links 50 GiB/s, y links 75 GiB/s, like hetmesh5x5)",
            tuple(_square("hetmesh", G.mesh, k, HET_BANDWIDTHS) for k in (3, 4, 5, 6, 8, 10, 12, 16, 24, 32))),
     Ladder("torus2d", "2D torus k×k", tuple(_square("torus", G.torus, k) for k in (4, 6, 8, 12, 16, 24, 32))),
@@ -144,7 +146,7 @@ LADDERS: tuple[Ladder, ...] = (
 )
 
 #: How a rung's optimum was proven, weakest evidence first.
-START_MET_BOUND = "greedy start met the bound"
+START_MET_BOUND = "start schedule met the bound"
 SOLVER_MET_BOUND = "solver's schedule met the bound"
 SOLVER_CLOSED = "solver's search raised the bound"
 
