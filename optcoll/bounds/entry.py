@@ -38,7 +38,7 @@ from optcoll.machines.machine import Machine
 from optcoll.units import format_bandwidth, format_time
 
 #: Machines with more nodes are skipped (all-pairs delivery times would not fit comfortably).
-MAX_NODES = 4096
+MAX_NODES = 2048
 #: Entry instants considered per (node, group): beyond this the group is skipped for that node.
 MAX_ENTRIES = 2_000_000
 
