@@ -25,7 +25,7 @@ from optcoll.verify import verify
 GIB = 2.0**30
 
 
-def rail_cluster(nodes: int, gpus: int, *, multicast: bool, network: str = "rail") -> "G.Machine":
+def rail_cluster(nodes: int, gpus: int, *, multicast: bool, network: str = "rail"):
     node = G.switch(gpus, 100e9, 0.5e-6, multicast=multicast)
     return cluster([NodeGroup(node, nodes, nic_bandwidth=12.5e9, nic_latency=2e-6)], Network(network, 1e-6))
 
@@ -101,3 +101,12 @@ def test_rail_clusters_are_proven_optimal_by_the_stitched_start(name, bound):
     assert out.params["formulation"].startswith("none")
     result = verify(inst.machine, inst.collective, out.schedule, inst.model)
     assert result.valid and np.isclose(result.time, out.lower_bound, rtol=1e-9)
+
+
+def test_the_stitched_schedule_of_two_servers_meets_the_entry_bound():
+    """cluster2x8, C = 2 (plain NVSwitch): each GPU forwards what its NIC brings to the others in
+    turn, starting after itself, so the copies arriving at once go to different GPUs."""
+    inst = load_instance("instances/frontier/cluster2x8-allgather-c2.toml")
+    bound = best_lower_bound(inst.machine, inst.collective, inst.model)
+    assert bound.name == "entry"
+    assert np.isclose(stitched_time(inst), bound.value, rtol=1e-12)

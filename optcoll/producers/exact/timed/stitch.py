@@ -167,9 +167,14 @@ def _server_transfers(problem: TimedProblem, holder: np.ndarray, server: np.ndar
     members = [np.flatnonzero(server[: machine.num_npus] == s) for s in range(int(server.max()) + 1)]
     rows: list[tuple[int, int, float]] = []
     for (c, s), (v, t0) in sorted(entry.items()):
+        # The others in turn from the one after v, so that entries sending at once aim at
+        # different NPUs; copies of c on one link (through a plain switch) follow each other.
+        group = members[s]
+        others = np.roll(group, -int(np.searchsorted(group, v)))[1:]
         shared: dict[int, float] = {}  # link -> nominal start, for links into copy nodes
-        for u in members[s].tolist():
-            if u == v or (c, u) in arrival:
+        free: dict[int, float] = {}  # link -> when its next copy of c can start
+        for u in others.tolist():
+            if (c, u) in arrival:
                 continue
             path, x = [], u
             while x != v:
@@ -183,6 +188,8 @@ def _server_transfers(problem: TimedProblem, holder: np.ndarray, server: np.ndar
                 if problem.copy[problem.dst[e]] and e in shared:
                     t = shared[e] + float(problem.delay[e])
                     continue
+                t = max(t, free.get(e, t))
+                free[e] = t + float(problem.busy[e])
                 if problem.copy[problem.dst[e]]:
                     shared[e] = t
                 rows.append((c, e, t))
