@@ -110,13 +110,16 @@ def _with_model(inst, kind: str | None):
 @click.option("--threads", type=int, default=None, help="Solver threads (default: the instance's budget).")
 @click.option("--seed", type=int, default=None, help="Solver seed (default: the instance's budget).")
 @click.option("--quantum", default=None, help="Timed model: time quantum, e.g. '10 us' (default: exact unit).")
+@click.option("--objective", type=click.Choice(["cost", "steps"]), default="cost", show_default=True,
+              help="Step model: least step cost, or SCCL's least steps with one round per step (an "
+                   "AllReduce then is solved directly, with combining semantics).")
 @click.option("--out", type=click.Path(dir_okay=False), help="Write the verified schedule (.json/.json.gz).")
 @click.option("--export-model", type=click.Path(dir_okay=False),
               help="Also write the encoding: .mps/.lp (MIP), .smt2 (z3, step model), .pbtxt (CP-SAT, step).")
 @click.option("--progress/--no-progress", default=True, show_default=True, help="Show incumbent/bound over time.")
 @max_memory_option
 @json_option
-def solve(instance_path, solver, model_kind, time_limit, threads, seed, quantum, out, export_model,
+def solve(instance_path, solver, model_kind, time_limit, threads, seed, quantum, objective, out, export_model,
           progress, max_memory, as_json) -> None:
     """Optimal schedule (or best found plus a proven bound) from an exact solver, verified."""
     from optcoll.instances.instancefile import load_instance
@@ -132,8 +135,10 @@ def solve(instance_path, solver, model_kind, time_limit, threads, seed, quantum,
     if inst.model.kind == "step":
         from optcoll.producers.exact.step import export_step_model, solve_step
 
-        outcome = solve_step(inst, solver=solver, **limits)
+        outcome = solve_step(inst, solver=solver, objective=objective, **limits)
     else:
+        if objective != "cost":
+            raise click.UsageError("--objective steps applies to the step model (use --model step)")
         if solver == "z3":
             raise click.UsageError("z3 solves the step model only (use --model step)")
         from optcoll.producers.exact.timed import export_timed_model, solve_timed

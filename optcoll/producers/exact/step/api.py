@@ -12,11 +12,14 @@ import time
 from dataclasses import replace
 from typing import Any
 
+from optcoll.bounds.demand import allreduce_set
 from optcoll.collectives.builtins import split_allreduce
 from optcoll.collectives.collective import Collective
 from optcoll.errors import InputError
 from optcoll.instances.instance import Instance
 from optcoll.machines.machine import Machine
+from optcoll.producers.base import NotApplicable
+from optcoll.producers.exact.allreduce.steps import least_steps
 from optcoll.producers.exact.memory import checked_limit
 from optcoll.results.outcome import SolverOutcome
 from optcoll.producers.exact.step.backends import MIP_SOLVERS, Backend, LinearBackend, Settings
@@ -54,7 +57,9 @@ def solve_step(instance: Instance, *, solver: str = "cpsat", steps: int | None =
     ReduceScatter and Reduce are solved by inversion;
     AllReduce as ReduceScatter then AllGather: its status is "feasible" with the larger of the
     parts' proven bounds (each bounds any AllReduce) and ``params["family_optimal"]`` says whether
-    it is optimal within that family.
+    it is optimal within that family. With ``objective="steps"`` an AllReduce (built in, or a custom
+    collective where every rank holds and needs every chunk: SCCL's form) is solved directly with
+    combining semantics (``allreduce.steps``).
     """
     backend = backend_for(solver)
     settings = _settings(instance, time_limit, threads, seed, max_memory)
@@ -67,6 +72,13 @@ def solve_step(instance: Instance, *, solver: str = "cpsat", steps: int | None =
     if objective == "steps" and rounds is not None:
         raise InputError("objective 'steps' fixes one round per step; leave rounds unset", field="rounds")
     check_options(instance.model)
+    if allreduce_set(instance.collective) is not None:
+        if objective == "steps":  # SCCL's combining semantics: partial sums, no phases
+            return least_steps(instance, steps=steps, time_limit=settings.time_limit, threads=settings.threads,
+                               seed=settings.seed, progress=progress, max_memory=settings.max_memory)
+        if instance.collective.kind != "allreduce":
+            raise NotApplicable("an AllReduce-shaped custom collective is solved directly for the least "
+                                "steps with one round per step: use objective 'steps' (--objective steps)")
     started = time.perf_counter()
     params: dict[str, Any] = {"time_limit": settings.time_limit, "threads": settings.threads,
                               "seed": settings.seed, "objective": objective, "steps_limit": steps,

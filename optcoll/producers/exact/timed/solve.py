@@ -46,6 +46,8 @@ UPPER_SHARE = 0.5
 FORMULATIONS = ("auto", "expanded", "continuous")
 #: Seconds left to the AllGather part of an AllReduce once the ReduceScatter part was interrupted.
 INTERRUPTED_PART_TIME = 0.05
+#: Share of an AllReduce's time for ReduceScatter then AllGather; the direct model gets the rest.
+FAMILY_SHARE = 0.5
 
 
 def _problem(instance: Instance) -> TimedProblem:
@@ -82,7 +84,7 @@ def _analytic_bound(instance: Instance, problem: TimedProblem) -> tuple[float, s
            (ingress_bound(problem, r, seconds_grid(problem)), "per-node ingress"),
            (egress_bound(problem, r, seconds_grid(problem)), "per-holder egress")]
     shared = best_lower_bound(instance.machine, instance.collective, instance.model)
-    own.append((float(shared.value), f"{shared.name} bound ({shared.detail})"))
+    own.append((float(shared.value), f"{shared.name} bound ({shared.witness()})"))
     return max(own, key=lambda item: item[0])
 
 
@@ -366,18 +368,22 @@ def _continuous(problem: TimedProblem, grid: Grid, first: Transfers, floor: int,
 def _allreduce(instance: Instance, solver: str, quantum: float | None, time_limit: float, threads: int,
                seed: int, progress: Progress | None, start: float, formulation: str,
                max_memory: int | None) -> SolverOutcome:
-    """ReduceScatter then AllGather, each solved exactly (the step solver reports the same way).
+    """ReduceScatter then AllGather, each solved exactly (the step solver reports the same way),
+    then, unless that meets the bound, the direct AllReduce model (``allreduce.timed``) with the
+    time left, from the best schedule so far.
 
-    ``params["family_optimal"]`` says whether the schedule is optimal within that family (both
-    parts optimal), ``params["family_lower_bound"]`` is the sum of the parts' bounds. The outcome's
-    own bound holds for every AllReduce schedule: an AllReduce schedule is a ReduceScatter schedule
-    and contains an AllGather one, so either part's bound (and optcoll.bounds) bounds it. The
-    progress callback and the trace follow each part in turn.
+    ``params["family_optimal"]`` says whether the ReduceScatter + AllGather schedule is optimal
+    within that family (both parts optimal), ``params["family_lower_bound"]`` is the sum of the
+    parts' bounds; ``params["direct"]`` what the direct model did. The outcome's own bound holds
+    for every AllReduce schedule: an AllReduce schedule is a ReduceScatter schedule and contains an
+    AllGather one, so either part's bound (and optcoll.bounds) bounds it. The progress callback and
+    the trace follow each part in turn.
     """
     parts: list[SolverOutcome] = []
+    end = start + time_limit * FAMILY_SHARE
     for i, part in enumerate(split_allreduce(instance.collective)):
         sub = Instance(f"{instance.name}:{part.kind}", instance.machine, part, instance.model, instance.budget)
-        share = (start + time_limit - time.perf_counter()) / (2 - i)
+        share = (end - time.perf_counter()) / (2 - i)
         if parts and parts[0].params.get("interrupted"):
             share = INTERRUPTED_PART_TIME  # after Ctrl-C: only the greedy start of the other part
         parts.append(_solve(sub, solver, quantum, time.perf_counter() + share, threads, seed, None,
@@ -394,12 +400,24 @@ def _allreduce(instance: Instance, solver: str, quantum: float | None, time_limi
     overall = best_lower_bound(instance.machine, instance.collective, instance.model)
     bound, source = max((rs.lower_bound or 0.0, f"reducescatter part: {rs.lower_bound_source}"),
                         (ag.lower_bound or 0.0, f"allgather part: {ag.lower_bound_source}"),
-                        (float(overall.value), f"{overall.name} bound ({overall.detail})"), key=lambda item: item[0])
+                        (float(overall.value), f"{overall.name} bound ({overall.witness()})"), key=lambda item: item[0])
     params = {**ag.params, "time_limit": time_limit, "family": "reducescatter+allgather",
               "family_optimal": family_optimal, "family_lower_bound": (rs.lower_bound or 0.0) + (ag.lower_bound or 0.0),
               "reducescatter": rs.params, "allgather": ag.params}
+    made = compose.makespan(schedule, instance) if schedule is not None else math.inf
+    interrupted = bool(rs.params.get("interrupted") or ag.params.get("interrupted"))
+    if made > bound * (1 + TIME_TOLERANCE) and not interrupted and solver == "cpsat":
+        from optcoll.producers.exact.allreduce.timed import direct_phase  # it builds on this package
+
+        direct = direct_phase(instance, schedule, made, bound, start + time_limit, threads, seed, max_memory)
+        notes += direct.notes
+        params["direct"] = direct.params
+        params["interrupted"] = interrupted or direct.interrupted
+        if direct.schedule is not None and compose.makespan(direct.schedule, instance) < made * (1 - TIME_TOLERANCE):
+            schedule, made = direct.schedule, compose.makespan(direct.schedule, instance)
+            notes.append("the direct AllReduce schedule beats ReduceScatter then AllGather")
     status = "unknown" if schedule is None else "feasible"
-    if schedule is not None and compose.makespan(schedule, instance) <= bound * (1 + TIME_TOLERANCE):
+    if schedule is not None and made <= bound * (1 + TIME_TOLERANCE):
         status = "optimal"
     return SolverOutcome(status, schedule, bound, source, "timed", rs.solver, rs.solver_version,
                          time.perf_counter() - start, ag.quantum, params, rs.trace + ag.trace, tuple(notes))
