@@ -67,9 +67,14 @@ def _distances(machine: Machine, delay: np.ndarray, sources: np.ndarray, reverse
 
 
 def not_applied(machine: Machine, collective: Collective) -> str:
-    """Which AllReduce bounds this machine rules out and why ("" when none)."""
+    """Which AllReduce bounds this machine rules out and why, or that its in-network reduction
+    goes unused ("" when neither)."""
     members = allreduce_set(collective)
     if members is None or members.size < 2:
+        reducing = [s.label for s in machine.switches if s.reduce]
+        if reducing and not collective.combining:
+            return (f"nothing: switch {reducing[0]!r} reduces in the network, but {collective.kind} does not "
+                    "combine, so that capability goes unused (it forwards like any switch)")
         return ""
     reducing = [s.label for s in machine.switches if s.reduce]
     if reducing:

@@ -8,7 +8,8 @@ happen unless something is wrong: ``combine`` refuses it with ``TruthContradicti
 
 ``[results.family]`` is what an exact solve found *within a family of schedules* (AllReduce as
 ReduceScatter + AllGather): ``bound`` is the family's own proven bound (the sum of the parts'
-bounds), never a lower bound of the instance; ``time`` the best family schedule; ``status``
+bounds), never a lower bound of the instance; ``time`` the family's best schedule (a direct
+AllReduce may be faster: that one is ``[results.best]``); ``status``
 "optimal" when that time is proven optimal within the family. Records written before this meaning
 was fixed kept, for some instances, the solver's instance-wide bound there instead;
 ``Truth.from_dict`` reads them in this meaning and hands their instance-wide bound over as
@@ -129,7 +130,8 @@ class Truth:
 def family_record(params: dict[str, Any], time: float | None, details: dict[str, Any]) -> dict[str, Any]:
     """The ``[results.family]`` table of an exact solve within a family (module docstring)."""
     return {"family": params["family"], "bound": params.get("family_lower_bound"), "source": FAMILY_SOURCE,
-            "time": time, "status": "optimal" if params.get("family_optimal") else "feasible", **details}
+            "time": params.get("family_time", time), "status": "optimal" if params.get("family_optimal") else "feasible",
+            **details}
 
 
 def _read_family(data: Any, model: str, updated: str) -> tuple[dict[str, Any], tuple[Claim, ...]]:
@@ -142,7 +144,7 @@ def _read_family(data: Any, model: str, updated: str) -> tuple[dict[str, Any], t
     details = {k: v for k, v in family.items() if k not in ("family", "bound", "source", "time", "status")}
     promoted = Claim.from_dict({"date": updated, **details, "value": family.get("bound"), "source": source,
                                 "producer": f"exact-{model}"}, "results.family")
-    return family_record(params, family.get("time"), details), (promoted,)
+    return family_record({"family": family.get("family"), **params}, family.get("time"), details), (promoted,)
 
 
 def _table(data: Any, field: str) -> dict[str, Any]:

@@ -405,6 +405,7 @@ def _allreduce(instance: Instance, solver: str, quantum: float | None, time_limi
               "family_optimal": family_optimal, "family_lower_bound": (rs.lower_bound or 0.0) + (ag.lower_bound or 0.0),
               "reducescatter": rs.params, "allgather": ag.params}
     made = compose.makespan(schedule, instance) if schedule is not None else math.inf
+    params["family_time"] = made if schedule is not None else None
     interrupted = bool(rs.params.get("interrupted") or ag.params.get("interrupted"))
     if made > bound * (1 + TIME_TOLERANCE) and not interrupted and solver == "cpsat":
         from optcoll.producers.exact.allreduce.timed import direct_phase  # it builds on this package
