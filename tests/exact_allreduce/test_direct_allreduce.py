@@ -141,3 +141,18 @@ def test_plain_switch_routes_are_a_recorded_restriction():
     assert timed_problem(allreduce(machine)).restrictions
     assert step_problem(whole_buffer(machine)).restrictions
     assert not timed_problem(allreduce(G.ring(4, 1e9, 1e-6))).restrictions
+
+
+def test_memory_guard_counts_match_the_built_model():
+    """The guard's estimate comes from the same windows as the builder: variables within 10 %,
+    terms within 25 % of the built CP-SAT model (ring, DGX-1, a SHARP-like star)."""
+    from optcoll.producers.exact.allreduce import encoding
+
+    for machine, horizon in ((G.ring(6, 1e9, 1e-6), 6), (G.dgx1(), 4), (star(4, 1e9, 1e-6, multicast=True, reduce=True), 4)):
+        problem = timed_problem(allreduce(machine))
+        size = encoding.size(problem, horizon)
+        model = encoding.build(problem, horizon, horizon - 1)
+        proto = model.cp.proto
+        terms = sum(len(c.linear.vars) + len(c.enforcement_literal) for c in proto.constraints)
+        assert abs(size.variables / len(proto.variables) - 1) < 0.1
+        assert abs(size.terms / terms - 1) < 0.25, (machine.name, size.terms, terms)

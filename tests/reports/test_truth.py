@@ -197,3 +197,14 @@ def test_old_family_tables_are_read_in_todays_meaning():
     summed = {**old, "bound": 0.0214, "source": "family: reducescatter (latency) + allgather (latency)",
               "params": {}}
     assert Truth.from_dict({"family": summed}).promoted == ()
+
+
+def test_update_can_be_limited_to_named_instances(recorded):
+    """``truth update SUITE --only NAMES`` keeps the suite's other instances out of the sweep."""
+    from optcoll.cli.commands_report import _only
+
+    suite = find_suite(str(recorded[0]))
+    [kept] = _only([suite], "ring4-ar")
+    assert [spec.name for spec in kept.specs] == ["ring4-ar"] and kept.name == suite.name
+    with pytest.raises(InputError, match="no instance named 'nosuch'"):
+        _only([suite], "ring4-ar,nosuch")

@@ -1,9 +1,10 @@
 """The direct AllReduce model as a phase of the exact timed solver: after ReduceScatter then
 AllGather, look for a faster AllReduce among direct schedules (issue 13).
 
-It starts from the best schedule so far (hinted on every variable when it fits the epochs), first
-among symmetric schedules when the machine has a fixed-point-free symmetry group (cheap, often
-good), then over every schedule of the model, minimising the makespan. A schedule it finds is
+When the machine has a fixed-point-free symmetry group it first asks whether a symmetric schedule
+meets the proven bound (small models, and where the bound is tight the answer is an optimum: DGX-1
+with two chunks per GPU), then minimises the makespan over every schedule of the model, hinted
+with the best schedule so far on every variable when it fits the epochs. A schedule it finds is
 verified by the caller before it counts.
 
 What its search proves is kept apart from the instance's bounds: the model allows only starts on
@@ -68,16 +69,17 @@ def direct_phase(instance: Instance, start: Schedule | None, start_time: float, 
         group = orbit(problem, instance) if horizon > floor else None
         if group is not None:
             left = (deadline - time.perf_counter()) * SYMMETRIC_SHARE
-            out, found = solve(problem, horizon, floor, orbit=group, time_limit=max(0.05, left),
+            out, found = solve(problem, floor, floor, orbit=group, time_limit=max(0.05, left),
                                threads=threads, seed=seed, max_memory=max_memory)
             phase.interrupted |= out.interrupted
             phase.notes.append(f"direct AllReduce model, symmetric under a group of {group.order} "
-                               f"({len(group.representatives)} representative chunk(s)): {out.status} "
-                               f"({out.wall:.2f} s)")
+                               f"({len(group.representatives)} representative chunk(s)), at the bound's "
+                               f"{floor} epochs: {out.status} ({out.wall:.2f} s)")
             if found is not None:
                 best = found
                 phase.params["symmetric_epochs"] = found.makespan(problem)
-        if not phase.interrupted and time.perf_counter() < deadline - 0.05:
+        at_floor = best is not None and best.makespan(problem) <= floor
+        if not phase.interrupted and not at_floor and time.perf_counter() < deadline - 0.05:
             out, found = solve(problem, horizon, floor, start=best if best is not None else hint,
                                time_limit=deadline - time.perf_counter(), threads=threads, seed=seed,
                                max_memory=max_memory)
