@@ -91,19 +91,26 @@ class DirectModel:
     cp: object
     cand: Candidates
     chunks: tuple[int, ...]  # the chunks modelled (all, or orbit representatives)
-    reduce: dict[tuple[int, int], object]  # (chunk, candidate) -> literal
-    copy: dict[tuple[int, int], object]
-    holds: dict[tuple[int, int, int, int], object]  # (chunk, node, epoch, contributor) -> literal
-    carries: dict[tuple[int, int, int], object]  # (chunk, candidate, contributor) -> literal
-    makespan: object | None
-    #: (chunk, candidate) → the literals of the transfers it stands for in the capacity rows
-    #: (several under a symmetry quotient); filled by ``build``.
-    notes: list[str] = field(default_factory=list)
+    reduce: dict[tuple[int, int], object] = field(default_factory=dict)  # (chunk, candidate) -> literal
+    copy: dict[tuple[int, int], object] = field(default_factory=dict)
+    holds: dict[tuple[int, int, int, int], object] = field(default_factory=dict)  # (chunk, node, epoch, i)
+    carries: dict[tuple[int, int, int], object] = field(default_factory=dict)  # (chunk, candidate, i)
+    makespan: object | None = None
 
     def sent(self, c: int, j: int):
         """The linear expression "transfer j of chunk c happens"."""
         terms = [lit for lit in (self.reduce.get((c, j)), self.copy.get((c, j))) if lit is not None]
         return sum(terms) if terms else 0
+
+
+@dataclass(frozen=True, eq=False)
+class _Index:
+    """Data the constraints look up: candidates by sender and by (receiver, delivery epoch)."""
+
+    sending: list[list[int]]
+    arriving: dict[tuple[int, int], list[int]]
+    reach: np.ndarray
+    member: np.ndarray
 
 
 def build(problem: DirectProblem, horizon: int, floor: int | None = None,
@@ -113,98 +120,113 @@ def build(problem: DirectProblem, horizon: int, floor: int | None = None,
     symmetry (``symmetric.Orbit``): only representative chunks get variables."""
     from ortools.sat.python import cp_model
 
-    cp = cp_model.CpModel()
+    # data
     H = int(horizon)
     cand = candidates(problem, H)
-    reach = problem.reach()
-    member = problem.member_index()
-    N, V = problem.num_members, problem.num_nodes
-    chunks = tuple(range(problem.num_chunks)) if orbit is None else orbit.representatives
-    model = DirectModel(problem, H, H if floor is None else int(floor), cp, cand, chunks, {}, {}, {}, {}, None)
-    sending = [[] for _ in range(V)]  # candidates by sender
-    arriving: dict[tuple[int, int], list[int]] = {}  # (receiver, epoch) -> candidates
+    index = _Index([[] for _ in range(problem.num_nodes)], {}, problem.reach(), problem.member_index())
     for j, (r, k) in enumerate(zip(cand.route.tolist(), cand.start.tolist())):
-        sending[int(problem.route_src[r])].append(j)
-        arriving.setdefault((int(problem.route_dst[r]), k + int(problem.route_delay[r])), []).append(j)
-
+        index.sending[int(problem.route_src[r])].append(j)
+        index.arriving.setdefault((int(problem.route_dst[r]), k + int(problem.route_delay[r])), []).append(j)
+    chunks = tuple(range(problem.num_chunks)) if orbit is None else orbit.representatives
+    model = DirectModel(problem, H, H if floor is None else int(floor), cp_model.CpModel(), cand, chunks)
     for c in chunks:
-        # -- variables --------------------------------------------------------------------------
-        holds = model.holds
-        for v in range(V):
-            for i in range(N):
-                holds[(c, v, 0, i)] = 1 if member[v] == i else 0
-                for t in range(1, H + 1):
-                    holds[(c, v, t, i)] = cp.new_bool_var(f"h{c}_{v}_{t}_{i}") if reach[i, v] <= t else 0
-        for j, (r, k) in enumerate(zip(cand.route.tolist(), cand.start.tolist())):
-            if problem.can_reduce[problem.route_dst[r]]:
-                model.reduce[(c, j)] = cp.new_bool_var(f"r{c}_{j}")
-            model.copy[(c, j)] = cp.new_bool_var(f"c{c}_{j}")
-            u = int(problem.route_src[r])
-            for i in range(N):
-                if reach[i, u] <= k:
-                    model.carries[(c, j, i)] = cp.new_bool_var(f"a{c}_{j}_{i}")
-
-        # -- constraints: what a transfer carries -----------------------------------------------
-        for j, (r, k) in enumerate(zip(cand.route.tolist(), cand.start.tolist())):
-            u = int(problem.route_src[r])
-            sent = model.sent(c, j)
-            cp.add(sent <= 1)
-            bits = []
-            for i in range(N):
-                a = model.carries.get((c, j, i))
-                if a is None:
-                    continue
-                h = holds[(c, u, k, i)]
-                cp.add(a <= sent)
-                cp.add(a <= h)
-                cp.add(sent + h - a <= 1)
-                bits.append(h)
-            if member[u] < 0:  # only a node holding a partial sum sends
-                cp.add(sent <= sum(bits))
-
-        # -- constraints: what a delivery does --------------------------------------------------
-        for v in range(V):
-            for t in range(1, H + 1):
-                into = arriving.get((v, t), [])
-                if not into:
-                    for i in range(N):
-                        _same(cp, holds[(c, v, t, i)], holds[(c, v, t - 1, i)])
-                    continue
-                copies = [model.copy[(c, j)] for j in into]
-                cp.add(sum(copies) <= 1)
-                for j in into:
-                    if (c, j) in model.reduce:
-                        cp.add(model.reduce[(c, j)] + sum(copies) <= 1)
-                cin = sum(copies)
-                for i in range(N):
-                    got = sum(model.carries[(c, j, i)] for j in into if (c, j, i) in model.carries)
-                    now, before = holds[(c, v, t, i)], holds[(c, v, t - 1, i)]
-                    cp.add(now >= got)
-                    cp.add(now >= before - cin)
-                    cp.add(now <= before + got)
-                    cp.add(now <= got + 1 - cin)
-                    cp.add(before + got <= 1 + cin)  # a reduction never double counts
-
-        # -- constraints: switches reducing without multicast send what they received ------------
-        for v in np.flatnonzero(problem.credit).tolist():
-            for t in range(H):
-                out = [model.sent(c, j) for j in sending[v] if cand.start[j] <= t]
-                came = [model.sent(c, j) for (w, when), js in arriving.items() if w == v and when <= t
-                        for j in js]
-                if out:
-                    cp.add(sum(out) <= sum(came))
-
-        # -- the postcondition --------------------------------------------------------------------
-        for v in np.flatnonzero(member >= 0).tolist():
-            for i in range(N):
-                cp.add(holds[(c, v, H, i)] == 1)
-
+        _variables(model, index, c)
+        _carrying(model, index, c)
+        _delivering(model, index, c)
+        _credit(model, index, c)
+        _postcondition(model, index, c)
     _capacity(model, orbit)
     if orbit is None:
         _order_chunks(model)
     if model.floor < H:
         _objective(model)
     return model
+
+
+def _variables(model: DirectModel, index: _Index, c: int) -> None:
+    """holds[v, t, i] once i can have reached v (epoch 0: each rank its own), reduce and copy per
+    candidate (reduce only into a node that reduces), carries[j, i] once i can be at j's sender."""
+    problem, cp, cand = model.problem, model.cp, model.cand
+    for v in range(problem.num_nodes):
+        for i in range(problem.num_members):
+            model.holds[(c, v, 0, i)] = 1 if index.member[v] == i else 0
+            for t in range(1, model.horizon + 1):
+                model.holds[(c, v, t, i)] = cp.new_bool_var(f"h{c}_{v}_{t}_{i}") if index.reach[i, v] <= t else 0
+    for j, (r, k) in enumerate(zip(cand.route.tolist(), cand.start.tolist())):
+        if problem.can_reduce[problem.route_dst[r]]:
+            model.reduce[(c, j)] = cp.new_bool_var(f"r{c}_{j}")
+        model.copy[(c, j)] = cp.new_bool_var(f"c{c}_{j}")
+        u = int(problem.route_src[r])
+        for i in range(problem.num_members):
+            if index.reach[i, u] <= k:
+                model.carries[(c, j, i)] = cp.new_bool_var(f"a{c}_{j}_{i}")
+
+
+def _carrying(model: DirectModel, index: _Index, c: int) -> None:
+    """carries[j, i] = sent(j) ∧ holds[sender, start, i]; only a node holding a partial sum sends."""
+    cp, cand = model.cp, model.cand
+    for j, (r, k) in enumerate(zip(cand.route.tolist(), cand.start.tolist())):
+        u = int(model.problem.route_src[r])
+        sent = model.sent(c, j)
+        cp.add(sent <= 1)
+        bits = []
+        for i in range(model.problem.num_members):
+            a = model.carries.get((c, j, i))
+            if a is None:
+                continue
+            h = model.holds[(c, u, k, i)]
+            cp.add(a <= sent)
+            cp.add(a <= h)
+            cp.add(sent + h - a <= 1)
+            bits.append(h)
+        if index.member[u] < 0:
+            cp.add(sent <= sum(bits))
+
+
+def _delivering(model: DirectModel, index: _Index, c: int) -> None:
+    """At each (node, epoch): reductions or one copy, never both; a copy replaces the partial sum,
+    a reduction adds a disjoint one (no contribution counted twice); nothing arriving keeps it."""
+    cp, holds = model.cp, model.holds
+    for v in range(model.problem.num_nodes):
+        for t in range(1, model.horizon + 1):
+            into = index.arriving.get((v, t), [])
+            if not into:
+                for i in range(model.problem.num_members):
+                    _same(cp, holds[(c, v, t, i)], holds[(c, v, t - 1, i)])
+                continue
+            cin = sum(model.copy[(c, j)] for j in into)
+            cp.add(cin <= 1)
+            for j in into:
+                if (c, j) in model.reduce:
+                    cp.add(model.reduce[(c, j)] + cin <= 1)
+            for i in range(model.problem.num_members):
+                got = sum(model.carries[(c, j, i)] for j in into if (c, j, i) in model.carries)
+                now, before = holds[(c, v, t, i)], holds[(c, v, t - 1, i)]
+                cp.add(now >= got)
+                cp.add(now >= before - cin)
+                cp.add(now <= before + got)
+                cp.add(now <= got + 1 - cin)
+                cp.add(before + got <= 1 + cin)
+
+
+def _credit(model: DirectModel, index: _Index, c: int) -> None:
+    """A switch that reduces without multicast sends a chunk at most as often as it received it."""
+    for v in np.flatnonzero(model.problem.credit).tolist():
+        came_by: list[list[int]] = [[] for _ in range(model.horizon + 1)]
+        for (w, when), js in index.arriving.items():
+            if w == v:
+                came_by[when] += js
+        for t in range(model.horizon):
+            out = [model.sent(c, j) for j in index.sending[v] if model.cand.start[j] <= t]
+            if out:
+                model.cp.add(sum(out) <= sum(model.sent(c, j) for when in range(t + 1) for j in came_by[when]))
+
+
+def _postcondition(model: DirectModel, index: _Index, c: int) -> None:
+    """Every rank holds every contribution of the chunk at the horizon."""
+    for v in np.flatnonzero(index.member >= 0).tolist():
+        for i in range(model.problem.num_members):
+            model.cp.add(model.holds[(c, v, model.horizon, i)] == 1)
 
 
 #: Chunks are ordered by this many of their first transfers (``_order_chunks``).
@@ -220,9 +242,9 @@ def _order_chunks(model: DirectModel) -> None:
     """Chunks are interchangeable (same contributors, same destinations), so any solution with its
     chunks renumbered is one too: keep only those whose chunks' first transfers (which were sent,
     in ``chunk_order_key`` order) are lexicographically non-increasing with the chunk number.
-    Sound: sorting any solution's chunks by that vector gives such a solution. (Left out under a symmetry
-    quotient: on DGX-1 with two chunks per GPU the quotient found the optimum without it, and not
-    in 10 minutes with it; one run each.)"""
+    Sound: sorting any solution's chunks by that vector gives such a solution. (Left out under a
+    symmetry quotient: on DGX-1 with two chunks per GPU the quotient found the optimum without it,
+    and not in 10 minutes with it; one run each.)"""
     cp = model.cp
     prefix = chunk_order_key(model.cand).tolist()
     for c, d in zip(model.chunks[:-1], model.chunks[1:]):
