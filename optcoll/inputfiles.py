@@ -7,41 +7,119 @@ tracebacks: a directory where a file belongs, bytes that are not UTF-8, gzip tha
 an integer with more digits than Python converts (a ``ValueError``), nesting deep enough to
 exhaust the parser's recursion. Duplicate keys are errors in every form, as TOML already makes
 them: a silently ignored first value is a typo nobody sees.
+
+Only regular files are read (a FIFO would block forever, /dev/zero never ends), and never more
+than the ``input_bytes`` cap of ``optcoll.limits``, as stored and after gunzip, which streams.
 """
 from __future__ import annotations
 
 import difflib
-import gzip
 import json
 import os
+import stat
 import tomllib
 import zlib
 from collections.abc import Callable, Collection, Hashable
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
+from optcoll import limits
 from optcoll.errors import InputError
+from optcoll.units import format_size
 
 _BOM = "\ufeff"
+#: Bytes read (and gunzipped) at a time.
+_BLOCK = 1 << 20
+_KINDS = ((stat.S_ISDIR, "is a directory"), (stat.S_ISFIFO, "is a FIFO (named pipe)"),
+          (stat.S_ISCHR, "is a character device"), (stat.S_ISBLK, "is a block device"),
+          (stat.S_ISSOCK, "is a socket"))
+
+
+def special_kind(mode: int) -> str | None:
+    """How a file that is not a regular file reads in a message ("is a FIFO (named pipe)"), or
+    None for a regular file."""
+    if stat.S_ISREG(mode):
+        return None
+    return next((text for test, text in _KINDS if test(mode)), "is not a regular file")
+
+
+def _open_regular(path: Path) -> BinaryIO:
+    """``path`` opened for reading when it is a regular file (after symlinks): a FIFO would block
+    forever, /dev/zero never ends, a directory has no content."""
+    try:
+        kind = special_kind(os.stat(path).st_mode)
+        if kind is None:  # opened without blocking, checked again: it may have been swapped
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+            kind = special_kind(os.fstat(fd).st_mode)
+            if kind is None:
+                return os.fdopen(fd, "rb")
+            os.close(fd)
+    except FileNotFoundError:
+        raise InputError("file not found", source=str(path)) from None
+    except OSError as exc:
+        raise InputError(f"cannot read the file: {exc.strerror or exc}", source=str(path)) from None
+    raise InputError(f"{kind}, not a regular file; optcoll reads input from regular files only",
+                     source=str(path))
+
+
+def _too_large(path: Path, what: str) -> InputError:
+    return InputError(f"{what} more than optcoll reads from one file ({limits.at_most('input_bytes')})",
+                      source=str(path))
+
+
+def _read_capped(handle: BinaryIO, path: Path, cap: int) -> bytes:
+    raw = handle.read(cap + 1)  # the size stat said may be stale (a growing file, /proc)
+    if len(raw) > cap:
+        raise _too_large(path, "holds")
+    return raw
+
+
+def _gunzip(handle: BinaryIO, path: Path, cap: int) -> bytes:
+    """The gzip members of ``handle`` decompressed as they stream in, never more than ``cap``
+    bytes in or out (a few kilobytes can expand to gigabytes)."""
+    out, taken, data = bytearray(), 0, b""
+    member = zlib.decompressobj(wbits=31)  # gzip header and trailer
+    started = False
+    try:
+        while True:
+            if not data:
+                data = handle.read(_BLOCK)
+                taken += len(data)
+                if taken > cap:
+                    raise _too_large(path, "holds")
+                if not data:
+                    break
+            if member.eof:  # between members: zero padding, or another member (appended files)
+                if not data.strip(b"\0"):
+                    data = b""
+                    continue
+                member = zlib.decompressobj(wbits=31)
+            started = True
+            out += member.decompress(data, cap + 1 - len(out))
+            if len(out) > cap:
+                raise _too_large(path, "gunzips to")
+            data = member.unused_data if member.eof else member.unconsumed_tail
+    except zlib.error as exc:
+        raise InputError(f"not a readable gzip file: {exc}", source=str(path)) from None
+    if member.eof:
+        return bytes(out)
+    raise InputError("not a readable gzip file: " + ("it ends before its end-of-stream marker (cut short?)"
+                                                     if started else "it is empty"), source=str(path))
 
 
 def read_bytes(path: str | os.PathLike) -> bytes:
-    """The file's bytes, gunzipped when its name ends in ``.gz``."""
+    """The bytes of a regular file, gunzipped when its name ends in ``.gz``, at most the
+    ``input_bytes`` cap (``optcoll.limits``) as stored and after gunzip."""
     path = Path(path)
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raise InputError("file not found", source=str(path)) from None
-    except IsADirectoryError:
-        raise InputError("is a directory, not a file", source=str(path)) from None
-    except OSError as exc:
-        raise InputError(f"cannot read the file: {exc.strerror or exc}", source=str(path)) from None
-    if path.suffix != ".gz":
-        return raw
-    try:
-        return gzip.decompress(raw)
-    except (OSError, EOFError, zlib.error) as exc:  # BadGzipFile is an OSError
-        raise InputError(f"not a readable gzip file: {exc}", source=str(path)) from None
+    cap = limits.value("input_bytes")
+    with _open_regular(path) as handle:
+        size = os.fstat(handle.fileno()).st_size
+        if size > cap:
+            raise _too_large(path, f"holds {format_size(size)},")
+        try:
+            return _gunzip(handle, path, cap) if path.suffix == ".gz" else _read_capped(handle, path, cap)
+        except OSError as exc:
+            raise InputError(f"cannot read the file: {exc.strerror or exc}", source=str(path)) from None
 
 
 def _decode(raw: bytes, source: str) -> str:

@@ -20,13 +20,16 @@ _PREFIX = {
 }
 _BYTE_UNITS = {"B": Decimal(1), "byte": Decimal(1), "bytes": Decimal(1), "bit": Decimal("0.125"),
                "bits": Decimal("0.125"), "b": Decimal("0.125")}
-_TIME_UNITS = {"h": Decimal(3600), "min": Decimal(60), "s": Decimal(1), "ms": Decimal("1e-3"), "us": Decimal("1e-6"), "µs": Decimal("1e-6"),
+#: Microseconds as "us", "µs" (U+00B5 MICRO SIGN) or "μs" (U+03BC GREEK SMALL LETTER MU): the two
+#: characters look the same and keyboards produce either.
+_TIME_UNITS = {"h": Decimal(3600), "min": Decimal(60), "s": Decimal(1), "ms": Decimal("1e-3"),
+               "us": Decimal("1e-6"), "µs": Decimal("1e-6"), "μs": Decimal("1e-6"),
                "ns": Decimal("1e-9"), "ps": Decimal("1e-12")}
 #: Decimal arithmetic that never raises: an exponent beyond its range ("1e9999999999 GB") gives
 #: Infinity or NaN, which ``_finite`` refuses like any other non-finite value.
 _EXACT = Context(traps=[])
 _NUMBER = r"(?P<num>[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)"
-_QUANTITY = re.compile(_NUMBER + r"\s*(?P<unit>[A-Za-zµ/]*)\s*$")
+_QUANTITY = re.compile(_NUMBER + r"\s*(?P<unit>[A-Za-zµμ/]*)\s*$")
 
 
 def _split(text: object, kind: str) -> tuple[Decimal, str]:
@@ -61,10 +64,15 @@ def _finite(number: Decimal, factor: Decimal, text: str, kind: str, *, allow_zer
 
 
 def parse_size(text: object) -> float:
-    """Bytes in a size such as "1 GiB", "64 KB", "512 B"."""
+    """Bytes in a size such as "1 GiB", "64 KB", "512 B". Bits are accepted only spelt out
+    ("8 Gbit"): "1 Gb" is refused, since a buffer written "Gb" is far more often meant in bytes
+    (GB) than in gigabits, and reading it as bits would silently make it eight times smaller."""
     number, unit = _split(text, "size")
     if not unit:
         raise InputError(f"size {text!r} has no unit (write e.g. '{text} B' or '{text} MiB')")
+    if unit.endswith("b") and unit[:-1] in _PREFIX:
+        raise InputError(f"size {text!r}: '{unit}' is bits, but a size is counted in bytes: write "
+                         f"'{number} {unit[:-1]}B' (or '{number} {unit[:-1]}bit' if you mean bits)")
     return _finite(number, _bytes_factor(unit, str(text), "size"), str(text), "size", allow_zero=False)
 
 

@@ -1,6 +1,6 @@
 """A figure, not a test: how the greedy synthesizers scale, and how far they land from the bound.
 
-``run_bench`` synthesizes AllGather and AllReduce (1 GiB, C = 1, 50 GiB/s and 0.5 µs links,
+``run_bench`` synthesizes AllGather, AllReduce and AlltoAll (1 GiB, C = 1, 50 GiB/s and 0.5 µs links,
 TACOS's defaults) on 2D meshes, 2D tori, binary hypercubes and 3D tori of each size, one case per
 child process so every case's peak memory is its own (the kernel's high-water mark, reset when
 synthesis starts and read right after it). Each schedule then goes through the shared verifier
@@ -108,12 +108,20 @@ def measure(case: Case, bounds: bool = True) -> dict[str, Any]:
     coll = make_collective(case.collective, range(machine.num_npus), SIZE, 1)
     inst = Instance(f"{machine.name}-{case.collective}", machine, coll)
     synth = get_synthesizer(case.algo)
+    # The first greedy call of a process loads the compiled kernels (numba's on-disk cache, or
+    # compiles them when the cache is cold): a per-process cost like importing, measured apart.
+    small = machine_for(case.family, 16)
+    warm = time.process_time()
+    synth(Instance("warm-up", small, make_collective(case.collective, range(16), SIZE, 1)), 0)
+    warm = time.process_time() - warm
+    load_start = os.getloadavg()[0]
     rss_before = _max_rss()
     rss_now = _status_bytes("VmRSS")
     reset = _reset_peak()
     wall, cpu = time.perf_counter(), time.process_time()
     schedule = synth(inst, 0)
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    load_end = os.getloadavg()[0]
     rss_peak = _max_rss()
     synth_peak = _status_bytes("VmHWM") if reset else None
     verify_start = _status_bytes("VmRSS")
@@ -129,6 +137,7 @@ def measure(case: Case, bounds: bool = True) -> dict[str, Any]:
     out: dict[str, Any] = {
         **asdict(case), "machine": machine.name, "links": machine.num_links,
         "transfers": len(schedule), "synth_wall_s": wall, "synth_cpu_s": cpu,
+        "warmup_cpu_s": warm, "load_start": load_start, "load_end": load_end,
         "rss_before_bytes": rss_before, "rss_peak_bytes": rss_peak, "rss_start_bytes": rss_now,
         "synth_peak_bytes": synth_peak, "time_s": verified,
         "link_time_s": float(inst.model.link_timing(machine, coll.chunk_bytes).delay[0]), "verify_wall_s": verify_wall,
@@ -180,8 +189,10 @@ def _mib(value: float) -> str:
     return f"{value / 2**20:.0f}"
 
 
-def render(rows: list[dict[str, Any]], note: str = "") -> str:
-    """The Markdown report."""
+def render(rows: list[dict[str, Any]], note: str = "",
+           before: list[dict[str, Any]] | None = None) -> str:
+    """The Markdown report; ``before``: the previous run's rows, for the "CPU before" column."""
+    earlier = {_case_key(r): r for r in before or [] if "error" not in r}
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     lines = [
         "# Greedy synthesizers: scale and gap to the lower bound", "",
@@ -196,20 +207,30 @@ def render(rows: list[dict[str, Any]], note: str = "") -> str:
         "τ = α + b/B of one chunk on one link. For AllReduce, 'RS+AG gap' compares with the sum of "
         "the ReduceScatter and AllGather bounds, the least any ReduceScatter-then-AllGather "
         "schedule (what the greedy builds) can take; the plain AllReduce bound max(T_RS, T_AG) "
-        "is weaker.", "",
-        f"Instances: AllGather and AllReduce of M = 1 GiB, C = 1 chunk per rank, links "
+        "is weaker. Load: the 1-minute load average when synthesis started and ended (2 cores "
+        "shared with other jobs: above 2, wall time stretches, CPU time much less). CPU before: "
+        "the same case's synthesis CPU time in the previous committed run. Warm-up: CPU time of "
+        "the process's first greedy call (a 16-NPU instance), which loads the compiled kernels "
+        "from numba's on-disk cache (or compiles them, about 10 s, when the cache is cold); the "
+        "synthesis figures exclude it.", "",
+        f"Instances: AllGather, AllReduce and AlltoAll of M = 1 GiB, C = 1 chunk per rank, links "
         f"{BANDWIDTH / GIB:g} GiB/s and {LATENCY * 1e6:g} µs, seed 0 (one run per case).", ""]
     if note:
         lines += [note, ""]
     lines += ["| family | NPUs | collective | algo | transfers | synth wall (s) | synth CPU (s) | "
+              "CPU before (s) | load | warm-up CPU (s) | "
               "RSS at start (MiB) | peak RSS in synthesis (MiB) | time (µs) | steps | bound (µs) | bound | "
               "gap | RS+AG gap |",
-              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         if "error" in r:
             lines.append(f"| {r['family']} | {r['npus']} | {r['collective']} | {r['algo']} | "
-                         f"error: {r['error']} ||||||||||")
+                         f"error: {r['error']} |||||||||||||")
             continue
+        old_row = earlier.get(_case_key(r))
+        cpu_before = f"{old_row['synth_cpu_s']:.2f}" if old_row else "–"
+        load = (f"{r['load_start']:.1f}–{r['load_end']:.1f}" if "load_start" in r else "–")
+        warm = f"{r['warmup_cpu_s']:.2f}" if "warmup_cpu_s" in r else "–"
         bound, split, time_s = r.get("bound_s"), r.get("split_bound_s"), r.get("time_s")
         gap = _percent(time_s / bound - 1) if bound and time_s else "–"
         split_gap = _percent(time_s / split - 1) if split and time_s else "–"
@@ -217,7 +238,7 @@ def render(rows: list[dict[str, Any]], note: str = "") -> str:
         steps = f"{time_s / r['link_time_s']:.2f}" if time_s else "–"
         lines.append(
             f"| {r['family']} | {r['npus']} | {r['collective']} | {r['algo']} | {r['transfers']} | "
-            f"{r['synth_wall_s']:.2f} | {r['synth_cpu_s']:.2f} | "
+            f"{r['synth_wall_s']:.2f} | {r['synth_cpu_s']:.2f} | {cpu_before} | {load} | {warm} | "
             f"{_mib(r.get('rss_start_bytes') or r['rss_before_bytes'])} | "
             f"{_mib(r.get('synth_peak_bytes') or r['rss_peak_bytes'])} | {shown} | {steps} | "
             f"{'–' if bound is None else f'{bound * 1e6:.1f}'} | {r.get('bound_name', '–')} | {gap} | "
@@ -255,15 +276,17 @@ def _cpus() -> int:
 
 
 def run_bench(sizes: tuple[int, ...] = (64, 256, 1024), families: tuple[str, ...] = FAMILIES,
-              collectives: tuple[str, ...] = ("allgather", "allreduce"),
+              collectives: tuple[str, ...] = ("allgather", "allreduce", "alltoall"),
               algos: tuple[str, ...] = ("tacos", "tacos+"), out: str | None = "reports/bench-greedy.md",
               bounds: bool = True, note: str = "", timeout: float | None = 3600.0,
-              extra_rows: list[dict[str, Any]] | None = None, memory_cap: float = 8 * GIB
-              ) -> list[dict[str, Any]]:
+              extra_rows: list[dict[str, Any]] | None = None, memory_cap: float = 8 * GIB,
+              before: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
     """Runs every case (module docstring) and writes the report to ``out`` (atomically).
 
     ``extra_rows`` are earlier results (e.g. a separate 4096-NPU run) to include in the report; a
-    case run again here replaces its earlier row. Each child's address space is capped at
+    case run again here replaces its earlier row. ``before``: the previous committed run's rows
+    (by default read from the JSON-lines file beside ``out``), shown as "CPU before"; the new rows
+    are written there. Each child's address space is capped at
     ``memory_cap`` bytes, so a case too big for this machine fails on its own instead of waking
     the kernel's OOM killer for everyone.
     """
@@ -279,8 +302,18 @@ def run_bench(sizes: tuple[int, ...] = (64, 256, 1024), families: tuple[str, ...
     rows = [r for r in extra_rows or [] if _case_key(r) not in rerun] + fresh
     rows.sort(key=lambda r: (FAMILIES.index(r["family"]), r["collective"], r["algo"], r["npus"]))
     if out:
-        write_text_atomic(out, render(rows, note))
+        results = Path(out).with_suffix(".jsonl")
+        if before is None:
+            before = read_rows(results) if results.exists() else []
+        write_text_atomic(out, render(rows, note, before))
+        write_text_atomic(results, "".join(json.dumps(r) + "\n" for r in rows))
     return rows
+
+
+def read_rows(path: str | Path) -> list[dict[str, Any]]:
+    """Rows of a JSON-lines results file."""
+    with open(path, encoding="utf-8") as handle:
+        return [json.loads(line) for line in handle if line.strip()]
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -289,11 +322,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--no-bounds", action="store_true", help="skip the lower bounds")
     parser.add_argument("--sizes", default="64,256,1024")
     parser.add_argument("--families", default=",".join(FAMILIES))
-    parser.add_argument("--collectives", default="allgather,allreduce")
+    parser.add_argument("--collectives", default="allgather,allreduce,alltoall")
     parser.add_argument("--algos", default="tacos,tacos+")
     parser.add_argument("--out", default="reports/bench-greedy.md")
-    parser.add_argument("--results", help="also write every row as JSON lines to this file")
     parser.add_argument("--include", help="JSON-lines file of earlier rows to include")
+    parser.add_argument("--before", help="JSON-lines file of the previous committed run "
+                        "(default: the one beside --out, read before it is overwritten)")
     parser.add_argument("--note", default="", help="a paragraph to put under the header")
     parser.add_argument("--memory-cap", type=float, default=8 * GIB,
                         help="address-space cap per case, bytes (default 8 GiB)")
@@ -303,16 +337,11 @@ def main(argv: list[str] | None = None) -> None:
         resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
         print(json.dumps(measure(Case(**json.loads(args.case)), bounds=not args.no_bounds)))
         return
-    extra = []
-    if args.include:
-        with open(args.include, encoding="utf-8") as handle:
-            extra = [json.loads(line) for line in handle if line.strip()]
-    rows = run_bench(tuple(int(s) for s in args.sizes.split(",") if s), tuple(args.families.split(",")),
-                     tuple(args.collectives.split(",")), tuple(args.algos.split(",")), args.out,
-                     not args.no_bounds, note=args.note, extra_rows=extra,
-                     memory_cap=args.memory_cap)
-    if args.results:
-        write_text_atomic(args.results, "".join(json.dumps(r) + "\n" for r in rows))
+    run_bench(tuple(int(s) for s in args.sizes.split(",") if s), tuple(args.families.split(",")),
+              tuple(args.collectives.split(",")), tuple(args.algos.split(",")), args.out,
+              not args.no_bounds, note=args.note,
+              extra_rows=read_rows(args.include) if args.include else None,
+              memory_cap=args.memory_cap, before=read_rows(args.before) if args.before else None)
 
 
 if __name__ == "__main__":

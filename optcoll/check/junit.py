@@ -7,24 +7,28 @@ the gap, contradicting a bound, missing, malformed, no truth to compare with) is
 a synthesizer that could not finish (error, crash, timeout) is an ``<error>``; not applicable is
 ``<skipped>``. ``type`` is the status (the violation kind for an invalid schedule), ``message``
 the one-line verdict naming the instance, and the element's text adds numbers and any detail.
+Control characters anywhere (instance names, a synthesizer's output) are written as escapes.
 """
 from __future__ import annotations
 
-import re
 import xml.etree.ElementTree as ET
 from datetime import datetime, timezone
 
 import optcoll
 from optcoll.check.report import REFERENCE_TEXT, CheckReport
 from optcoll.check.verdict import SKIPPED, Outcome
+from optcoll.text.printable import printable
 
 ERRORS = frozenset({"error", "crash", "timeout"})
-#: Characters XML 1.0 cannot carry (a command's stderr may hold terminal escapes).
-_NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 
 
-def _clean(text: str) -> str:
-    return _NOT_XML.sub("\ufffd", text)
+def _add(parent: ET.Element, tag: str, attributes: dict[str, str], text: str | None = None) -> ET.Element:
+    """A child element whose every attribute and text shows control characters as escapes: XML
+    1.0 cannot carry them at all (an instance name, a command's stderr may hold them)."""
+    element = ET.SubElement(parent, tag, {k: printable(v) for k, v in attributes.items()})
+    if text is not None:
+        element.text = printable(text)
+    return element
 
 
 def _body(o: Outcome) -> str:
@@ -51,26 +55,24 @@ def junit_xml(report: CheckReport) -> str:
     counts = {"tests": str(len(outcomes)), "failures": str(failures), "errors": str(errors),
               "skipped": str(skipped), "time": f"{report.wall_time:.3f}"}
     root = ET.Element("testsuites", {"name": "optcoll check", **counts})
-    suite = ET.SubElement(root, "testsuite", {
+    suite = _add(root, "testsuite", {
         "name": f"optcoll check {report.suite}", **counts,
         "timestamp": datetime.now(timezone.utc).replace(microsecond=0).isoformat()})
-    properties = ET.SubElement(suite, "properties")
+    properties = _add(suite, "properties", {})
     for name, value in (("synthesizer", report.synthesizer), ("suite", report.directory),
                         ("reference", REFERENCE_TEXT[report.against]),
                         ("optcoll", optcoll.__version__)):
-        ET.SubElement(properties, "property", {"name": name, "value": _clean(value)})
+        _add(properties, "property", {"name": name, "value": value})
     for o in outcomes:
-        case = ET.SubElement(suite, "testcase", {
-            "classname": f"optcoll.check.{report.suite}", "name": o.instance, "file": o.file,
-            "time": f"{o.seconds or 0.0:.3f}"})
+        case = _add(suite, "testcase", {"classname": f"optcoll.check.{report.suite}", "name": o.instance,
+                                        "file": o.file, "time": f"{o.seconds or 0.0:.3f}"})
         if o.status == SKIPPED:
-            ET.SubElement(case, "skipped", {"message": _clean(o.line())})
+            _add(case, "skipped", {"message": o.line()})
         elif o.failed:
             tag = "error" if o.status in ERRORS else "failure"
             kind = o.violation["kind"] if o.violation else o.status
-            ET.SubElement(case, tag, {"type": kind, "message": _clean(o.line())}).text = \
-                _clean(_body(o))
+            _add(case, tag, {"type": kind, "message": o.line()}, _body(o))
         else:
-            ET.SubElement(case, "system-out").text = _clean(_body(o))
+            _add(case, "system-out", {}, _body(o))
     ET.indent(root)
     return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"

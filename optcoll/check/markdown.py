@@ -1,8 +1,10 @@
 """A Markdown summary for a CI job summary page (GitHub's ``$GITHUB_STEP_SUMMARY``, GitLab and
-Gitea render the same): the verdict, the table, and every failure with its detail folded away."""
+Gitea render the same): the verdict, the table, and every failure with its detail folded away.
+Control characters (a synthesizer's output may hold terminal escapes) are written as escapes."""
 from __future__ import annotations
 
 from optcoll.check.report import HEADERS, REFERENCE_TEXT, CheckReport
+from optcoll.text.printable import printable
 
 
 def _cell(text: str) -> str:
@@ -33,4 +35,4 @@ def markdown(report: CheckReport) -> str:
                 lines += ["  <details><summary>detail</summary>", "", "  ```text"]
                 lines += [f"  {d.replace('```', '` ` `')}" for d in o.detail.splitlines()]
                 lines += ["  ```", "  </details>"]
-    return "\n".join(lines) + "\n"
+    return printable("\n".join(lines) + "\n")

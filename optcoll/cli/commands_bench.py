@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import click
 
-from optcoll.cli.output import done, json_option
+from optcoll.cli.output import done, echo, json_option
 from optcoll.units import format_size
 
 
@@ -61,7 +61,7 @@ def bench_exact(time_limit: float, pareto_limit: float, only: str | None, famili
     from optcoll.bench.exact import run_bench
 
     names = None if families is None else [name.strip() for name in families.split(",") if name.strip()]
-    text = run_bench(out, time_limit, pareto_limit, echo=lambda line: click.echo(line, err=True), only=only,
+    text = run_bench(out, time_limit, pareto_limit, echo=lambda line: echo(line, err=True), only=only,
                      families=names)
     done(as_json, f"{text}\nwrote {out}", report=text, out=out)
 
@@ -82,7 +82,7 @@ def bench_allreduce(time_limit: float, out: str, as_json: bool) -> None:
 @bench.command("greedy")
 @click.option("--sizes", default="64,256,1024", show_default=True, help="NPU counts, comma-separated.")
 @click.option("--families", default="mesh2d,torus2d,hypercube,torus3d", show_default=True)
-@click.option("--collectives", default="allgather,allreduce", show_default=True)
+@click.option("--collectives", default="allgather,allreduce,alltoall", show_default=True)
 @click.option("--algos", default="tacos,tacos+", show_default=True)
 @click.option("--out", default="reports/bench-greedy.md", show_default=True, type=click.Path(dir_okay=False))
 @json_option

@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from optcoll.cli.output import seconds_option
+from optcoll.cli.output import echo, seconds_option
 
 EXIT_FAILED = 1
 
@@ -55,7 +55,7 @@ def check(synth: str, suite: str, max_gap: float | None, against: str, timeout: 
     if as_json:
         emit_json(report.to_dict())
     else:
-        click.echo(report.text())
+        echo(report.text())
     if not report.passed:
         sys.exit(EXIT_FAILED)
 

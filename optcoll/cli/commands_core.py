@@ -5,10 +5,17 @@ import sys
 
 import click
 
-from optcoll.cli.output import done, emit_json, json_option
+from optcoll.cli.output import done, echo, emit_json, json_option
 from optcoll.text.table import percent, table
 from optcoll.units import format_size, format_time
 
+
+
+def narrowed_to_show(command: str):
+    """The machine sizes ``command`` builds: what it can describe or draw in seconds."""
+    from optcoll import limits
+
+    return limits.narrowed(command, nodes="show_nodes", links="show_links")
 
 
 @click.group()
@@ -30,7 +37,7 @@ def model_list(as_json: bool) -> None:
     if as_json:
         emit_json(rows)
     else:
-        click.echo(table(["name", "NPUs", "switches", "links", "description"],
+        echo(table(["name", "NPUs", "switches", "links", "description"],
                          [list(r.values()) for r in rows]))
 
 
@@ -43,12 +50,13 @@ def model_show(ref: str, as_json: bool) -> None:
     from optcoll.machines.catalog import load_machine
     from optcoll.machines.describe import describe_machine, render_description
 
-    machine = load_machine(ref)
+    with narrowed_to_show("model show"):
+        machine = load_machine(ref)
     info = describe_machine(machine, cut_finder=worst_cut)
     if as_json:
         emit_json(info)
     else:
-        click.echo(render_description(info))
+        echo(render_description(info))
 
 
 @model.command("draw")
@@ -60,7 +68,9 @@ def model_draw(ref: str, out: str, as_json: bool) -> None:
     from optcoll.machines.catalog import load_machine
     from optcoll.machines.draw import draw_machine
 
-    draw_machine(load_machine(ref), out)
+    with narrowed_to_show("model draw"):
+        machine = load_machine(ref)
+    draw_machine(machine, out)
     done(as_json, f"wrote {out}", out=out)
 
 
@@ -82,18 +92,21 @@ def instance_show(path: str, as_json: bool) -> None:
             "collective": c.kind, "root": c.root, "ranks": len(c.ranks),
             "size_bytes": c.size_bytes, "chunks_per_rank": c.chunks_per_rank,
             "chunks": c.num_chunks, "chunk_bytes": c.chunk_bytes, "model": inst.model.to_dict(),
-            "budget": vars(inst.budget), "results": inst.results}
+            "budget": vars(inst.budget), "results": inst.results,
+            "machine_sources": list(inst.machine.sources)}
     if as_json:
         emit_json(info)
         return
-    click.echo(inst.describe())
-    click.echo(f"  M = {format_size(c.size_bytes)}, N = {len(c.ranks)}, C = {c.chunks_per_rank}, "
+    echo(inst.describe())
+    echo(f"  M = {format_size(c.size_bytes)}, N = {len(c.ranks)}, C = {c.chunks_per_rank}, "
                f"chunk = {format_size(c.chunk_bytes)} ({c.num_chunks} chunks)")
-    click.echo(f"  model: {inst.model.to_dict()}")
-    click.echo(f"  budget: time limit {format_time(inst.budget.time_limit)}, "
+    echo(f"  model: {inst.model.to_dict()}")
+    for source in inst.machine.sources:
+        echo(f"  machine {source}")
+    echo(f"  budget: time limit {format_time(inst.budget.time_limit)}, "
                f"{inst.budget.threads} threads, seed {inst.budget.seed}")
     if inst.results:
-        click.echo(f"  recorded results: {', '.join(sorted(inst.results))}")
+        echo(f"  recorded results: {', '.join(sorted(inst.results))}")
 
 
 def load_instance_and_schedule(instance_path: str, schedule_path: str):
@@ -121,7 +134,7 @@ def verify(instance_path: str, schedule_path: str, as_json: bool) -> None:
             emit_json({"valid": False, "kind": v.kind, "message": v.message, "time": v.time,
                        "chunk": v.chunk, "link": v.link, "transfer": v.transfer})
         else:
-            click.echo(f"INVALID [{v.kind}]: {v.message}")
+            echo(f"INVALID [{v.kind}]: {v.message}")
         sys.exit(1)
     bound = best_lower_bound(inst.machine, inst.collective, inst.model) \
         if schedule.model == "timed" else None
@@ -131,9 +144,9 @@ def verify(instance_path: str, schedule_path: str, as_json: bool) -> None:
                    "lower_bound": bound.value if bound else None,
                    "lower_bound_source": bound.name if bound else None, "gap": gap})
         return
-    click.echo(f"valid: time {format_time(result.time)} ({len(schedule)} transfers)")
+    echo(f"valid: time {format_time(result.time)} ({len(schedule)} transfers)")
     if bound:
-        click.echo(f"lower bound {format_time(bound.value)} ({bound.name}); gap {percent(gap)}")
+        echo(f"lower bound {format_time(bound.value)} ({bound.name}); gap {percent(gap)}")
 
 
 @click.command()
@@ -150,7 +163,7 @@ def simulate(instance_path: str, schedule_path: str, gantt: str | None, limit: i
     inst, schedule = load_instance_and_schedule(instance_path, schedule_path)
     result = run_verify(inst.machine, inst.collective, schedule, inst.model)
     if not result.valid:
-        click.echo(f"INVALID [{result.violation.kind}]: {result.violation.message}", err=True)
+        echo(f"INVALID [{result.violation.kind}]: {result.violation.message}", err=True)
         sys.exit(1)
     rows = timeline(inst.machine, inst.collective, schedule, result)
     links = sorted(result.link_stats, key=lambda s: -s.utilisation)
@@ -160,21 +173,21 @@ def simulate(instance_path: str, schedule_path: str, gantt: str | None, limit: i
         emit_json({"time": result.time, "timeline": [vars(r) for r in rows],
                    "links": [vars(s) for s in links]})
         return
-    click.echo(f"time {format_time(result.time)}, {len(schedule)} transfers")
+    echo(f"time {format_time(result.time)}, {len(schedule)} transfers")
     shown = rows if limit == 0 else rows[:limit]
-    click.echo(table(["#", "chunk", "src", "dst", "link", "start", "end", "op"],
+    echo(table(["#", "chunk", "src", "dst", "link", "start", "end", "op"],
                      [[r.transfer, r.chunk, inst.machine.label(r.src), inst.machine.label(r.dst),
                        r.link, format_time(r.start), format_time(r.end), r.op] for r in shown]))
     if len(shown) < len(rows):
-        click.echo(f"... {len(rows) - len(shown)} more (use --limit 0)")
+        echo(f"... {len(rows) - len(shown)} more (use --limit 0)")
     busy = [s for s in links if s.transfers]
-    click.echo(f"\nlink utilisation ({len(busy)} of {inst.machine.num_links} links used), busiest:")
-    click.echo(table(["link", "transfers", "busy", "utilisation"],
+    echo(f"\nlink utilisation ({len(busy)} of {inst.machine.num_links} links used), busiest:")
+    echo(table(["link", "transfers", "busy", "utilisation"],
                      [[f"{s.link} ({inst.machine.label(s.src)}->{inst.machine.label(s.dst)})",
                        s.transfers, format_time(s.busy_time), f"{100 * s.utilisation:.1f} %"]
                       for s in busy[:10]]))
     if gantt:
-        click.echo(f"wrote {gantt}")
+        echo(f"wrote {gantt}")
 
 
 @click.command()
@@ -191,12 +204,12 @@ def bound(instance_path: str, as_json: bool) -> None:
         emit_json([{"name": b.name, "value": b.value, "unit": "s", "detail": b.detail,
                     "assumptions": list(b.assumptions)} for b in bounds])
         return
-    click.echo(inst.describe())
-    click.echo(table(["bound", "value", "assumes", "witness"],
-                     [[b.name, format_time(b.value), "; ".join(b.assumptions) or "-", b.detail] for b in bounds]))
+    echo(inst.describe())
+    echo(table(["bound", "value", "assumes", "witness"],
+               [[b.name, format_time(b.value), "; ".join(b.assumptions) or "-", b.detail] for b in bounds]))
     skipped = not_applied(inst.machine, inst.collective)
     if skipped:
-        click.echo(f"not applied: {skipped}")
+        echo(f"not applied: {skipped}")
 
 
 COMMANDS = [model, instance, verify, simulate, bound]

@@ -6,7 +6,7 @@ import sys
 import click
 
 from optcoll.cli.commands_core import load_instance_and_schedule, model
-from optcoll.cli.output import done, emit_json, json_option
+from optcoll.cli.output import done, echo, emit_json, json_option
 from optcoll.errors import InputError
 from optcoll.units import format_time, parse_bandwidth, parse_size, parse_time
 
@@ -32,35 +32,36 @@ def msccl() -> None:
 @click.argument("instance_path", metavar="INSTANCE", type=click.Path(dir_okay=False))
 @click.argument("schedule_path", metavar="SCHEDULE", type=click.Path(dir_okay=False))
 @click.option("-o", "--out", required=True, type=click.Path(dir_okay=False), help="XML file to write.")
-@click.option("--coll-names", type=click.Choice(["current", "legacy"]), default="current",
-              show_default=True, help="Collective spelling: current executor or the older runtime.")
+@click.option("--runtime", type=click.Choice(["executor", "msccl"]), default="executor", show_default=True,
+              help="Target runtime: the MSCCL executor, or the first MSCCL runtime (its coll names and limits).")
 @click.option("--proto", type=click.Choice(["Simple", "LL", "LL128"]), default="Simple", show_default=True)
 @click.option("--inplace", is_flag=True, help="In-place buffer layout (default out-of-place).")
 @click.option("--name", default=None, help="Algorithm name (default: the instance name).")
 @json_option
-def msccl_export(instance_path, schedule_path, out, coll_names, proto, inplace, name, as_json) -> None:
-    """Write a verified schedule as MSCCL-IR XML (checked by re-importing it)."""
+def msccl_export(instance_path, schedule_path, out, runtime, proto, inplace, name, as_json) -> None:
+    """Write a verified schedule as MSCCL-IR XML the runtime loads (checked by re-importing it)."""
     from optcoll.interop.msccl import save_msccl_xml
 
     inst, schedule = load_instance_and_schedule(instance_path, schedule_path)
     save_msccl_xml(out, inst.machine, inst.collective, schedule, model=inst.model,
-                   coll_names=coll_names, proto=proto, inplace=inplace, name=name or inst.name)
+                   runtime=runtime, proto=proto, inplace=inplace, name=name or inst.name)
     done(as_json, f"wrote {out}", out=out)
 
 
 @msccl.command("validate")
 @click.argument("xml_path", metavar="XML", type=click.Path(dir_okay=False))
-@click.option("--runtime", type=click.Choice(["current", "legacy"]), default="current", show_default=True)
+@click.option("--runtime", type=click.Choice(["executor", "msccl"]), default="executor", show_default=True,
+              help="The MSCCL executor (msccl-executor-nccl) or the first MSCCL runtime.")
 @json_option
 def msccl_validate(xml_path, runtime, as_json) -> None:
-    """Check an MSCCL-IR XML file against the runtime's structural rules (exit 1 on findings)."""
+    """Check an MSCCL-IR XML file against the runtime's loader rules (exit 1 on findings)."""
     from optcoll.interop.msccl import validate_msccl_xml
 
     findings = validate_msccl_xml(xml_path, runtime=runtime)
     if as_json:
         emit_json({"valid": not findings, "findings": findings})
     else:
-        click.echo("\n".join(findings) if findings else f"{xml_path}: valid MSCCL-IR")
+        echo("\n".join(findings) if findings else f"{xml_path}: valid MSCCL-IR")
     sys.exit(1 if findings else 0)
 
 
@@ -70,8 +71,10 @@ def msccl_validate(xml_path, runtime, as_json) -> None:
 @click.option("--size", default=None, callback=parsed_option(parse_size),
               help="Buffer size M, e.g. '1 GiB' (default: one byte per chunk unit).")
 @click.option("-o", "--out", type=click.Path(dir_okay=False), help="Write the schedule (.json/.json.gz).")
+@click.option("--runtime", type=click.Choice(["executor", "msccl", "any"]), default="executor", show_default=True,
+              help="Refuse (exit 2) what this runtime's loader refuses; any: only what execution needs.")
 @json_option
-def msccl_import(xml_path, machine_ref, size, out, as_json) -> None:
+def msccl_import(xml_path, machine_ref, size, out, runtime, as_json) -> None:
     """Read MSCCL-IR XML as a schedule on a machine, verify it and report its time."""
     from optcoll.interop.msccl import import_msccl_xml
     from optcoll.machines.catalog import load_machine
@@ -79,23 +82,24 @@ def msccl_import(xml_path, machine_ref, size, out, as_json) -> None:
     from optcoll.verify import verify
 
     machine = load_machine(machine_ref)
-    imported = import_msccl_xml(xml_path, machine, size=size)
-    result = verify(machine, imported.collective, imported.schedule)
+    imported = import_msccl_xml(xml_path, machine, size=size, runtime=None if runtime == "any" else runtime)
+    result = verify(machine, imported.collective, imported.schedule, imported.model)
     ok = result.valid and imported.faithful
     if out:
         save_schedule(out, imported.schedule, machine)
     if as_json:
         emit_json({"valid": ok, "time": result.time if result.valid else None,
+                   "occupancy": imported.model.occupancy,
                    "collective": imported.collective.kind, "transfers": len(imported.schedule),
                    "violation": result.violation.message if result.violation else None,
                    "problems": list(imported.problems), "findings": list(imported.findings)})
     else:
-        click.echo(f"{xml_path}: {imported.collective.describe()}, {len(imported.schedule)} transfers")
+        echo(f"{xml_path}: {imported.collective.describe()}, {len(imported.schedule)} transfers")
         for line in imported.findings:
-            click.echo(f"  note: {line}")
+            echo(f"  note: {line}")
         for line in imported.problems:
-            click.echo(f"  PROBLEM: {line}")
-        click.echo(f"valid: time {format_time(result.time)}" if result.valid
+            echo(f"  PROBLEM: {line}")
+        echo(f"valid: time {format_time(result.time)}" if result.valid
                    else f"INVALID [{result.violation.kind}]: {result.violation.message}")
     sys.exit(0 if ok else 1)
 
@@ -108,35 +112,36 @@ def astra() -> None:
 @astra.command("predict")
 @click.option("--network", "network_path", required=True, type=click.Path(dir_okay=False))
 @click.option("--system", "system_path", type=click.Path(dir_okay=False),
-              help="system.json (default: ASTRA-sim defaults with no endpoint delay).")
-@click.option("--collective", required=True, help="allreduce, reducescatter or allgather.")
+              help="system.json (default: ASTRA-sim's own defaults: endpoint-delay 10 ns, one "
+                   "dataset split, no local-mem-bw).")
+@click.option("--collective", required=True, help="allreduce, reducescatter, allgather or alltoall.")
 @click.option("--size", required=True, callback=parsed_option(parse_size),
               help="ASTRA-sim's comm_size, e.g. 1MiB (AllGather: per-NPU input).")
 @click.option("--backend", type=click.Choice(["unaware", "aware"]), default="unaware", show_default=True)
 @click.option("--algorithm", default=None,
-              help="ring, direct, halvingDoubling or doubleBinaryTree in every dimension "
-                   "(default with no --system: ring; overrides the system's lists).")
+              help="ring, direct[N], halvingDoubling or doubleBinaryTree in every dimension, or "
+                   "oneRing, oneDirect[N], oneHalvingDoubling over all NPUs (default with no "
+                   "--system: ring; overrides the system's lists).")
 @json_option
 def astra_predict(network_path, system_path, collective, size, backend, algorithm, as_json) -> None:
     """ASTRA-sim's analytical time for its native algorithms, to the nanosecond."""
     from dataclasses import asdict, replace
 
-    from optcoll.analysis.astra_compare import NETWORK_ONLY
     from optcoll.interop.astra.network import read_network
     from optcoll.interop.astra.predictor import predict
-    from optcoll.interop.astra.system import parse_impl, read_system
+    from optcoll.interop.astra.system import ASTRA_DEFAULTS, KINDS, parse_impl, read_system
+    from optcoll.producers.exact.memory import default_limit
 
     network = read_network(network_path)
-    system = read_system(system_path) if system_path else NETWORK_ONLY
+    system = read_system(system_path) if system_path else ASTRA_DEFAULTS
     if algorithm or not system_path:
-        impls = (parse_impl(algorithm or "ring", "--algorithm", "algorithm"),) * len(network.dims)
-        system = replace(system, implementations={k: impls for k in ("allreduce", "reducescatter",
-                                                                     "allgather")})
-    prediction = predict(network, system, collective, int(size), backend)
+        impls = (parse_impl(algorithm or "ring", "--algorithm", "--algorithm"),) * len(network.dims)
+        system = replace(system, implementations={k: impls for k in KINDS})
+    prediction = predict(network, system, collective, int(size), backend, max_memory=default_limit())
     if as_json:
         emit_json(asdict(prediction))
     else:
-        click.echo(prediction.summary())
+        echo(prediction.summary())
 
 
 @astra.command("chakra")
@@ -152,6 +157,44 @@ def astra_chakra(instance_path, schedule_path, prefix, as_json) -> None:
     exported = export_chakra(inst.machine, inst.collective, schedule, prefix, inst.model)
     done(as_json, f"wrote {len(exported.files)} trace files and {exported.system_json}",
          traces=[str(f) for f in exported.files], system_json=str(exported.system_json))
+
+
+@astra.command("replay")
+@click.argument("instance_path", metavar="INSTANCE", type=click.Path(dir_okay=False))
+@click.argument("schedule_path", metavar="SCHEDULE", type=click.Path(dir_okay=False))
+@click.option("--network", "network_path", type=click.Path(dir_okay=False),
+              help="ASTRA-sim network.yml to replay on (default: the instance's machine, when it is one).")
+@click.option("--backend", type=click.Choice(["unaware", "aware"]), default="unaware", show_default=True)
+@click.option("--traces", "prefix", default=None,
+              help="Replay PREFIX.<npu>.et files (from `optcoll astra chakra`) instead of exporting anew.")
+@json_option
+def astra_replay(instance_path, schedule_path, network_path, backend, prefix, as_json) -> None:
+    """ASTRA-sim's time for a schedule exported as Chakra ET, next to optcoll's verified time."""
+    from optcoll.interop.astra.chakra import read_trace
+    from optcoll.interop.astra.etexport import chakra_traces
+    from optcoll.interop.astra.network import network_of, read_network
+    from optcoll.interop.astra.replay import explain
+
+    inst, schedule = load_instance_and_schedule(instance_path, schedule_path)
+    built = chakra_traces(inst.machine, inst.collective, schedule, inst.model)
+    traces, sources = built.traces, None
+    if prefix:
+        sources = [f"{prefix}.{p}.et" for p in range(inst.collective.num_ranks)]
+        traces = tuple(read_trace(path) for path in sources)
+    try:
+        own = network_of(inst.machine).dims
+    except InputError as exc:
+        if not network_path:
+            raise InputError(f"{exc.detail}; pass --network with an ASTRA-sim network.yml to replay on",
+                             field="--network") from None
+        own = None
+    network = read_network(network_path) if network_path else network_of(inst.machine)
+    report = explain(network, traces, backend, built.time, ranks=inst.collective.ranks, sources=sources,
+                     same_machine=network.dims == own)
+    if as_json:
+        emit_json(report.to_dict())
+    else:
+        echo(report.summary())
 
 
 @astra.command("import-network")
@@ -196,8 +239,10 @@ def astra_compare_cmd(networks, collectives, sizes, out, as_json) -> None:
     from optcoll.analysis.astra_compare import astra_compare
     from optcoll.producers.registry import SYNTHESIZERS
 
+    command = " ".join(["optcoll astra compare", *networks, *(f"--collective {c}" for c in collectives),
+                        *(f"--size '{int(s)} B'" for s in sizes), f"--out {out}"])
     rows = astra_compare(list(networks), list(collectives), [int(s) for s in sizes], out,
-                         producers=SYNTHESIZERS)
+                         producers=SYNTHESIZERS, command=command)
     done(as_json, f"wrote {out} ({len(rows)} rows)", out=out, rows=len(rows))
 
 
@@ -232,20 +277,23 @@ def model_from_nvidia_smi(text_path, nvlink_bandwidth, nvlink_latency, pcie_band
 @click.option("--shape", default=None, help="Only this grid, e.g. 1,4,16,1 (X,Y,Z,D).")
 @click.option("--sharing", type=click.Choice(["axonn", "none"]), default="axonn", show_default=True,
               help="How groups crossing nodes share the NIC bandwidth in the ring model.")
+@click.option("--bandwidths", default="nominal", show_default=True,
+              help="The ring model's bandwidths: nominal (the model's links), measured (AxoNN's own "
+                   "table for the machine: perlmutter), or a TOML table by group size and level.")
 @click.option("--min-tensor-parallel", default=1, show_default=True)
 @click.option("--no-schedules", is_flag=True, help="Ring model and bounds only (fast).")
 @click.option("--top", type=int, default=None, help="Rows to show.")
 @click.option("--seed", default=0, show_default=True)
 @click.option("--out", type=click.Path(dir_okay=False), help="Also write the Markdown report here.")
 @json_option
-def axonn(machine_ref, gpus, layer_size, seq_len, batch, shape, sharing, min_tensor_parallel,
+def axonn(machine_ref, gpus, layer_size, seq_len, batch, shape, sharing, bandwidths, min_tensor_parallel,
           no_schedules, top, seed, out, as_json) -> None:
     """Rank AxoNN 4D configurations: ring model vs optcoll bounds vs verified schedules."""
     from optcoll.analysis.axonn import axonn_command
 
     text = axonn_command(machine_ref, gpus, layer_size, seq_len=seq_len, batch=batch, shape=shape,
                          out=out, sharing=sharing, schedules=not no_schedules,
-                         min_tensor_parallel=min_tensor_parallel, top=top, seed=seed)
+                         min_tensor_parallel=min_tensor_parallel, top=top, seed=seed, bandwidths=bandwidths)
     done(as_json, text, markdown=text, out=out)
 
 

@@ -8,7 +8,8 @@ import time
 
 import click
 
-from optcoll.cli.output import emit_json, json_option
+from optcoll.cli.output import echo, emit_json, json_option
+from optcoll.instances.instance import MAX_SEED, MAX_THREADS
 from optcoll.text.table import percent, table
 from optcoll.producers.exact.memory import DEFAULT_SHARE, parse_limit
 from optcoll.units import format_time
@@ -18,13 +19,16 @@ from optcoll.units import format_time
 @click.command()
 @click.argument("instance_path", metavar="INSTANCE", required=False, type=click.Path(dir_okay=False))
 @click.option("--algo", default="tacos", show_default=True, help="Synthesizer name (see --list).")
-@click.option("--seed", default=None, type=int, help="First seed (default: the instance's budget seed).")
+@click.option("--seed", default=None, type=click.IntRange(0, MAX_SEED),
+              help="First seed (default: the instance's budget seed).")
 @click.option("--runs", default=1, show_default=True, help="Keep the best of this many seeds.")
 @click.option("--out", type=click.Path(dir_okay=False), help="Write the best schedule (.json or .json.gz).")
+@click.option("--portfolio", is_flag=True,
+              help="Also run every other synthesizer that implements the collective; keep the best.")
 @click.option("--list", "list_algos", is_flag=True, help="List the synthesizers and what they implement.")
 @json_option
 def synth(instance_path: str | None, algo: str, seed: int | None, runs: int, out: str | None,
-          list_algos: bool, as_json: bool) -> None:
+          portfolio: bool, list_algos: bool, as_json: bool) -> None:
     """Run a greedy or classical synthesizer; the schedule is verified before its time is shown."""
     from optcoll.producers.registry import IMPLEMENTS, RANDOMIZED, SYNTHESIZERS, best_of, get_synthesizer
 
@@ -35,7 +39,7 @@ def synth(instance_path: str | None, algo: str, seed: int | None, runs: int, out
         if as_json:
             emit_json(rows)
         else:
-            click.echo(table(["name", "seeded", "description"],
+            echo(table(["name", "seeded", "description"],
                              [[r["name"], "yes" if r["seeded"] else "", r["description"]] for r in rows]))
         return
     if instance_path is None:
@@ -47,23 +51,25 @@ def synth(instance_path: str | None, algo: str, seed: int | None, runs: int, out
     inst = load_instance(instance_path)
     first_seed = inst.budget.seed if seed is None else seed
     t0 = time.perf_counter()
-    schedule, times = best_of(inst, get_synthesizer(algo), runs, first_seed)
+    schedule, times = best_of(inst, get_synthesizer(algo), runs, first_seed, portfolio)
     wall = time.perf_counter() - t0
+    if portfolio:
+        algo = f"{algo} portfolio (best: {schedule.meta.get('producer', algo)})"
     result = evaluate_schedule(inst, algo, schedule, wall, {"runs": len(times), "seed": first_seed})
     if out:
         save_schedule(out, schedule, inst.machine)
     if as_json:
         emit_json({**result.to_dict(), "run_times": times, "out": out})
         return
-    click.echo(inst.describe())
+    echo(inst.describe())
     spread = (f" (best of {len(times)}: median {format_time(statistics.median(times))}, "
               f"worst {format_time(max(times))})" if len(times) > 1 else "")
-    click.echo(f"{algo}: {format_time(result.time)}{spread}, {len(schedule)} transfers, "
+    echo(f"{algo}: {format_time(result.time)}{spread}, {len(schedule)} transfers, "
                f"synthesised and verified in {wall:.2f} s")
-    click.echo(f"lower bound {format_time(result.lower_bound)} ({result.lower_bound_source}); "
+    echo(f"lower bound {format_time(result.lower_bound)} ({result.lower_bound_source}); "
                f"gap {percent(result.gap)}; status {result.status}")
     if out:
-        click.echo(f"wrote {out}")
+        echo(f"wrote {out}")
 
 
 def _progress_printer(enabled: bool):
@@ -77,7 +83,7 @@ def _progress_printer(enabled: bool):
             return
         last.append((incumbent, bound))
         gap = incumbent / bound - 1 if incumbent and bound else None
-        click.echo(f"  {wall:7.1f} s  incumbent {format_time(incumbent) if incumbent else '-':>12}  "
+        echo(f"  {wall:7.1f} s  incumbent {format_time(incumbent) if incumbent else '-':>12}  "
                    f"bound {format_time(bound) if bound else '-':>12}  gap {percent(gap)}", err=True)
     return show
 
@@ -107,8 +113,10 @@ def _with_model(inst, kind: str | None):
 @click.option("--model", "model_kind", type=click.Choice(["timed", "step"]), default=None,
               help="Time model (default: the instance's).")
 @click.option("--time-limit", type=float, default=None, help="Seconds (default: the instance's budget).")
-@click.option("--threads", type=int, default=None, help="Solver threads (default: the instance's budget).")
-@click.option("--seed", type=int, default=None, help="Solver seed (default: the instance's budget).")
+@click.option("--threads", type=click.IntRange(1, MAX_THREADS), default=None,
+              help="Solver threads (default: the instance's budget).")
+@click.option("--seed", type=click.IntRange(0, MAX_SEED), default=None,
+              help="Solver seed (default: the instance's budget).")
 @click.option("--quantum", default=None, help="Timed model: time quantum, e.g. '10 us' (default: exact unit).")
 @click.option("--objective", type=click.Choice(["cost", "steps"]), default="cost", show_default=True,
               help="Step model: least step cost, or SCCL's least steps with one round per step (an "
@@ -157,24 +165,24 @@ def solve(instance_path, solver, model_kind, time_limit, threads, seed, quantum,
     if as_json:
         emit_json({**result.to_dict(), "out": out})
         return
-    click.echo(inst.describe())
+    echo(inst.describe())
     if result.time is None:
-        click.echo(f"{result.status}: no schedule within the budget; lower bound "
+        echo(f"{result.status}: no schedule within the budget; lower bound "
                    f"{format_time(result.lower_bound) if result.lower_bound else '-'} ({result.lower_bound_source})")
     else:
-        click.echo(f"{result.status}: {format_time(result.time)} (verified); lower bound "
+        echo(f"{result.status}: {format_time(result.time)} (verified); lower bound "
                    f"{format_time(result.lower_bound)} ({result.lower_bound_source}); gap {percent(result.gap)}")
     if result.steps:
-        click.echo(f"step model: S = {result.steps} steps, R = {result.rounds} rounds")
+        echo(f"step model: S = {result.steps} steps, R = {result.rounds} rounds")
     version = outcome.solver_version
     solver_text = version if version.startswith(outcome.solver) else f"{outcome.solver} {version}"
-    click.echo(f"{solver_text}, {result.wall_time:.2f} s"
+    echo(f"{solver_text}, {result.wall_time:.2f} s"
                + (f", quantum {format_time(outcome.quantum)}" if outcome.quantum else ""))
     for note in outcome.notes:
-        click.echo(f"  note: {note}")
+        echo(f"  note: {note}")
     for path in (out, export_model):
         if path:
-            click.echo(f"wrote {path}")
+            echo(f"wrote {path}")
     sys.exit(0 if result.status in ("optimal", "bounded") else 1)
 
 
@@ -183,7 +191,7 @@ def solve(instance_path, solver, model_kind, time_limit, threads, seed, quantum,
 @click.option("--max-chunks", default=6, show_default=True, help="Chunks per rank C from 1 up to this.")
 @click.option("--solver", type=click.Choice(["cpsat", "highs", "scip", "z3"]), default="cpsat", show_default=True)
 @click.option("--time-limit", type=float, default=None, help="Seconds per question (default: the budget).")
-@click.option("--threads", type=int, default=None)
+@click.option("--threads", type=click.IntRange(1, MAX_THREADS), default=None)
 @max_memory_option
 @json_option
 def pareto(instance_path, max_chunks, solver, time_limit, threads, max_memory, as_json) -> None:
@@ -206,16 +214,16 @@ def pareto(instance_path, max_chunks, solver, time_limit, threads, max_memory, a
         emit_json({"rounds_lower_bound": str(bound.value), "points": rows, "complete": front.complete,
                    "stopped": front.stopped})
         return
-    click.echo(inst.describe())
-    click.echo(f"rounds lower bound: R/C >= {bound.value} ({bound.source})")
+    echo(inst.describe())
+    echo(f"rounds lower bound: R/C >= {bound.value} ({bound.source})")
     family = bound.detail.get("reducescatter+allgather family")
     if family is not None:  # what the AllReduce front's "bandwidth-optimal" compares with
-        click.echo(f"within ReduceScatter then AllGather (the front below): R/C >= {family}")
-    click.echo(table(["S", "R", "C", "R/C", "cost", "formula", "proven", "bandwidth-optimal"],
+        echo(f"within ReduceScatter then AllGather (the front below): R/C >= {family}")
+    echo(table(["S", "R", "C", "R/C", "cost", "formula", "proven", "bandwidth-optimal"],
                      [[r["steps"], r["rounds"], r["chunks"], r["rounds_per_chunk"], format_time(r["cost"]),
                        r["formula"], "yes" if r["proven"] else "no", "yes" if r["bandwidth_optimal"] else ""]
                       for r in rows]))
-    click.echo(f"front complete: {front.stopped}" if front.complete
+    echo(f"front complete: {front.stopped}" if front.complete
                else f"front incomplete (later points may exist): stopped by {front.stopped}")
 
 

@@ -13,10 +13,11 @@ from typing import Any
 import click
 
 from optcoll.cli.commands_produce import max_memory_option, memory_limit
+from optcoll.cli.output import echo, emit_json, json_option, seconds_option
 from optcoll.errors import InputError
-from optcoll.cli.output import emit_json, json_option, seconds_option
+from optcoll.instances.instance import MAX_SEED, MAX_THREADS
 
-EXIT_CONTRADICTION = 1
+EXIT_CONTRADICTION = EXIT_JOBS_FAILED = 1
 DEFAULT_SUITE = "quick"
 
 
@@ -29,12 +30,12 @@ def sweep_options(command: Callable) -> Callable:
                      help="Run on this Dask scheduler (tcp://host:8786) instead of locally."),
         click.option("--runs", type=click.IntRange(min=1), default=None,
                      help="Seeds per randomised synthesizer, best kept (default: the suite's, else 20)."),
-        click.option("--seed", type=click.IntRange(min=0), default=None,
+        click.option("--seed", type=click.IntRange(0, MAX_SEED), default=None,
                      help="First seed (default: each instance's [budget] seed)."),
         click.option("--time-limit", callback=seconds_option, default=None, metavar="S",
                      help="Exact-solver time limit per instance, seconds or '2 min' "
                           "(default: each instance's [budget])."),
-        click.option("--threads", type=click.IntRange(min=1), default=None,
+        click.option("--threads", type=click.IntRange(1, MAX_THREADS), default=None,
                      help="Solver threads per job (default: each instance's [budget])."),
         click.option("--solver", type=click.Choice(["cpsat", "highs", "scip"]), default="cpsat",
                      show_default=True, help="Exact solver for timed instances."),
@@ -92,8 +93,17 @@ def _only(suites: list, names: str | None) -> list:
 
 
 def _contradiction(exc: Exception) -> None:
-    click.echo(f"optcoll: CONTRADICTION: {exc}", err=True)
+    echo(f"optcoll: CONTRADICTION: {exc}", err=True)
     sys.exit(EXIT_CONTRADICTION)
+
+
+def _exit_if_failed(failures: list[str]) -> None:
+    """Exit 1 after the output when any job failed: a CI job must not pass on a sweep that did
+    not run (a lost scheduler, a crashing producer); each line says how many and why."""
+    for line in failures:
+        echo(f"optcoll: {line}", err=True)
+    if failures:
+        sys.exit(EXIT_JOBS_FAILED)
 
 
 def _workers(jobs: int | None) -> int:
@@ -154,10 +164,11 @@ def report(ctx: click.Context, suites: tuple[str, ...], out: str | None, resolve
         written = write_report(result, out, _command_line(ctx))
     if as_json:
         emit_json({**result.to_dict(), "written": [str(p) for p in written]})
-        return
-    click.echo(to_text(terminal_blocks(result, stats.line())), nl=False)
-    if written:
-        click.echo(f"wrote {len(written)} files to {out}/ (open {out}/README.md or {out}/report.html)")
+    else:
+        echo(to_text(terminal_blocks(result, stats.line())), nl=False)
+        if written:
+            echo(f"wrote {len(written)} files to {out}/ (open {out}/README.md or {out}/report.html)")
+    _exit_if_failed([line] if (line := stats.failure_line()) else [])
 
 
 @click.group()
@@ -186,7 +197,7 @@ def truth_update(suites: tuple[str, ...], only: str | None, jobs: int | None, cl
     from optcoll.units import format_time
 
     settings = _settings(runs, seed, time_limit, threads, solver, max_memory)
-    summary = []
+    summary, failures = [], []
     for suite in _only(_suites(suites), only):
         try:
             with _cache(cache_dir, no_cache) as cache:
@@ -204,10 +215,13 @@ def truth_update(suites: tuple[str, ...], only: str | None, jobs: int | None, cl
                      "lower_bound": u.after.lower_bound.value if u.after.lower_bound else None,
                      "gap": u.after.gap, "changed": u.changed, "notes": list(u.notes)} for u in updated]
         if not as_json:
-            click.echo(f"{suite.name}: {stats.line()}")
-            click.echo(table(["instance", "status", "best", "lower bound", "gap", "record", "notes"], rows))
+            echo(f"{suite.name}: {stats.line()}")
+            echo(table(["instance", "status", "best", "lower bound", "gap", "record", "notes"], rows))
+        if stats.failure_line():
+            failures.append(f"{suite.name}: {stats.failure_line()}")
     if as_json:
         emit_json(summary)
+    _exit_if_failed(failures)
 
 
 @truth.command("verify")
@@ -231,12 +245,12 @@ def truth_verify(suites: tuple[str, ...], require_all: bool, as_json: bool) -> N
             summary.append({"suite": suite.name, "instance": f.instance, "ok": ok, "status": f.status,
                             "detail": f.message})
         if not as_json:
-            click.echo(f"{suite.name}:")
-            click.echo(table(["instance", "check", "status", "detail"], rows))
+            echo(f"{suite.name}:")
+            echo(table(["instance", "check", "status", "detail"], rows))
     if as_json:
         emit_json(summary)
     if bad:
-        click.echo(f"optcoll: {bad} recorded result(s) do not hold", err=True)
+        echo(f"optcoll: {bad} recorded result(s) do not hold", err=True)
         sys.exit(EXIT_CONTRADICTION)
 
 

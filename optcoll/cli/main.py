@@ -1,14 +1,26 @@
-"""The ``optcoll`` command. Exit codes: 0 ok, 1 a check failed, 2 bad input, 130 interrupted."""
+"""The ``optcoll`` command. Exit codes: 0 ok, 1 a check failed, 2 bad input, 130 interrupted
+(Ctrl-C), 143 terminated (SIGTERM, what ``timeout`` and CI cancellation send)."""
 from __future__ import annotations
 
+import signal
 import sys
 
 import click
 
 import optcoll
+from optcoll.cli.output import echo
 from optcoll.errors import InputError
 
-EXIT_OK, EXIT_CHECK_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
+EXIT_OK, EXIT_CHECK_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_TERMINATED = 0, 1, 2, 130, 143
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where SIGINT raises KeyboardInterrupt: everything that stops cleanly on
+    Ctrl-C (sweep workers stopped, best schedule so far kept) does so on SIGTERM too."""
+
+
+def _terminate(signum, frame) -> None:
+    raise Terminated()
 
 
 class OptcollGroup(click.Group):
@@ -28,13 +40,19 @@ class OptcollGroup(click.Group):
         except click.UsageError as exc:
             hint = f" (see '{exc.ctx.command_path} --help')" if exc.ctx else ""
             _fail(exc.format_message() + hint)
+        except MemoryError:  # past every cap and guard: a limit set on this process, say
+            _fail("out of memory; lower the input (or the OPTCOLL_MAX_* caps, see README) or allow "
+                  "this process more memory")
+        except Terminated:
+            echo("optcoll: terminated (SIGTERM)", err=True)
+            sys.exit(EXIT_TERMINATED)
         except KeyboardInterrupt:
-            click.echo("optcoll: interrupted", err=True)
+            echo("optcoll: interrupted", err=True)
             sys.exit(EXIT_INTERRUPTED)
 
 
 def _fail(line: str) -> None:
-    click.echo(f"optcoll: error: {line}", err=True)
+    echo(f"optcoll: error: {line}", err=True)
     sys.exit(EXIT_BAD_INPUT)
 
 
@@ -58,4 +76,5 @@ _register()
 
 
 def main() -> None:
+    signal.signal(signal.SIGTERM, _terminate)
     cli(prog_name="optcoll")

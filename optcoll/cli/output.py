@@ -1,4 +1,6 @@
-"""Printing for the CLI: one place decides between human text and ``--json``."""
+"""Printing for the CLI: one place decides between human text and ``--json``, and every line
+goes through ``echo``, which shows control characters from input files as escapes
+(``optcoll.text.printable``) instead of letting them drive the terminal."""
 from __future__ import annotations
 
 import json
@@ -7,6 +9,13 @@ from typing import Any
 
 import click
 import numpy as np
+
+from optcoll.text.printable import printable
+
+
+def echo(message: Any = "", *, err: bool = False, nl: bool = True) -> None:
+    """``click.echo`` of ``message`` with its control characters escaped."""
+    click.echo(printable(str(message)), err=err, nl=nl)
 
 
 #: Every command takes ``--json``: the same facts, machine-readable.
@@ -26,7 +35,7 @@ def _plain(value: Any) -> Any:
 
 
 def emit_json(data: Any) -> None:
-    click.echo(json.dumps(_plain(data), indent=2, sort_keys=False))
+    echo(json.dumps(_plain(data), indent=2, sort_keys=False))
 
 
 def done(as_json: bool, message: str, **data: Any) -> None:
@@ -34,7 +43,7 @@ def done(as_json: bool, message: str, **data: Any) -> None:
     if as_json:
         emit_json(data)
     else:
-        click.echo(message)
+        echo(message)
 
 
 def seconds_option(ctx: click.Context, param: click.Parameter, value: str | None) -> float | None:

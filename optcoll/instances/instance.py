@@ -6,6 +6,7 @@ from typing import Any
 
 import numpy as np
 
+from optcoll import limits
 from optcoll.collectives.collective import Collective
 from optcoll.errors import InputError
 from optcoll.machines.machine import Machine
@@ -62,6 +63,19 @@ class TimeModel:
                 "recv_ports": self.recv_ports, "reduce_cost": self.reduce_cost}
 
 
+def check_chunk_copies(ranks: int, chunks: int) -> None:
+    """Refuses C chunks per rank over ``ranks`` ranks when N²·C is over the ``chunk_copies`` cap:
+    far beyond what any producer solves, low enough that a typo in chunks_per_rank is refused
+    before the chunk tables exhaust memory."""
+    limits.check("chunk_copies", ranks**2 * chunks,
+                 f"{chunks} chunks per rank is too many: with {ranks} ranks the collective would track "
+                 f"{ranks**2 * chunks} chunk copies, which", "optcoll tracks")
+
+
+#: CP-SAT's own limits on its worker count and (a 32-bit integer) its random seed.
+MAX_THREADS, MAX_SEED = 10_000, 2**31 - 1
+
+
 @dataclass(frozen=True, eq=False)
 class LinkTiming:
     """Per-link arrays from ``TimeModel.link_timing``: ``delay`` from start to delivery, ``busy``
@@ -75,7 +89,8 @@ class LinkTiming:
 
 @dataclass(frozen=True)
 class Budget:
-    """What a producer may spend: wall-clock seconds, threads, and the seed for anything random."""
+    """What a producer may spend: wall-clock seconds, threads, and the seed for anything random
+    (at most ``MAX_THREADS`` and ``MAX_SEED``: what every solver backend accepts, CP-SAT's limits)."""
 
     time_limit: float = 60.0
     threads: int = 2

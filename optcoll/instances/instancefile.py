@@ -40,7 +40,7 @@ import numpy as np
 from optcoll.collectives.builtins import KINDS, canonical_kind, make_collective, make_custom
 from optcoll.errors import InputError
 from optcoll.inputfiles import known_keys, read_toml
-from optcoll.instances.instance import Budget, Instance, TimeModel
+from optcoll.instances.instance import MAX_SEED, MAX_THREADS, Budget, Instance, TimeModel, check_chunk_copies
 from optcoll.machines.catalog import load_machine
 from optcoll.units import parse_size, parse_time
 
@@ -49,10 +49,6 @@ _INSTANCE_KEYS = {"name", "machine", "collective", "size", "chunks_per_rank", "r
 _MODEL_KEYS = {"kind", "occupancy", "send_ports", "recv_ports", "reduce_cost"}
 _BUDGET_KEYS = {"time_limit", "threads", "seed"}
 _CUSTOM_KEYS = {"pre", "post", "chunk_size", "combining"}
-#: A sanity limit on N²·C, the most (chunk, rank) pairs a built-in collective lists: far beyond
-#: what any producer solves, low enough that a typo in chunks_per_rank is refused before the
-#: chunk tables exhaust memory.
-MAX_CHUNK_COPIES = 2**24
 
 
 def _table(data: dict, key: str, allowed: set[str], source: str) -> dict[str, Any]:
@@ -66,7 +62,7 @@ def _table(data: dict, key: str, allowed: set[str], source: str) -> dict[str, An
 
 
 def _int(table: dict, key: str, section: str, source: str, default: int | None = None,
-         minimum: int | None = None) -> int | None:
+         minimum: int | None = None, maximum: int | None = None) -> int | None:
     value = table.get(key, default)
     if value is None:
         return None
@@ -74,6 +70,9 @@ def _int(table: dict, key: str, section: str, source: str, default: int | None =
         raise InputError(f"must be an integer, got {value!r}", source=source, field=f"{section}.{key}")
     if minimum is not None and value < minimum:
         raise InputError(f"must be at least {minimum}, got {value}", source=source,
+                         field=f"{section}.{key}")
+    if maximum is not None and value > maximum:
+        raise InputError(f"must be at most {maximum}, got {value}", source=source,
                          field=f"{section}.{key}")
     return value
 
@@ -151,10 +150,10 @@ def instance_from_dict(data: dict[str, Any], source: str, base_dir: Path,
             seen.add(r)
         ranks = list(ranks_value)
     chunks = _int(inst, "chunks_per_rank", "instance", source, default=1, minimum=1)
-    if len(ranks) ** 2 * chunks > MAX_CHUNK_COPIES:
-        raise InputError(f"{chunks} is too many: with {len(ranks)} ranks the collective would track up "
-                         f"to {len(ranks) ** 2 * chunks} chunk copies (at most {MAX_CHUNK_COPIES})",
-                         source=source, field="instance.chunks_per_rank")
+    try:  # N²·C, the most (chunk, rank) pairs a built-in collective lists
+        check_chunk_copies(len(ranks), chunks)
+    except InputError as exc:
+        raise exc.located(source, "instance.chunks_per_rank") from None
     root = _int(inst, "root", "instance", source)
     if kind == "custom":
         custom = _table(data, "custom", _CUSTOM_KEYS, source)
@@ -192,8 +191,8 @@ def instance_from_dict(data: dict[str, Any], source: str, base_dir: Path,
     time_limit = budget_table.get("time_limit", "60 s")
     with _located(source, "budget.time_limit"):
         limit = parse_time(time_limit, allow_zero=False)
-    budget = Budget(limit, _int(budget_table, "threads", "budget", source, 2, 1),
-                    _int(budget_table, "seed", "budget", source, 0, 0))
+    budget = Budget(limit, _int(budget_table, "threads", "budget", source, 2, 1, MAX_THREADS),
+                    _int(budget_table, "seed", "budget", source, 0, 0, MAX_SEED))
     name = inst.get("name", default_name)
     if not isinstance(name, str) or not name:
         raise InputError("must be a non-empty string", source=source, field="instance.name")

@@ -1,7 +1,9 @@
 """What a person wants to know about a machine before trusting numbers computed on it.
 
 ``describe_machine`` returns a JSON-ready dict (bandwidths in B/s, times in s) and
-``render_description`` renders it; both are what ``optcoll model show`` prints.
+``render_description`` renders it; both are what ``optcoll model show`` prints. The diameter and
+the worst cut are computed only within the ``show_search`` and ``show_cut`` caps
+(``optcoll.limits``): beyond them ``not_computed`` says which figure was left out and why.
 """
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import numpy as np
 from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import breadth_first_order, shortest_path
 
+from optcoll import limits
 from optcoll.machines.machine import Machine
 from optcoll.units import format_bandwidth, format_time
 
@@ -81,8 +84,17 @@ def describe_machine(machine: Machine, *, cut_finder: Callable[[Machine, list[in
     n, nodes = machine.num_npus, machine.num_nodes
     src, dst, bw = machine.link_src, machine.link_dst, machine.link_bandwidth
     pairs = Counter(zip(src.tolist(), dst.tolist()))
-    diameter = npu_diameter(machine)
-    connected = bool(np.isfinite(diameter))
+    skipped = {}  # figure -> why it was not computed (over its cap in optcoll.limits)
+    connected = strongly_connected_among(machine, range(n))
+    search, flows = n * (nodes + machine.num_links), n * machine.num_links
+    diameter = None
+    if not connected:
+        pass
+    elif limits.within("show_search", search):
+        diameter = npu_diameter(machine)
+    else:
+        skipped["npu_diameter_hops"] = limits.refusal(
+            "show_search", f"{search} NPU x (node + link) search steps", "`model show` computes").detail
     info: dict[str, Any] = {
         "name": machine.name,
         "description": machine.description,
@@ -98,13 +110,18 @@ def describe_machine(machine: Machine, *, cut_finder: Callable[[Machine, list[in
         "npu_out_degree": _range(np.bincount(src, minlength=nodes)[:n]),
         "link_bandwidth": _range(bw),
         "link_latency": _range(machine.link_latency),
-        "npu_diameter_hops": int(diameter) if connected else None,
+        "npu_diameter_hops": int(diameter) if diameter is not None else None,
         "strongly_connected": connected,
         "min_npu_ingress_bandwidth": float(np.bincount(dst, weights=bw, minlength=nodes)[:n].min()),
         "min_npu_egress_bandwidth": float(np.bincount(src, weights=bw, minlength=nodes)[:n].min()),
         "worst_cut": None,
+        "sources": list(machine.sources),
+        "not_computed": skipped,
     }
-    if cut_finder is not None and connected and n >= 2:
+    if cut_finder is not None and connected and n >= 2 and not limits.within("show_cut", flows):
+        skipped["worst_cut"] = limits.refusal("show_cut", f"{flows} NPU x link max-flow steps",
+                                              "`model show` computes").detail
+    elif cut_finder is not None and connected and n >= 2:
         result = cut_finder(machine, list(machine.npus))
         inside = sorted(int(v) for v in result.inside)
         info["worst_cut"] = {
@@ -116,6 +133,9 @@ def describe_machine(machine: Machine, *, cut_finder: Callable[[Machine, list[in
             "allgather_bandwidth_bound": n / float(result.ratio),
         }
     return info
+
+
+_FIGURES = {"npu_diameter_hops": "diameter", "worst_cut": "worst cut"}
 
 
 def _span(values: list[float] | None, fmt) -> str:
@@ -145,9 +165,9 @@ def render_description(info: dict[str, Any]) -> str:
         f"  NPU in-degree {count(info['npu_in_degree'])}, out-degree {count(info['npu_out_degree'])}",
         f"  link bandwidth {_span(info['link_bandwidth'], bandwidth_text)}, "
         f"latency {_span(info['link_latency'], format_time)}",
-        "  NPUs strongly connected, diameter "
-        f"{plural(info['npu_diameter_hops'], 'hop')}" if info["strongly_connected"]
-        else "  NPUs NOT strongly connected: some NPU cannot reach another",
+        ("  NPUs strongly connected, diameter " + (f"{plural(info['npu_diameter_hops'], 'hop')}"
+                                                    if info["npu_diameter_hops"] is not None else "not computed"))
+        if info["strongly_connected"] else "  NPUs NOT strongly connected: some NPU cannot reach another",
         f"  per-NPU bandwidth at least {bandwidth_text(info['min_npu_ingress_bandwidth'])} in, "
         f"{bandwidth_text(info['min_npu_egress_bandwidth'])} out",
     ]
@@ -157,4 +177,7 @@ def render_description(info: dict[str, Any]) -> str:
             f"  worst cut: {cut['npus_inside']} of {info['npus']} NPUs inside, "
             f"{bandwidth_text(cut['bandwidth_out'])} leaving; an AllGather of M bytes takes at least "
             f"M / ({bandwidth_text(cut['allgather_bandwidth_bound'])})")
+    lines += [f"  {source}" for source in info.get("sources", ())]
+    for figure, why in info.get("not_computed", {}).items():
+        lines.append(f"  {_FIGURES[figure]} not computed: {why}")
     return "\n".join(lines)

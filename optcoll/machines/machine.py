@@ -6,12 +6,14 @@ links; parallel links between one pair (DGX-1's double NVLinks) are separate lin
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from functools import cached_property
 
 import networkx as nx
 import numpy as np
 
+from optcoll import limits
 from optcoll.errors import InputError
 
 
@@ -54,6 +56,9 @@ class Machine:
     description: str = ""
     #: Optional drawing coordinates per node (generators know a natural layout).
     positions: tuple[tuple[float, float], ...] | None = field(default=None, repr=False)
+    #: Where numbers not given as plain values came from (e.g. an NCCL latency preset), one
+    #: sentence each, for ``instance show`` and ``model show``.
+    sources: tuple[str, ...] = field(default=(), repr=False)
 
     def __post_init__(self) -> None:
         for name in ("link_src", "link_dst", "link_latency", "link_bandwidth"):
@@ -143,7 +148,8 @@ class Machine:
         """Every link turned around: the graph on which combining collectives are dual."""
         return Machine(self.name + "~reversed", self.num_npus, self.switches,
                        self.link_dst.copy(), self.link_src.copy(), self.link_latency.copy(),
-                       self.link_bandwidth.copy(), self.npu_labels, self.description, self.positions)
+                       self.link_bandwidth.copy(), self.npu_labels, self.description, self.positions,
+                       self.sources)
 
     def without(self, *, links: list[int] | None = None, npus: list[int] | None = None,
                 name: str | None = None) -> "Machine":
@@ -160,6 +166,8 @@ class Machine:
         for v in drop_npus:
             if not 0 <= v < self.num_npus:
                 raise InputError(f"failed NPU {v} does not exist (the machine has {self.num_npus} NPUs)")
+        if len(drop_npus) == self.num_npus:
+            raise InputError(f"all {self.num_npus} NPUs failed: a machine needs at least one NPU")
         keep_nodes = [v for v in range(self.num_nodes) if v not in drop_npus]
         renumber = {old: new for new, old in enumerate(keep_nodes)}
         keep = [e for e in range(self.num_links) if e not in drop_links
@@ -172,26 +180,26 @@ class Machine:
                        src, dst, self.link_latency[keep_arr].copy(),
                        self.link_bandwidth[keep_arr].copy(),
                        tuple(self.npu_labels[v] for v in keep_nodes if v < self.num_npus),
-                       self.description, positions)
+                       self.description, positions, self.sources)
 
     def renamed(self, name: str, description: str | None = None) -> "Machine":
         return Machine(name, self.num_npus, self.switches, self.link_src, self.link_dst,
                        self.link_latency, self.link_bandwidth, self.npu_labels,
-                       self.description if description is None else description, self.positions)
+                       self.description if description is None else description, self.positions,
+                       self.sources)
 
-
-#: Sanity limits on any machine: far beyond what optcoll can analyse, low enough that a typo
-#: (npus = 80000000000, a hypercube of dimension 40, count = 10**12) is refused before building
-#: the machine exhausts memory.
-MAX_NODES = 2**20
-MAX_LINKS = 2**24
+    def with_sources(self, *sources: str) -> "Machine":
+        """The same machine with ``sources`` added to where its numbers came from."""
+        return dataclasses.replace(self, sources=self.sources + tuple(sources))
 
 
 def check_size(nodes: int, links: int) -> None:
-    """``InputError`` when a machine about to be built exceeds ``MAX_NODES``/``MAX_LINKS``."""
-    for what, count, limit in (("nodes", nodes, MAX_NODES), ("links", links, MAX_LINKS)):
-        if count > limit:
-            raise InputError(f"{count} {what} is more than optcoll can model (at most {limit})")
+    """``InputError`` when a machine about to be built exceeds the ``nodes``/``links`` caps
+    (``optcoll.limits``): far beyond what optcoll can analyse, low enough that a typo
+    (npus = 80000000000, a hypercube of dimension 40, count = 10**12) is refused before building
+    the machine exhausts memory; a command may narrow them to its own budget (``model show``)."""
+    for what, count in (("nodes", nodes), ("links", links)):
+        limits.check(what, count, f"{count} {what}", "optcoll can model")
 
 
 class MachineBuilder:

@@ -10,7 +10,8 @@ A generator call::
     kind = "torus2d"                   # any key of generators.GENERATORS
     dims = [4, 4]
     bandwidth = "50 GiB/s"             # per link per direction
-    latency = "0.5 us"                 # per link
+    latency = "0.5 us"                 # per link; or "nccl:simple:nvlink" (α as NCCL's tuning
+                                       # model charges it, optcoll.machines.nccl_latency)
 
 An explicit graph (NPUs are 0..npus-1, switches are named)::
 
@@ -44,8 +45,8 @@ links (default: all) src → dst, and dst → src too unless ``bidirectional = f
 
 Every value with a unit is a string ("50 GiB/s", "400 Gbit/s", "0.5 us"): a bare number is an
 error. Every problem is an ``InputError`` naming the file and the field path; unknown keys are
-errors too, so a typo is never silently ignored, and so are machines beyond
-``machine.MAX_NODES``/``MAX_LINKS`` (checked before they are built). ``machine_to_toml`` writes the
+errors too, so a typo is never silently ignored, and so are machines beyond the ``nodes``/``links``
+caps of ``optcoll.limits`` (checked before they are built). ``machine_to_toml`` writes the
 explicit form (exactly, link ids preserved), so any machine, e.g. one with failures applied, can
 be saved.
 """
@@ -64,6 +65,8 @@ from optcoll.errors import InputError
 from optcoll.inputfiles import join, kind_of, known_keys, read_toml
 from optcoll.machines.generators import GENERATORS, AstraDim, GeneratorSpec
 from optcoll.machines.machine import Machine, MachineBuilder, check_size
+from optcoll.machines.nccl_latency import NcclLatency, is_preset
+from optcoll.machines.nccl_latency import resolve as resolve_nccl
 from optcoll.units import parse_bandwidth, parse_time
 
 _TOP = ("machine", "topology", "switches", "links", "failures")
@@ -87,6 +90,8 @@ class _Reader:
 
     def __init__(self, source: str):
         self.source = source
+        #: NCCL latency presets used: resolved preset -> the fields that named it.
+        self.presets: dict[NcclLatency, list[str]] = {}
 
     def error(self, path: str, message: str) -> InputError:
         return InputError(message, source=self.source, field=path or None)
@@ -131,7 +136,17 @@ class _Reader:
         return self.unit(parse_bandwidth, value, path)
 
     def latency(self, value: Any, path: str) -> float:
-        return self.unit(parse_time, value, path)
+        """A time, or an NCCL latency preset (``optcoll.machines.nccl_latency``)."""
+        if not is_preset(value):
+            return self.unit(parse_time, value, path)
+        preset = self.unit(resolve_nccl, value, path)
+        self.presets.setdefault(preset, []).append(path)
+        return preset.seconds
+
+    def sources(self) -> list[str]:
+        """One sentence per preset used, naming the fields that used it."""
+        return [f"latency {preset.describe()}; used by {', '.join(paths)}"
+                for preset, paths in self.presets.items()]
 
     def node(self, value: Any, path: str, num_npus: int, switches: dict[str, int]) -> int:
         """An NPU index or a switch name, as a node id."""
@@ -289,6 +304,8 @@ def _failed(r: _Reader, machine: Machine, failures: Any) -> Machine:
         if node in npus:
             raise r.error(f"failures.npus[{i}]", f"NPU {node} is listed twice")
         npus.append(node)
+    if npus and len(npus) == machine.num_npus:
+        raise r.error("failures.npus", f"fails all {machine.num_npus} NPUs; at least one must remain")
     removed: set[int] = set()
     for i, item in enumerate(r.list(table.get("links", []), "failures.links")):
         where = f"failures.links[{i}]"
@@ -339,7 +356,7 @@ def machine_from_dict(data: dict[str, Any], source: str, default_name: str = "ma
         built = built.renamed(name, r.str(machine["description"], "machine.description"))
     if "failures" in data:
         built = _failed(r, built, data["failures"])
-    return built
+    return built.with_sources(*r.sources()) if r.presets else built
 
 
 def load_machine_file(path: str | os.PathLike) -> Machine:

@@ -1,9 +1,12 @@
 """Every heuristic and classical synthesizer by name: what ``optcoll synth --algo NAME`` runs.
 
-All of them produce spread schedules (``optcoll.producers.spread``) and get every collective
-from ``optcoll.producers.compose``: ReduceScatter and Reduce by time reversal on the reversed
-machine, AllReduce as a reduction to each chunk's home followed by a copy from it. Only the two
-greedy synthesizers use the seed; the classical ones are deterministic.
+Most produce spread schedules (``optcoll.producers.spread``) and get every collective from
+``optcoll.producers.compose``: ReduceScatter and Reduce by time reversal on the reversed
+machine, AllReduce as a reduction to each chunk's home followed by a copy from it. The
+algorithms whose AllReduce is not of that form (NCCL's tree, NVLS, NVLS-tree, CollNet) emit
+their reductions directly as flows (``baselines.flows``). Only the two greedy synthesizers use
+the seed; the classical ones are deterministic. ``NCCL`` lists NCCL's own algorithms, which
+reports compare with the optimum as a group.
 """
 from __future__ import annotations
 
@@ -19,7 +22,15 @@ from optcoll.instances.instance import Instance
 from optcoll.producers import compose
 from optcoll.producers.base import NotApplicable, Synthesizer
 from optcoll.producers.baselines import algorithms
+from optcoll.producers.baselines.bine import bine
+from optcoll.producers.baselines.flows import Flow, schedule_flows
 from optcoll.producers.baselines.listsched import list_schedule
+from optcoll.producers.baselines.nccl.innetwork import collnet, nvls, nvls_tree
+from optcoll.producers.baselines.nccl.pat import pat
+from optcoll.producers.baselines.nccl.ring import nccl_ring
+from optcoll.producers.baselines.nccl.tree import nccl_tree
+from optcoll.producers.baselines.swing import swing
+from optcoll.producers.baselines.trivance import trivance
 from optcoll.producers.greedy.engine import spread_greedy
 from optcoll.producers.greedy.plus import spread_plus
 from optcoll.producers.spread import SpreadProblem
@@ -33,13 +44,16 @@ ALL = frozenset(KINDS) | {"custom"}
 class _Spec:
     name: str
     description: str
-    spreader: compose.Spreader
+    #: None for a synthesizer that emits flows (``flows``) instead of spread schedules.
+    spreader: compose.Spreader | None
     kinds: frozenset[str]
     homes: compose.Homes | None = None
     randomized: bool = False
     #: AllReduce's AllGather phase is its ReduceScatter mirrored when the network allows it
     #: (``compose`` module docstring): TACOS's own AllReduce, and half the greedy's work.
     mirror: bool = False
+    #: Emits every collective it implements directly as flows.
+    flows: Callable[[Instance], list[Flow]] | None = None
 
 
 def _baseline(algorithm: Callable[[SpreadProblem], algorithms.Messages]) -> compose.Spreader:
@@ -64,12 +78,19 @@ def _at_tree_roots(collective: Collective) -> np.ndarray:
     return algorithms.double_tree_homes(collective.ranks, collective.num_chunks)
 
 
+def _flows(name: str, description: str, flows: Callable[[Instance], list[Flow]],
+           kinds: frozenset[str]) -> _Spec:
+    return _Spec(name, description, None, kinds, flows=flows)
+
+
 _GATHERS = frozenset({"allgather", "reducescatter", "allreduce"})
+_TREES = frozenset({"broadcast", "reduce", "gather", "scatter"})
 _SPECS = [
     _Spec("tacos", "TACOS greedy link-chunk matching (MICRO'24), seeded; any machine and collective",
           spread_greedy, ALL, randomized=True, mirror=True),
     _Spec("tacos+", "our improved greedy: most-constrained link, fewest-routes and rarest chunk "
-          "first; any machine and collective", spread_plus, ALL, randomized=True, mirror=True),
+          "first; relays by load and rotation, farthest destination first; any machine and "
+          "collective", spread_plus, ALL, randomized=True, mirror=True),
     _Spec("ring", "unidirectional ring, pipelined (a physical Hamiltonian cycle when one is found)",
           _baseline(algorithms.ring), ALL),
     _Spec("ring-bidir", "bidirectional ring: each destination the shorter way round",
@@ -94,6 +115,29 @@ _SPECS = [
     _Spec("hierarchical", "ASTRA-sim multi-dimensional: ReduceScatter up the dimensions, "
           "AllGather back down, a ring per dimension (dimensions found from the links)",
           _baseline(algorithms.hierarchical), _GATHERS),
+    _Spec("nccl-ring", "NCCL ring: its channels (rail-rotated rings across nodes, packed directed "
+          "rings in an NVLink mesh), chunk c on channel c mod nchannels",
+          _baseline(nccl_ring), _GATHERS | {"broadcast", "reduce"}),
+    _flows("nccl-tree", "NCCL tree AllReduce: double binary tree across nodes, chains inside "
+           "(BALANCED_TREE), reduce up and broadcast down, pipelined", nccl_tree,
+           frozenset({"allreduce"})),
+    _Spec("nccl-pat", "NCCL PAT (>= 2.23): AllGather/ReduceScatter along distance-halving binomial "
+          "trees, ceil(log2 N) hops per block", _baseline(pat),
+          frozenset({"allgather", "reducescatter"})),
+    _flows("nccl-nvls", "NCCL NVLS in one node: reduce in and multicast from an NVSwitch that "
+           "reduces and multicasts (multimem ld_reduce + st)", nvls, _GATHERS),
+    _flows("nccl-nvls-tree", "NCCL NVLS-tree: NVLS inside every node, double binary tree of the "
+           "heads across nodes", nvls_tree, frozenset({"allreduce"})),
+    _flows("nccl-collnet", "NCCL CollNet: heads reduce their node, a reducing network switch "
+           "(SHARP-like) reduces across nodes and returns the sum", collnet,
+           frozenset({"allreduce"})),
+    _Spec("swing", "Swing (NSDI'24): swinging peers x +- rho(s), 2D ports on a D-dimensional torus "
+          "(even sizes), bandwidth-optimal ReduceScatter + AllGather", _baseline(swing), _GATHERS),
+    _Spec("trivance", "Trivance (2026): both ring directions, distances tripling, ceil(log3 N) "
+          "steps per ReduceScatter/AllGather", _baseline(trivance), _GATHERS),
+    _Spec("bine", "Bine trees (SC'25): negabinary binomial trees (Broadcast, Reduce, Gather, "
+          "Scatter; power-of-two N) and butterflies (AllGather, ReduceScatter, AllReduce; even N)",
+          _baseline(bine), _GATHERS | _TREES),
 ]
 
 
@@ -106,6 +150,9 @@ def _runner(spec: _Spec) -> Callable[[Instance, int], Schedule]:
         if instance.model.kind != "timed":
             raise NotApplicable(f"{spec.name} produces timed schedules; the instance asks for the "
                                 f"{instance.model.kind} model")
+        if spec.flows is not None:
+            return schedule_flows(instance, spec.flows(instance))
+        assert spec.spreader is not None
         return compose.synthesize(instance, spec.spreader, seed, spec.homes, spec.mirror)
     return run
 
@@ -116,6 +163,8 @@ SYNTHESIZERS: dict[str, Synthesizer] = {
 IMPLEMENTS: dict[str, frozenset[str]] = {spec.name: spec.kinds for spec in _SPECS}
 #: The synthesizers whose result depends on the seed (``best_of`` runs the others once).
 RANDOMIZED = frozenset(spec.name for spec in _SPECS if spec.randomized)
+#: NCCL's own algorithms (reports show the best of them next to the optimum).
+NCCL = tuple(spec.name for spec in _SPECS if spec.name.startswith("nccl-"))
 
 
 def get_synthesizer(name: str) -> Synthesizer:
@@ -125,10 +174,16 @@ def get_synthesizer(name: str) -> Synthesizer:
     return SYNTHESIZERS[name]
 
 
-def best_of(instance: Instance, synth: Synthesizer, runs: int = 1, seed0: int = 0
-            ) -> tuple[Schedule, list[float]]:
+def best_of(instance: Instance, synth: Synthesizer, runs: int = 1, seed0: int = 0,
+            portfolio: bool = False) -> tuple[Schedule, list[float]]:
     """The best verified schedule over seeds seed0 .. seed0+runs-1, and every run's verified time
-    (TACOS's own tests take the minimum over 20 runs). Deterministic synthesizers run once."""
+    (TACOS's own tests take the minimum over 20 runs). Deterministic synthesizers run once.
+
+    ``portfolio``: every other synthesizer that implements the collective also runs (the seeded
+    ones at seed0) and the earliest-finishing verified schedule of all is kept, so the result is
+    never worse than any classical algorithm; ``times`` stay those of ``synth``'s own runs and
+    the schedule's ``producer`` says who made it.
+    """
     if runs < 1:
         raise InputError(f"runs must be at least 1, got {runs}", field="runs")
     seeds = range(seed0, seed0 + (runs if synth.name in RANDOMIZED else 1))
@@ -141,4 +196,15 @@ def best_of(instance: Instance, synth: Synthesizer, runs: int = 1, seed0: int = 
         if best is None or time < best[0]:
             best = (time, schedule)
     assert best is not None
+    kind = instance.collective.kind if instance.collective.kind in ALL else "custom"
+    for other in SYNTHESIZERS.values() if portfolio else ():
+        if other.name == synth.name or kind not in IMPLEMENTS[other.name]:
+            continue
+        try:
+            schedule = other(instance, seed0)
+        except NotApplicable:
+            continue
+        time = require_valid(instance.machine, instance.collective, schedule, instance.model).time
+        if time < best[0]:
+            best = (time, schedule)
     return best[1].with_meta(runs=len(times), best_seed=best[1].meta.get("seed")), times

@@ -1,5 +1,6 @@
 """Writing a report directory: README.md (rendered by code-hosting pages when the directory is
-opened), report.html (self-contained, SVG inline), results.csv, report.json and the SVG figures."""
+opened), report.html (self-contained, SVG inline), results.csv, report.json and the SVG figures,
+swapped in as one folder (``fileio.write_folder_atomic``) so no mix of two reports is ever left."""
 from __future__ import annotations
 
 import csv
@@ -9,7 +10,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from optcoll.fileio import write_text_atomic
+from optcoll.fileio import write_folder_atomic
 from optcoll.reports import plots
 from optcoll.reports.content import build_blocks
 from optcoll.reports.data import Report
@@ -73,16 +74,20 @@ def _json_safe(value: Any) -> Any:
     return value
 
 
+def report_file(name: str) -> bool:
+    """A name ``write_report`` writes (a report folder holds nothing else)."""
+    return name in FILES or name.endswith(".svg")
+
+
 def write_report(report: Report, out: str | Path, command: str) -> list[Path]:
-    """Writes every file of the report into ``out`` (created); returns the paths written."""
+    """Writes the report's files as the folder ``out``, whole or not at all (an earlier report
+    there is replaced; a folder holding other files is refused); returns the paths written."""
     out = Path(out)
     figs = figures(report)
     blocks = build_blocks(report, figs, command)
-    written = []
-    for name, text in (("README.md", to_markdown(blocks)), ("report.html", to_html(blocks, report.title)),
-                       ("results.csv", csv_text(report)),
-                       ("report.json", json.dumps(_json_safe(report.to_dict()), indent=1) + "\n"),
-                       *((name, svg) for name, (_, svg) in figs.items())):
-        write_text_atomic(out / name, text)
-        written.append(out / name)
-    return written
+    texts = {"README.md": to_markdown(blocks), "report.html": to_html(blocks, report.title),
+             "results.csv": csv_text(report),
+             "report.json": json.dumps(_json_safe(report.to_dict()), indent=1) + "\n",
+             **{name: svg for name, (_, svg) in figs.items()}}
+    write_folder_atomic(out, {name: text.encode("utf-8") for name, text in texts.items()}, report_file)
+    return [out / name for name in texts]

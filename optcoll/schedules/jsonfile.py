@@ -11,7 +11,8 @@ Column-wise so large schedules stay compact::
 when both are given they must agree, which catches a schedule written for another machine.
 Unknown keys and columns are errors (a misspelt ``lane`` would silently mean lane 0), times are
 seconds (``time_unit`` may only say "s"), ids are integers from 0 and start times finite ≥ 0:
-anything else is not a schedule. What depends on the collective (a chunk id it does not have,
+anything else is not a schedule, and neither is one of more transfers than the ``transfers`` cap
+(``optcoll.limits``), refused before its columns become arrays. What depends on the collective (a chunk id it does not have,
 causality, capacity) is the verifier's to judge.
 """
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from optcoll import limits
 from optcoll.errors import InputError
 from optcoll.fileio import write_atomic
 from optcoll.inputfiles import known_keys, read_json
@@ -103,6 +105,10 @@ def schedule_from_dict(data: Any, machine: Machine, source: str = "<schedule>") 
                          field="transfers")
     known_keys(transfers, "transfers", _COLUMNS, source)
     n = len(transfers["chunk"])
+    try:
+        limits.check("transfers", n, f"{n} transfers", "optcoll verifies")
+    except InputError as exc:
+        raise exc.located(source, "transfers.chunk") from None
     chunk = _column(transfers, "chunk", n, source, int)
     rounds = data.get("rounds")
     model = data.get("model", "timed" if rounds is None else "step")

@@ -1,4 +1,4 @@
-"""The sweep result cache: one JSON record per job key, written atomically.
+"""The sweep result cache: one JSON record per job key, written atomically, checked when read.
 
 Layout under the root (default ``.optcoll-cache/``, or ``$OPTCOLL_CACHE``)::
 
@@ -8,23 +8,44 @@ Layout under the root (default ``.optcoll-cache/``, or ``$OPTCOLL_CACHE``)::
 The schedule is written before the record, so a record never points at a missing schedule; an
 interrupted write leaves only a temporary file, never a half record. Keys are content hashes, so
 a changed instance, producer parameter, optcoll source file or solver library simply misses the
-cache.
+cache. Each record carries a checksum of itself and of its schedule: a record cut short, edited
+or separated from its schedule is ``Damaged`` when read (the sweep computes the job again and
+says so); the sweep also re-verifies every cached schedule (``sweeps.recheck``).
 """
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
 import os
 from pathlib import Path
 from typing import Any
 
+from optcoll.errors import InputError
 from optcoll.fileio import write_bytes_atomic, write_text_atomic
+from optcoll.inputfiles import read_bytes
 
 DEFAULT_DIR = ".optcoll-cache"
+_CHECKSUM, _HAS_SCHEDULE = "checksum", "has_schedule"
 
 
 def default_cache_dir() -> Path:
     return Path(os.environ.get("OPTCOLL_CACHE", DEFAULT_DIR))
+
+
+class Damaged(Exception):
+    """A cached record that exists but cannot be believed; ``str()`` says why."""
+
+
+def _checksum(record: dict[str, Any], schedule: bytes | None) -> str:
+    body = json.dumps(record, sort_keys=True, separators=(",", ":")).encode()
+    sha = hashlib.sha256(body)
+    sha.update(b"\0" + (hashlib.sha256(schedule).digest() if schedule is not None else b"none"))
+    return sha.hexdigest()
+
+
+def _schedule_bytes(schedule: dict[str, Any]) -> bytes:
+    return json.dumps(schedule, separators=(",", ":")).encode()
 
 
 class ResultCache:
@@ -37,25 +58,64 @@ class ResultCache:
     def record_path(self, key: str) -> Path:
         return self._path(key, ".json")
 
-    def get(self, key: str) -> dict[str, Any] | None:
-        """The stored record, or None (also for an unreadable file: the job simply runs again)."""
+    def schedule_path(self, key: str) -> Path:
+        return self._path(key, ".schedule.json.gz")
+
+    def _read(self, path: Path) -> bytes | None:
+        """The file's bytes (gunzipped), None when absent; ``Damaged`` when unreadable."""
+        if not os.path.lexists(path):
+            return None
         try:
-            return json.loads(self.record_path(key).read_text(encoding="utf-8"))
-        except (FileNotFoundError, json.JSONDecodeError, UnicodeDecodeError):
+            return read_bytes(path)
+        except InputError as exc:
+            raise Damaged(exc.detail) from None
+
+    def lookup(self, key: str) -> dict[str, Any] | None:
+        """The stored record (None: not stored); ``Damaged`` when it is stored but unreadable, its
+        checksum does not match it and its schedule, or its schedule is gone."""
+        raw = self._read(self.record_path(key))
+        if raw is None:
+            return None
+        try:
+            record = json.loads(raw)
+        except (ValueError, RecursionError) as exc:  # also UnicodeDecodeError
+            raise Damaged(f"the record is not readable JSON ({exc})") from None
+        if not isinstance(record, dict) or not isinstance(record.get(_CHECKSUM), str):
+            raise Damaged("the record has no checksum")
+        stored = record.pop(_CHECKSUM)
+        schedule = self._read(self.schedule_path(key)) if record.get(_HAS_SCHEDULE) else None
+        if record.get(_HAS_SCHEDULE) and schedule is None:
+            raise Damaged("its schedule file is missing")
+        if _checksum(record, schedule) != stored:
+            raise Damaged("its checksum does not match the record and its schedule (changed or cut short)")
+        record.pop(_HAS_SCHEDULE)
+        return record
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        """The stored record, or None (also when it is ``Damaged``: the job simply runs again)."""
+        try:
+            return self.lookup(key)
+        except Damaged:
             return None
 
     def schedule(self, key: str) -> dict[str, Any] | None:
-        try:
-            return json.loads(gzip.decompress(self._path(key, ".schedule.json.gz").read_bytes()))
-        except FileNotFoundError:
+        """The stored schedule, None when there is none; ``Damaged`` when it is unreadable."""
+        raw = self._read(self.schedule_path(key))
+        if raw is None:
             return None
+        try:
+            return json.loads(raw)
+        except (ValueError, RecursionError) as exc:
+            raise Damaged(f"the cached schedule is not readable JSON ({exc})") from None
 
     def put(self, key: str, record: dict[str, Any], schedule: dict[str, Any] | None = None) -> None:
-        if schedule is not None:
-            data = json.dumps(schedule, separators=(",", ":")).encode()
-            write_bytes_atomic(self._path(key, ".schedule.json.gz"), gzip.compress(data, mtime=0))
-        write_text_atomic(self.record_path(key), json.dumps(record, indent=1, sort_keys=True))
+        data = _schedule_bytes(schedule) if schedule is not None else None
+        stored = {**record, _HAS_SCHEDULE: data is not None}
+        if data is not None:
+            write_bytes_atomic(self.schedule_path(key), gzip.compress(data, mtime=0))
+        stored[_CHECKSUM] = _checksum(stored, data)
+        write_text_atomic(self.record_path(key), json.dumps(stored, indent=1, sort_keys=True))
 
     def discard(self, key: str) -> None:
-        for suffix in (".json", ".schedule.json.gz"):
-            self._path(key, suffix).unlink(missing_ok=True)
+        for path in (self.record_path(key), self.schedule_path(key)):
+            path.unlink(missing_ok=True)

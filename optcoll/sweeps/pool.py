@@ -4,7 +4,8 @@
 its own pipe: the driver hands out one job at a time, waits on the pipes and the process
 sentinels, and kills a worker whose job outlives its hard deadline (a solver that ignores its
 time limit) or replaces one that died (out of memory); either way the job becomes a ``failed``
-record and the sweep goes on. Workers ignore SIGINT: Ctrl-C reaches the driver, which stops them.
+record and the sweep goes on. Workers ignore SIGINT: Ctrl-C (or SIGTERM, which the CLI handles
+the same way) reaches the driver, which stops them: SIGTERM, then SIGKILL after ``STOP_GRACE``.
 
 Workers are forked where the platform can (fast, and safe for ``python -m optcoll``, whose main
 module a spawned child would run again); elsewhere they are spawned.
@@ -12,7 +13,9 @@ module a spawned child would run again); elsewhere they are spawned.
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
 import signal
+import sys
 import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
@@ -23,6 +26,8 @@ from optcoll.sweeps.jobs import WORKER_LOST, Job, JobResult, execute, failed
 
 #: A job's hard deadline in seconds (None: no deadline).
 Deadline = Callable[[Job], "float | None"]
+#: Seconds a worker asked to stop (SIGTERM) has before it is killed.
+STOP_GRACE = 2.0
 
 
 def _context():
@@ -30,11 +35,22 @@ def _context():
     return mp.get_context("fork" if "fork" in methods else "spawn")
 
 
+def _stop_on_term(signum, frame) -> None:
+    raise SystemExit(128 + signum)
+
+
 def _serve(conn: Connection, driver_end: Connection, workers: int) -> None:
     # A forked worker inherits the driver's end of its own pipe; holding it open would keep
     # ``recv`` from ever seeing EOF, so a killed driver would leave the worker waiting forever.
     driver_end.close()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # SIGTERM (the driver stopping it) unwinds the job, so that whatever the job started (a
+    # synthesizer's command, in its own process group) is stopped on the way out.
+    signal.signal(signal.SIGTERM, _stop_on_term)
+    # The command's stdout is its result (``--json``): whatever a job prints (a user's
+    # synthesizer, a solver's log) goes to stderr.
+    sys.stdout.flush()
+    os.dup2(2, 1)
     memory.share_among(workers)  # the workers' models may all be large at once
     try:
         while (job := conn.recv()) is not None:
@@ -58,18 +74,30 @@ class _Worker:
         self.conn.send(job)
 
     def stop(self, force: bool) -> None:
+        """Asks the worker to end (``force``: SIGTERM, whatever it is doing; else after its job)."""
         if force:
-            self.process.kill()
+            self.process.terminate()
         else:
             try:
                 self.conn.send(None)
             except (BrokenPipeError, OSError):
                 pass
-        self.process.join(timeout=5)
+
+    def reap(self, grace: float) -> None:
+        """Waits ``grace`` seconds for the worker to end, then kills it (a solver deep in C code
+        runs no signal handler until it returns)."""
+        self.process.join(timeout=grace)
         if self.process.is_alive():
             self.process.kill()
             self.process.join()
         self.conn.close()
+
+
+def _stop_all(pool: list[_Worker], force: bool) -> None:
+    for worker in pool:
+        worker.stop(force)
+    for worker in pool:
+        worker.reap(STOP_GRACE if force else 5.0)
 
 
 def run_local(jobs: Sequence[Job], workers: int, deadline: Deadline) -> Iterator[tuple[Job, JobResult]]:
@@ -115,13 +143,12 @@ def run_local(jobs: Sequence[Job], workers: int, deadline: Deadline) -> Iterator
                     error = "Timeout"
                 else:
                     continue
-                worker.stop(force=True)
+                _stop_all([worker], force=True)
                 pool[i] = _Worker(ctx, size)
                 yield job, failed(job, reason, error=error)
         clean = True
     finally:
-        for worker in pool:
-            worker.stop(force=not clean)
+        _stop_all(pool, force=not clean)
 
 
 def run_in_process(jobs: Sequence[Job]) -> Iterator[tuple[Job, JobResult]]:

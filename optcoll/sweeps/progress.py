@@ -1,12 +1,14 @@
 """The progress bar of long commands: done/total, rate and ETA on stderr (tqdm).
 
 Shown when stderr is a terminal (or when forced); cached jobs count as done from the start, so
-the ETA reflects only the work left.
+the ETA reflects only the work left. Instance names are shown with control characters escaped.
 """
 from __future__ import annotations
 
 import sys
 from typing import Any
+
+from optcoll.text.printable import printable
 
 
 class Progress:
@@ -16,12 +18,12 @@ class Progress:
         tqdm.monitor_interval = 0  # no monitor thread: the local pool forks workers
         show = sys.stderr.isatty() if enabled is None else enabled
         self.failed = 0
-        self._bar: Any = tqdm(total=total, initial=done, desc=desc, unit="job", file=sys.stderr,
-                              disable=not show, dynamic_ncols=True, smoothing=0.1)
+        self._bar: Any = tqdm(total=total, initial=done, desc=printable(desc), unit="job",
+                              file=sys.stderr, disable=not show, dynamic_ncols=True, smoothing=0.1)
 
     def advance(self, label: str, failed: bool) -> None:
         self.failed += failed
-        self._bar.set_postfix_str(f"{label}" + (f", {self.failed} failed" if self.failed else ""),
+        self._bar.set_postfix_str(printable(label) + (f", {self.failed} failed" if self.failed else ""),
                                   refresh=False)
         self._bar.update(1)
 

@@ -19,6 +19,7 @@ import tomli_w
 
 from optcoll.errors import InputError
 from optcoll.fileio import write_text_atomic
+from optcoll.inputfiles import read_text
 
 _RESULTS_HEADER = re.compile(r"^[ \t]*\[\[?[ \t]*results[ \t]*[\].]", re.MULTILINE)
 
@@ -44,7 +45,7 @@ def split_results(text: str, source: str) -> tuple[str, dict[str, Any]]:
 
 
 def read_results(path: Path) -> dict[str, Any]:
-    return split_results(path.read_text(encoding="utf-8"), str(path))[1]
+    return split_results(read_text(path), str(path))[1]
 
 
 def _clean(value: Any) -> Any:
@@ -58,7 +59,7 @@ def _clean(value: Any) -> Any:
 
 def write_results(path: Path, results: dict[str, Any]) -> None:
     """Replaces the file's ``[results]`` atomically, keeping every other byte before it."""
-    text = path.read_text(encoding="utf-8")
+    text = read_text(path)
     head, _ = split_results(text, str(path))
     body = tomli_w.dumps({"results": _clean(results)}) if results else ""
     new = head.rstrip("\n") + "\n" + ("\n" + body if body else "")

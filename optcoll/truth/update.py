@@ -14,14 +14,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from optcoll.errors import ScheduleRejected
-from optcoll.sweeps.cache import ResultCache
+from optcoll.errors import InputError
+from optcoll.fileio import remove_stale_temporaries
+from optcoll.sweeps.cache import Damaged, ResultCache
 from optcoll.sweeps.jobs import FAILED, Job
 from optcoll.sweeps.plan import Settings, instance_jobs, runs_for
 from optcoll.sweeps.runner import SweepStats, run_sweep
 from optcoll.instances.suite import InstanceSpec, Suite
 from optcoll.truth.record import Claim, Truth, TruthContradiction, combine, family_record
-from optcoll.truth.stored import load_truth, new_schedule_path, unreferenced_schedules, verify_stored
+from optcoll.truth.stored import (SCHEDULE_DIR, load_truth, new_schedule_path, unreferenced_schedules,
+                                  verify_stored)
 from optcoll.truth.tomlfile import write_results
 
 _RESULT_DETAILS = ("solver", "solver_version", "quantum", "wall_time", "params", "steps", "rounds")
@@ -128,10 +130,14 @@ def update_instance(spec: InstanceSpec, records: list[dict[str, Any]], cache: Re
     relative = old.schedule if keep_old and old else None
     if best is not None and not keep_old:
         key = next(k for claim, k in times if claim is best)
-        data = cache.schedule(key)
-        if data is None:
-            raise ScheduleRejected(f"{spec.name}: the cached schedule of {best.producer} is missing; "
-                                   "run again with --no-cache")
+        try:  # re-verified when the sweep read it; only a change since then lands here
+            data = cache.schedule(key)
+            if data is None:
+                raise Damaged("it is missing")
+        except Damaged as why:
+            raise InputError(f"the cached schedule of {best.producer} for {spec.name} changed during "
+                             f"the run ({why}); run again to compute it afresh",
+                             source=str(cache.schedule_path(key))) from None
         schedule = schedule_from_dict(data, instance.machine, f"cache {key}")
         time = require_valid(instance.machine, instance.collective, schedule, instance.model).time
         if time != best.value:
@@ -154,6 +160,8 @@ def update_suite(suite: Suite, settings: Settings, cache: ResultCache, *, worker
                  retry_failed: bool = False) -> tuple[list[Updated], SweepStats]:
     from optcoll.provenance import environment
 
+    for folder in (suite.directory, suite.directory / SCHEDULE_DIR):  # left by a killed update
+        remove_stale_temporaries(folder)
     runs = runs_for(suite, settings)
     per_spec: list[tuple[InstanceSpec, list[Job]]] = [
         (spec, instance_jobs(spec, settings, runs)) for spec in suite.specs]

@@ -34,3 +34,22 @@ def test_one_case_in_process_and_the_report(tmp_path):
     assert "| torus2d | 16 | allreduce | tacos+ | 480 |" in text
     assert rows == [row]
     assert "Growth of synthesis time" in render([row])
+
+
+def test_rows_carry_load_warmup_and_the_previous_runs_cpu(tmp_path):
+    row = measure(Case("hypercube", 16, "alltoall", "tacos+"), bounds=False)
+    assert row["transfers"] == 16 * 32  # every chunk on a shortest path: 32 hops from each NPU
+    assert row["load_start"] >= 0 and row["load_end"] >= 0 and row["warmup_cpu_s"] >= 0
+    out = tmp_path / "bench.md"
+    earlier = {**row, "synth_cpu_s": 12.34}
+    run_bench(sizes=(), out=str(out), extra_rows=[row], before=[earlier])
+    line = next(x for x in out.read_text().splitlines()
+                if x.startswith("| hypercube | 16 | alltoall | tacos+ |"))
+    assert " 12.34 |" in line
+    # The new rows go to the JSON-lines file beside the report, the next run's "before".
+    again = tmp_path / "again.md"
+    (tmp_path / "again.jsonl").write_text(out.with_suffix(".jsonl").read_text())
+    run_bench(sizes=(), out=str(again), extra_rows=[{**row, "synth_cpu_s": 0.5}])
+    line = next(x for x in again.read_text().splitlines()
+                if x.startswith("| hypercube | 16 | alltoall | tacos+ |"))
+    assert f" {row['synth_cpu_s']:.2f} |" in line.split("|")[8] + "|"

@@ -12,6 +12,7 @@ import errno
 import importlib
 import json
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -110,8 +111,16 @@ def cli_command(args: list[str], **faults: Any) -> list[str]:
     return [sys.executable, "-c", code]
 
 
-def run_cli(args: list[str], timeout: float = 300, **faults: Any) -> subprocess.CompletedProcess:
-    return subprocess.run(cli_command(args, **faults), capture_output=True, text=True, timeout=timeout)
+def run_cli(args: list[str], timeout: float = 300, *, memory: int | None = None,
+            env: dict[str, str] | None = None, **faults: Any) -> subprocess.CompletedProcess:
+    """The real ``optcoll`` in a fresh process; ``memory``: its address space is capped at that
+    many bytes (``RLIMIT_AS``: an allocation beyond it fails, as a MemoryError or a crash, never
+    by exhausting the machine); ``env``: variables added to the environment."""
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+
+    return subprocess.run(cli_command(args, **faults), capture_output=True, text=True, timeout=timeout,
+                          preexec_fn=limit if memory else None, env={**os.environ, **(env or {})})
 
 
 def invoke(args: list[Any]) -> subprocess.CompletedProcess:

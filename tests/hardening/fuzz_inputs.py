@@ -6,8 +6,8 @@ deleted, a value copied under a misspelt key, a value replaced by one of the wro
 absurd one) exercises the field checks behind it.
 
 Bounded on purpose: a byte flip never writes an ASCII digit and replacement integers for a
-generator call stay small. Absurd sizes are refused (``machine.MAX_NODES``/``MAX_LINKS``, in the
-corpus), but a legal 900,000-NPU ring is built, which takes seconds a fuzzer should not spend.
+generator call stay small. Absurd sizes are refused (the ``nodes``/``links`` caps of
+``optcoll.limits``, in the corpus), but a legal 900,000-NPU ring is built, which takes seconds a fuzzer should not spend.
 Explicit graphs, instances, schedules and the other forms get the full range.
 """
 from __future__ import annotations

@@ -81,7 +81,7 @@ def test_the_corpus_is_large_distinct_and_covers_every_file_form():
         assert case.field or case.says, case.file
     forms = Counter(c.form for c in CASES)
     assert set(forms) == {"model", "instance", "schedule", "msccl", "network", "nvidia_smi", "suite",
-                          "synth"}, forms
+                          "synth", "system"}, forms
 
 
 def test_a_real_process_prints_the_same_line(corpus_copy, tmp_path):

@@ -94,8 +94,12 @@ def decode_all(export):
 
 
 def transfers_of(traces):
-    """(tag, src, dst, size) of every send and of every receive, and the dependency map."""
+    """(tag, src, dst, size) of every send and of every receive, and the dependency map on
+    receives, and how many sends also wait for the send before them on their link (to the same
+    peer on a switch-free machine; checked here), as they do under link occupancy."""
     sends, recvs, deps = {}, {}, {}
+    last_to: dict[tuple[int, int], int] = {}
+    chains = 0
     for p, trace in enumerate(traces):
         assert trace.version == "0.0.4"
         assert [n.id for n in trace.nodes] == list(range(len(trace.nodes)))
@@ -105,12 +109,16 @@ def transfers_of(traces):
             if node.type == COMM_SEND:
                 assert node.attr("comm_src") == p
                 sends[key[0]] = key
-                deps[(p, key[0])] = {trace.nodes[d].attr("comm_tag") for d in node.data_deps}
-                assert all(trace.nodes[d].type == COMM_RECV for d in node.data_deps)
+                deps[(p, key[0])] = {trace.nodes[d].attr("comm_tag") for d in node.data_deps
+                                     if trace.nodes[d].type == COMM_RECV}
+                chained = [d for d in node.data_deps if trace.nodes[d].type == COMM_SEND]
+                assert chained in ([], [last_to.get((p, key[2]))])
+                last_to[(p, key[2])] = node.id
+                chains += len(chained)
             else:
                 assert node.type == COMM_RECV and node.attr("comm_dst") == p and not node.data_deps
                 recvs[key[0]] = key
-    return sends, recvs, deps
+    return sends, recvs, deps, chains
 
 
 def ring_allgather(n=4, chunk=1024):
@@ -128,8 +136,8 @@ def test_ring_allgather_decodes_to_the_same_transfers(tmp_path):
     machine, coll, schedule = ring_allgather()
     export = export_chakra(machine, coll, schedule, tmp_path / "ag")
     assert [p.name for p in export.files] == [f"ag.{p}.et" for p in range(4)]
-    sends, recvs, deps = transfers_of(decode_all(export))
-    assert sends == recvs and len(sends) == 12
+    sends, recvs, deps, chains = transfers_of(decode_all(export))
+    assert sends == recvs and len(sends) == 12 and chains == 8  # each NPU's 2nd and 3rd send
     assert sorted((s, d) for _, s, d, _ in sends.values()) == sorted([(i, (i + 1) % 4) for i in range(4)] * 3)
     assert {size for *_, size in sends.values()} == {1024}
     by_tag = {t.tag: t for t in export.transfers}
@@ -161,7 +169,7 @@ def test_reduce_scatter_depends_on_every_partial_received(tmp_path):
     schedule = synthesize(Instance("rs", machine, coll), spread_greedy, 0)
     assert (schedule.op == REDUCE).any()
     export = export_chakra(machine, coll, schedule, tmp_path / "rs")
-    sends, recvs, deps = transfers_of(decode_all(export))
+    sends, recvs, deps, _ = transfers_of(decode_all(export))
     assert sends == recvs and len(sends) == len(schedule)
     by_tag = {t.tag: t for t in export.transfers}
     expected = reference_deps(machine, coll, schedule)
@@ -176,7 +184,7 @@ def test_switch_relays_become_npu_pairs(tmp_path):
     schedule = synthesize(Instance("ag", machine, coll), spread_greedy, 0)
     into_npus = int(np.sum(machine.link_dst[schedule.link] < 4))
     export = export_chakra(machine, coll, schedule, tmp_path / "sw")
-    sends, recvs, deps = transfers_of(decode_all(export))
+    sends, recvs, deps, _ = transfers_of(decode_all(export))
     assert sends == recvs and len(sends) == into_npus == 12  # each NPU gets 3 chunks, one message each
     assert all(s != d and s < 4 and d < 4 for _, s, d, _ in sends.values())
     by_tag = {t.tag: t for t in export.transfers}

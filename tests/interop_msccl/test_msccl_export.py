@@ -1,5 +1,6 @@
 """Exporting verified schedules to MSCCL-IR XML: structure by the rules, and round trips
 (schedule → XML → schedule) that verify to the same time."""
+import dataclasses
 from collections import Counter
 from pathlib import Path
 
@@ -9,7 +10,7 @@ from msccl_helpers import (BW, CHUNK, LAT, TAU, allreduce, collective, full, gre
                            ring_allgather, ring_allreduce)
 from optcoll.collectives.builtins import make_collective, make_custom
 from optcoll.errors import InputError
-from optcoll.interop.msccl import (RuntimeLimits, build_msccl_algo, export_msccl_xml, import_msccl_xml,
+from optcoll.interop.msccl import (EXECUTOR, build_msccl_algo, export_msccl_xml, import_msccl_xml,
                                    parse_algo, save_msccl_xml, validate_msccl_xml)
 from optcoll.instances.instance import Instance, TimeModel
 from optcoll.machines.generators import dgx1, nvswitch, ring, torus
@@ -25,10 +26,10 @@ def round_trip(machine, coll, schedule, model=TimeModel(), **options):
     original = verify(machine, coll, schedule, model)
     assert original.valid, original.summary()
     text = export_msccl_xml(machine, coll, schedule, model=model, **options)
-    runtime = "legacy" if options.get("coll_names") == "legacy" else "current"
+    runtime = options.get("runtime", "executor")
     assert validate_msccl_xml(text, runtime=runtime) == []
     back = import_msccl_xml(text, machine, collective=coll, inplace=options.get("inplace", False),
-                            model=model)
+                            model=model, runtime=runtime)
     assert back.problems == () and back.findings == ()
     result = verify(machine, coll, back.schedule, model)
     assert result.valid, result.summary()
@@ -76,7 +77,7 @@ def test_algo_attributes():
     assert head == ('<algo name="ar8" proto="LL128" nchannels="1" nchunksperloop="8" ngpus="8" '
                     'coll="allreduce" inplace="0" outofplace="1" minBytes="1024" maxBytes="1048576" '
                     'redop="sum">')
-    assert text.startswith("<!-- optcoll export: allreduce over 8 ranks")
+    assert text.startswith("<!-- optcoll export for the executor runtime: allreduce over 8 ranks")
     assert "<?xml" not in text and "\t" not in text
 
 
@@ -184,9 +185,9 @@ def test_a_partial_arriving_while_the_old_one_is_sent_goes_to_scratch():
                               (1, 3, TAU)):
         b.send(0, chunk_src, dst, start=t, op="reduce")
     schedule = b.build()
-    with pytest.raises(InputError, match="no custom collectives"):
+    with pytest.raises(InputError, match="the executor runtime has no custom collective"):
         export_msccl_xml(machine, coll, schedule)
-    before, after, text = round_trip(machine, coll, schedule, inplace=True, coll_names="legacy")
+    before, after, text = round_trip(machine, coll, schedule, inplace=True, runtime="msccl")
     assert after <= before == pytest.approx(2 * TAU)
     algo, _, _ = parse_algo(text)
     assert algo.coll == "custom" and algo.gpus[3].s_chunks == 1
@@ -200,12 +201,13 @@ def test_a_partial_arriving_while_the_old_one_is_sent_goes_to_scratch():
     assert waits == {2, ("recv", 2)}
 
 
-def test_legacy_spelling():
+def test_the_first_msccl_runtime_spells_reduce_scatter():
     coll = collective("reducescatter", N, 1)
-    text = export_msccl_xml(DGX1, coll, reduction(DGX1, "reducescatter", N, 1), coll_names="legacy")
+    text = export_msccl_xml(DGX1, coll, reduction(DGX1, "reducescatter", N, 1), runtime="msccl")
     assert 'coll="reduce_scatter"' in text
-    assert any("legacy spelling" in f for f in validate_msccl_xml(text))
-    assert validate_msccl_xml(text, runtime="legacy") == []
+    assert any(f.startswith("algo: coll='reduce_scatter' is not one of") and f.endswith(
+        "(the executor runtime refuses it)") for f in validate_msccl_xml(text))
+    assert validate_msccl_xml(text, runtime="msccl") == []
 
 
 @pytest.mark.parametrize("occupancy", ["link", "serialization"])
@@ -284,7 +286,7 @@ def test_bad_options_are_named():
     coll, schedule = collective("allgather", N), ring_allgather(machine, N)
     for options, field in (({"proto": "LL64"}, "proto"), ({"redop": "xor"}, "redop"),
                            ({"min_bytes": 10, "max_bytes": 5}, "max_bytes"),
-                           ({"coll_names": "old"}, "coll_names")):
+                           ({"runtime": "old"}, "runtime")):
         with pytest.raises(InputError) as info:
             export_msccl_xml(machine, coll, schedule, **options)
         assert info.value.field == field
@@ -320,11 +322,61 @@ def test_runtime_limits_are_checked_on_export():
     coll = collective("alltoall", 5)
     schedule = greedy_spread(machine, coll)
     text = export_msccl_xml(machine, coll, schedule)
-    tight = RuntimeLimits(max_peers_per_channel=3)
-    found = validate_msccl_xml(text, limits=tight)
-    assert "gpu 0: 4 thread blocks sending on channel 0, more than the runtime's 3 per channel and " \
-           "direction" in found
-    assert "gpu 0: 4 thread blocks receiving on channel 0, more than the runtime's 3 per channel and " \
-           "direction" in found
+    tight = dataclasses.replace(EXECUTOR, max_peers_per_channel=3)
+    found = validate_msccl_xml(text, runtime=tight)
+    assert "gpu 0: 4 thread blocks sending on channel 0, more than 3 (the executor runtime refuses it)" in found
+    assert "gpu 0: 4 thread blocks receiving on channel 0, more than 3 (the executor runtime refuses it)" in found
     with pytest.raises(InputError, match="the exported XML fails its check: gpu 0: 4 thread blocks"):
-        export_msccl_xml(machine, coll, schedule, limits=tight)
+        export_msccl_xml(machine, coll, schedule, runtime=tight)
+
+
+# -- per-runtime limits: thread blocks cut to the executor's 64 steps ------------------------------
+
+
+def _ring_allreduce_export(c, **options):
+    from optcoll.producers.registry import SYNTHESIZERS
+
+    machine = ring(N, BW, LAT)
+    coll = make_collective("allreduce", range(N), N * c * CHUNK, c)
+    schedule = SYNTHESIZERS["ring"](Instance("ring-ar", machine, coll), 0)
+    text = export_msccl_xml(machine, coll, schedule, **options)
+    algo, _, _ = parse_algo(text)
+    return machine, coll, schedule, text, algo
+
+
+def _longest(algo):
+    return max(len(t.steps) for g in algo.gpus for t in g.tbs)
+
+
+def test_an_export_too_long_for_the_executor_unfuses_its_thread_blocks():
+    # ring AllReduce with C = 8: a fused receive-and-forward block holds 111 steps, which the first
+    # runtime (256) loads; for the executor (64) the blocks are built unfused, 56 transfers each
+    _, _, _, _, fused = _ring_allreduce_export(8, runtime="msccl")
+    assert _longest(fused) == 111
+    machine, coll, schedule, text, algo = _ring_allreduce_export(8)
+    assert _longest(algo) <= 64 and algo.nchannels == 1
+    assert validate_msccl_xml(text, runtime="executor") == []
+
+
+def test_a_connection_longer_than_the_limit_is_cut_into_channels_in_order():
+    # C = 16: 112 transfers on every connection; cut into segments on channels 0 and 1 (one link
+    # per pair, so both map to it), the second segment's first send waiting for the first's last
+    machine, coll, schedule, text, algo = _ring_allreduce_export(16)
+    assert _longest(algo) <= 64 and algo.nchannels == 2
+    assert validate_msccl_xml(text) == []
+    sends = sorted((t.chan, len(t.steps)) for t in algo.gpus[0].tbs if t.send == 1)
+    assert [chan for chan, _ in sends] == [0, 1] and sum(n for _, n in sends) >= 112
+    second = next(t for t in algo.gpus[0].tbs if t.send == 1 and t.chan == 1)
+    first = next(t for t in algo.gpus[0].tbs if t.send == 1 and t.chan == 0)
+    waits = [(s.depid, s.deps) for s in second.steps[:2]]
+    assert (first.id, len(first.steps) - 1) in waits and first.steps[-1].hasdep == 1
+    back = import_msccl_xml(text, machine, collective=coll, runtime="executor")
+    assert verify(machine, coll, back.schedule).time == pytest.approx(verify(machine, coll, schedule).time)
+
+
+def test_an_export_that_cannot_fit_is_refused_in_one_line():
+    tiny = dataclasses.replace(EXECUTOR, max_steps=8, max_channels=4)
+    with pytest.raises(InputError) as err:
+        _ring_allreduce_export(16, runtime=tiny)
+    assert err.value.field == "schedule" and "\n" not in str(err.value)
+    assert "channels" in str(err.value) and "the executor runtime has 4 channels" in str(err.value)

@@ -121,7 +121,7 @@ def test_more_gpus_than_npus_and_missing_size_are_errors():
 def test_a_fatal_structural_finding_refuses_the_file():
     text = (DATA / "allgather_ring_8.xml").read_text().replace(
         '<step s="8" type="r" srcbuf="o" srcoff="1" dstbuf="o" dstoff="1"', '<step s="8" type="r" srcbuf="o" srcoff="1" dstbuf="o" dstoff="9"', 1)
-    with pytest.raises(InputError, match=r"gpu 0 tb 0 step 8: dstbuf=o dstoff=9 cnt=1 is outside"):
+    with pytest.raises(InputError, match=r"gpu 0 tb 0 step 8: dstbuf=o dstoff=9 is outside"):
         import_msccl_xml(text, ring(N, BW, LAT), size=N * CHUNK)
 
 
@@ -268,7 +268,7 @@ def test_reduce_cost_delays_reducing_receives():
     assert result.time == pytest.approx(2 * (N - 1) * TAU + (N - 1) * gamma * CHUNK)
 
 
-def test_steps_moving_several_chunks_put_them_back_to_back():
+def test_a_step_moving_several_chunks_is_one_message():
     # ring AllGather on 4 GPUs with C = 2, each step moving both chunks of a rank (cnt = 2)
     n = 4
     gpus = []
@@ -286,7 +286,13 @@ def test_steps_moving_several_chunks_put_them_back_to_back():
     machine = ring(n, BW, LAT, bidirectional=False)
     imported = import_msccl_xml(text, machine, size=2 * n * CHUNK)
     assert imported.collective.chunks_per_rank == 2 and imported.problems == ()
-    result = verify(machine, imported.collective, imported.schedule)
-    assert result.valid and result.time == pytest.approx((n - 1) * 2 * TAU)
+    # one message per step: latency once, both chunks on the wire: α + 2b/B, the chunks streamed
+    # b/B apart (valid with serialization occupancy, the model the importer picks)
+    assert imported.model.occupancy == "serialization" and "one message each" in imported.findings[0]
+    result = verify(machine, imported.collective, imported.schedule, imported.model)
+    assert result.valid and result.time == pytest.approx((n - 1) * (LAT + 2 * CHUNK / BW))
     first = imported.schedule.start[imported.schedule.link == 0]
-    assert sorted(first.tolist())[:2] == pytest.approx([0.0, TAU])  # the two chunks of one step
+    assert sorted(first.tolist())[:2] == pytest.approx([0.0, CHUNK / BW])
+    # asked for link occupancy, the chunks follow one another: 2(α + b/B) per step
+    linked = import_msccl_xml(text, machine, size=2 * n * CHUNK, model=TimeModel())
+    assert verify(machine, linked.collective, linked.schedule).time == pytest.approx((n - 1) * 2 * TAU)

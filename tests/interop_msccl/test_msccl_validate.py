@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from optcoll.errors import InputError
-from optcoll.interop.msccl import RuntimeLimits, parse_algo, to_xml, validate_msccl_xml
+from optcoll.interop.msccl import EXECUTOR, parse_algo, to_xml, validate_msccl_xml
 from optcoll.interop.msccl.ir import Step
 
 DATA = Path(__file__).parent / "data"
@@ -51,21 +51,20 @@ def test_the_handwritten_files_are_clean_and_survive_a_parse_write_cycle():
 def test_missing_required_algo_attributes_are_named():
     text = RING_AG.read_text().replace(' outofplace="1"', "").replace(' maxBytes="0"', "")
     out = findings(text)
-    assert "algo: missing attribute 'outofplace' (the current MSCCL executor refuses files without it)" in out
-    assert "algo: missing attribute 'maxBytes' (the current MSCCL executor refuses files without it)" in out
-    assert findings(text, runtime="legacy") == []
-
-
-def test_redop_is_expected_on_combining_collectives():
-    text = RING_AR.read_text().replace(' redop="sum"', "")
-    assert findings(text) == ["algo: missing attribute 'redop' (allreduce combines data)"]
+    assert "algo: missing attribute 'outofplace' (the executor runtime refuses it)" in out
+    assert "algo: missing attribute 'maxBytes' (the executor runtime refuses it)" in out
+    assert findings(text, runtime="msccl") == []
+    # the first runtime needs a name; neither reads redop (msccl-tools never writes it)
+    assert findings(text.replace(' name="allgather_ring_8"', ""), runtime="msccl") == [
+        "algo: missing attribute 'name' (the msccl runtime refuses it)"]
+    assert findings(RING_AR.read_text().replace(' redop="sum"', "")) == []
 
 
 def test_coll_spelling_follows_the_runtime():
     text = RING_AG.read_text().replace('coll="allgather"', 'coll="reduce_scatter"')
     out = findings(text)
-    assert any("coll='reduce_scatter' is the legacy spelling" in f for f in out)
-    assert not any("legacy spelling" in f for f in findings(text, runtime="legacy"))
+    assert any(f.startswith("algo: coll='reduce_scatter' is not one of") for f in out)
+    assert not any("is not one of" in f for f in findings(text, runtime="msccl"))
     assert findings(RING_AG.read_text().replace('coll="allgather"', 'coll="allthings"'))[0].startswith(
         "algo: attribute coll='allthings': unknown collective")
 
@@ -97,9 +96,14 @@ def test_fifo_order_mismatch_by_remote_reference():
 
 def test_offsets_out_of_bounds():
     out = findings(edit(RING_AG, gpu=2, tb=0, step=1, srcoff=8))
-    assert out == ["gpu 2 tb 0 step 1: srcbuf=o srcoff=8 cnt=1 is outside the buffer (o_chunks=8)"]
+    assert out == ["gpu 2 tb 0 step 1: srcbuf=o srcoff=8 is outside the buffer (o_chunks=8) (the executor "
+                   "runtime refuses it)"]
     out = findings(edit(RING_AG, gpu=2, tb=0, step=0, dstbuf="s"))
-    assert "gpu 2 tb 0 step 0: dstbuf=s dstoff=2 cnt=1 is outside the buffer (s_chunks=0)" in out
+    assert "gpu 2 tb 0 step 0: dstbuf=s dstoff=2 is outside the buffer (s_chunks=0) (the executor runtime " \
+           "refuses it)" in out
+    # the loader checks where a step starts; a count running past the end is found here
+    out = findings(edit(RING_AG, gpu=2, tb=0, step=1, srcoff=7, cnt=2))
+    assert "gpu 2 tb 0 step 1: srcbuf=o srcoff=7 cnt=2 is outside the buffer (o_chunks=8)" in out
 
 
 def test_dependencies_on_nonexistent_thread_blocks_or_steps():
@@ -120,16 +124,17 @@ def test_duplicate_thread_block_for_a_connection():
 
 def test_count_limit_and_dense_step_indices():
     out = findings(edit(RING_AG, gpu=6, tb=0, step=0, cnt=72))
-    assert "gpu 6 tb 0 step 0: cnt=72 is not below the runtime limit 72" in out
+    assert "gpu 6 tb 0 step 0: cnt=72 is not below 72 (the executor runtime refuses it)" in out
     out = findings(edit(RING_AG, gpu=6, tb=0, step=4, s=7))
     assert ("gpu 6 tb 0 step 4: attribute s=7 but this is step 4 of the thread block (indices must be "
             "dense 0, 1, 2, ... in order)") in out
 
 
-def test_step_limit_is_a_parameter():
-    assert findings(RING_AR, limits=RuntimeLimits(max_steps=64)) == []
-    out = findings(RING_AR, limits=RuntimeLimits(max_steps=8))
-    assert "gpu 0 tb 0: 15 steps exceed the runtime limit of 8 per thread block" in out
+def test_step_limit_follows_the_runtime():
+    assert findings(RING_AR) == []
+    out = findings(RING_AR, runtime=dataclasses.replace(EXECUTOR, max_steps=8))
+    assert "gpu 0 tb 0: 15 steps, more than its 8 per thread block (the executor runtime refuses it)" in out
+    assert "gpu 0 tb 0 step 8: attribute s=8 must be in 0..7 (the executor runtime refuses it)" in out
 
 
 def test_missing_hasdep_and_bad_nop_chains():
@@ -148,8 +153,8 @@ def test_missing_hasdep_and_bad_nop_chains():
     steps = [nop] + [dataclasses.replace(s, s=k + 1, depid=-1, deps=-1) for k, s in enumerate(steps)]
     text = edit(RING_AG, gpu=0, tbs=(dataclasses.replace(g.tbs[0], steps=tuple(steps)), local))
     out = findings(text)
-    assert ("gpu 0 tb 0 step 1: follows 1 nop step(s) but has no dependency of its own; the executor "
-            "refuses this (the last dependency belongs on the real step)") in out
+    assert ("gpu 0 tb 0 step 1: follows 1 nop step(s) but has no dependency of its own (the last "
+            "dependency of a chain belongs on the real step) (the executor runtime refuses it)") in out
 
 
 def test_deadlock_from_circular_dependencies():
@@ -170,9 +175,9 @@ def test_gpu_and_thread_block_ids():
     assert "gpu 3: appears 2 times" in out
     assert "algo: ngpus=8 but no <gpu> element for id(s) 7" in out
     out = findings(edit(RING_AG, gpu=7, tb=0, id=2))
-    assert "gpu 7: thread block ids 2 are not dense 0..0 (the executor refuses gaps)" in out
+    assert "gpu 7: thread block ids 2 are not dense 0..0 (the executor runtime refuses it)" in out
     out = findings(edit(RING_AG, gpu=7, tb=0, send=7))
-    assert "gpu 7 tb 0: attribute send=7 must be -1 or another GPU id in 0..7" in out
+    assert "gpu 7 tb 0: attribute send=7 must be -1 or another GPU id (the executor runtime refuses it)" in out
 
 
 def test_nchannels_must_be_the_largest_channel_plus_one():
@@ -183,7 +188,7 @@ def test_nchannels_must_be_the_largest_channel_plus_one():
 
 def test_buffer_sizes_must_hold_the_layout():
     assert findings(edit(RING_AG, gpu=1, o_chunks=7)) == [
-        "gpu 1 tb 0 step 3: dstbuf=o dstoff=7 cnt=1 is outside the buffer (o_chunks=7)",
+        "gpu 1 tb 0 step 3: dstbuf=o dstoff=7 is outside the buffer (o_chunks=7) (the executor runtime refuses it)",
         "gpu 1: o_chunks=7, but the allgather layout with nchunksperloop=8 needs 8 o chunks"]
     assert findings(edit(RING_AG, nchunksperloop=12)) == [
         "algo: nchunksperloop=12: allgather on 8 GPUs needs a multiple of 8 chunks, got 12"]
@@ -191,7 +196,7 @@ def test_buffer_sizes_must_hold_the_layout():
 
 def test_sends_need_a_send_peer():
     out = findings(edit(RING_AG, gpu=2, tb=0, send=-1))
-    assert "gpu 2 tb 0 step 1: type='s' sends, but tb 0 has send=-1" in out
+    assert "gpu 2 tb 0 step 1: type='s' sends, but tb 0 has send=-1 (the executor runtime refuses it)" in out
 
 
 def test_malformed_input_and_missing_attributes():
@@ -201,6 +206,8 @@ def test_malformed_input_and_missing_attributes():
         validate_msccl_xml("<topology/>")
     with pytest.raises(InputError, match="file not found"):
         validate_msccl_xml(DATA / "no_such_file.xml")
-    out = findings(RING_AG.read_text().replace(' cnt="1" depid', ' depid', 1).replace('ngpus="8"', 'ngpus="eight"'))
+    text = RING_AG.read_text().replace(' cnt="1" depid', ' depid', 1).replace('ngpus="8"', 'ngpus="eight"')
+    out = findings(text)
     assert "gpu 0 tb 0 step 0: missing attribute 'cnt'" in out
-    assert "algo: attribute ngpus='eight' is not an integer" in out
+    assert "algo: attribute ngpus='eight' is not an integer (the runtimes read it as 0)" in out
+    assert "algo: attribute ngpus='eight' is not an integer" in [f.message for f in parse_algo(text)[1]]

@@ -4,7 +4,7 @@ from __future__ import annotations
 from optcoll.collectives.builtins import make_collective
 from optcoll.instances.instance import Instance, TimeModel
 from optcoll.machines import generators as g
-from optcoll.machines.machine import Machine
+from optcoll.machines.machine import Machine, MachineBuilder
 from optcoll.verify import Verification, verify
 
 GIB = 2.0**30
@@ -30,10 +30,23 @@ def link_time(inst: Instance) -> float:
     return float((inst.machine.link_latency + inst.collective.chunk_bytes / inst.machine.link_bandwidth)[0])
 
 
+def sharp_cluster(nodes: int, gpus: int, bandwidth: float = 10 * GIB) -> Machine:
+    """``nodes`` servers of ``gpus`` GPUs on an NVLS switch (multicast and reduce), one NIC per
+    GPU to a spine that reduces (SHARP-like): every in-network feature NCCL can use."""
+    b = MachineBuilder(f"sharp{nodes}x{gpus}", nodes * gpus)
+    spine = b.add_switch("spine", reduce=True)
+    for k in range(nodes):
+        fabric = b.add_switch(f"n{k}.nvswitch", multicast=True, reduce=True)
+        for v in range(k * gpus, (k + 1) * gpus):
+            b.add_link(v, fabric, bandwidth=4 * bandwidth, latency=1e-6, bidirectional=True)
+            b.add_link(v, spine, bandwidth=bandwidth, latency=2e-6, bidirectional=True)
+    return b.build()
+
+
 def small_machines() -> list[Machine]:
     """A spread of models: rings, torus, mesh with unequal links, hypercube, DGX-1 (double links),
     plain / multicast / reducing switches, a multi-node cluster with shared NICs, an ASTRA-sim
-    network, and a torus with failed links."""
+    network, a torus with failed links, and NVLS switches with a reducing spine."""
     bw = 10 * GIB
     return [
         g.ring(5, bw, 1e-6),
@@ -49,6 +62,8 @@ def small_machines() -> list[Machine]:
                     nic_latency=2e-6, gpus_per_nic=2),
         g.astra([g.AstraDim("Ring", 4, bw, 1e-6), g.AstraDim("Switch", 3, bw / 2, 2e-6)]),
         g.torus([3, 3], bw, 1e-6).without(links=[0, 5]),
+        g.switch(4, bw, 1e-6, multicast=True, reduce=True),
+        sharp_cluster(2, 2),
     ]
 
 

@@ -15,7 +15,12 @@ from optcoll.producers.registry import IMPLEMENTS, SYNTHESIZERS
 from producer_cases import KINDS, MODELS, ROOTED, instance, small_machines, verified
 
 MACHINES = small_machines()
-STRUCTURAL = ("power-of-two", "multi-dimensional", "every NPU of the machine")
+STRUCTURAL = ("power-of-two", "multi-dimensional", "every NPU of the machine",
+              # direct flows (NCCL's tree, NVLS, CollNet) and what they need of the machine
+              "cannot pass a partial on", "multicasts and reduces", "network switch that reduces",
+              "at least 2 nodes", "within one node", "a NIC",
+              # Swing's pairing and Bine's butterfly
+              "even size")
 
 
 def cases():

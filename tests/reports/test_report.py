@@ -55,6 +55,24 @@ def test_rows_and_summary_follow_from_the_records(built):
     assert "dgx1-ag" in ring.misses  # one unidirectional ring is far from optimal on DGX-1
 
 
+def test_nccl_table_shows_the_fastest_nccl_algorithm_over_the_optimum(built):
+    from optcoll.producers.registry import NCCL
+    from optcoll.reports.content import nccl_table
+
+    *_, report = built
+    table = nccl_table(report)
+    for row, cells in zip(report.rows, table.rows):
+        ran = {label: r for label, r in row.producers.items() if label in NCCL and r.ran}
+        if not ran:  # AlltoAll: NCCL runs it as point-to-point sends, not one of its algorithms
+            assert row.collective == "alltoall" and cells[5] == "n/a"
+            continue
+        best = min(ran.values(), key=lambda r: r.time)
+        assert cells[5] == best.label
+        assert cells[-1] == f"{100 * best.gap:.1f} % over the proven optimum"
+    dgx1 = dict(zip(table.headers, table.rows[0]))
+    assert dgx1["best NCCL algorithm"] in ("nccl-ring", "nccl-pat")  # AllGather: ring or PAT
+
+
 def test_sizes_curves_cover_every_size(built):
     *_, report = built
     (data,) = report.sizes
@@ -73,7 +91,8 @@ def test_report_files_have_the_expected_sections(built, tmp_path):
     names = {p.name for p in written}
     assert {"README.md", "report.html", "results.csv", "report.json", "gaps.svg", "sizes-suite.svg"} <= names
     md = (tmp_path / "out/README.md").read_text()
-    for heading in ("# test report", "## Summary per producer", "## Gap per instance and producer",
+    for heading in ("# test report", "## Summary per producer", "## NCCL's algorithms against the optimum",
+                    "## Gap per instance and producer",
                     "## Instances", "## Lower bounds", "## Greedy synthesizers over seeds",
                     "## Solver and synthesis times", "## Message size and the step model"):
         assert heading in md

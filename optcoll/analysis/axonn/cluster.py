@@ -6,13 +6,12 @@ node's injection bandwidth from it, and ``machine`` builds the real network
 """
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass, fields, replace
 from functools import cached_property
 from pathlib import Path
-from typing import Any
 
 from optcoll.errors import InputError
+from optcoll.inputfiles import read_toml
 from optcoll.machines.catalog import models_dir
 from optcoll.machines.generators import GENERATORS, multinode
 from optcoll.machines.machine import Machine
@@ -96,12 +95,9 @@ def cluster_from_model(ref: str, gpus: int | None = None) -> Cluster:
     path = _model_path(ref)
     source = str(path)
     try:
-        data: dict[str, Any] = tomllib.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise InputError(f"cannot read the machine model: {exc.strerror or exc}", source=source,
-                         field="machine") from None
-    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise InputError(f"malformed TOML: {exc}", source=source) from None
+        data = read_toml(path)
+    except InputError as exc:  # the --machine option names it
+        raise exc.located(field="machine") from None
     topology = data.get("topology")
     if not isinstance(topology, dict) or topology.get("kind") != "multinode":
         raise InputError("the AxoNN analysis needs a cluster of nodes: [topology] kind = \"multinode\"",

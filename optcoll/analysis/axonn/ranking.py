@@ -4,7 +4,8 @@ A configuration's communication time per layer is the sum over the layer's colle
 count × time, as AxoNN's model adds them (overlap with compute and between dimensions is left
 out, as there). Per collective:
 
-- ``ring``: AxoNN's ring model (slowest group; ``ringmodel``);
+- ``ring``: AxoNN's ring model (slowest group; ``ringmodel``), with nominal bandwidths or a
+  measured table (``measured``);
 - ``bound`` / ``bound-isolated``: optcoll's best lower bound with every group of the dimension
   running at once / with one group alone (``network``);
 - ``schedule`` / ``schedule-isolated``: the best verified schedule, the same two ways.
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 from optcoll.analysis.axonn.cluster import Cluster
 from optcoll.analysis.axonn.grid import AXONN_ORDER, Grid, configurations
 from optcoll.analysis.axonn.layer import Call, TransformerLayer, infeasible, layer_calls
+from optcoll.analysis.axonn.measured import BandwidthTable
 from optcoll.analysis.axonn.network import Measured, NetworkEvaluator
 from optcoll.analysis.axonn.ringmodel import group_bandwidths, ring_time
 from optcoll.errors import InputError
@@ -60,17 +62,32 @@ class ConfigResult:
         return sum(count * t for count, t in times)  # type: ignore[operator]
 
 
+def unmeasured(table: BandwidthTable | None, layer: TransformerLayer, grid: Grid) -> str | None:
+    """Why ``table`` cannot cost ``grid`` (a group it has no entry for), or None."""
+    for call in layer_calls(layer, grid) if table is not None else ():
+        p, level = grid.size(call.dim), grid.stride(call.dim)
+        if table.bandwidth(level, p) is None:
+            return f"{table.name} has no bandwidth for {call.dim} groups of {p} at level {level}"
+    return None
+
+
 def evaluate(cluster: Cluster, layer: TransformerLayer, grid: Grid, *, sharing: str = "axonn",
-             evaluator: NetworkEvaluator | None = None) -> ConfigResult:
-    """Costs every collective of ``layer`` on ``grid`` (``evaluator`` None: ring model only)."""
+             evaluator: NetworkEvaluator | None = None, table: BandwidthTable | None = None
+             ) -> ConfigResult:
+    """Costs every collective of ``layer`` on ``grid`` (``evaluator`` None: ring model only);
+    ``table``: measured bandwidths by group size and level instead of the nominal ones."""
     if grid.gpus != cluster.gpus:
         raise InputError(f"configuration {grid.label()} uses {grid.gpus} GPUs but the cluster has "
                          f"{cluster.gpus}", field="shape")
+    missing = unmeasured(table, layer, grid)
+    if missing is not None:
+        raise InputError(missing, field="--bandwidths")
     results = []
     for call in layer_calls(layer, grid):
         groups = grid.groups(call.dim)
-        beta = float(group_bandwidths(cluster, groups, sharing).min())
         p = len(groups[0])
+        beta = (float(group_bandwidths(cluster, groups, sharing).min()) if table is None
+                else table.bandwidth(grid.stride(call.dim), p))
         measured = evaluator.measure(call.kind, groups, call.size_bytes) if evaluator else None
         results.append(CallResult(call, p, len(groups), beta, ring_time(call.kind, p, call.size_bytes, beta),
                                   measured))
@@ -102,18 +119,18 @@ class Ranking:
 
 def rank_configurations(cluster: Cluster, layer: TransformerLayer, *, sharing: str = "axonn",
                         evaluator: NetworkEvaluator | None = None, min_tensor_parallel: int = 1,
-                        order: str = AXONN_ORDER) -> Ranking:
+                        order: str = AXONN_ORDER, table: BandwidthTable | None = None) -> Ranking:
     """Every 4D grid of the cluster's GPUs with X·Y·Z ≥ ``min_tensor_parallel`` (AxoNN's search
     skips grids whose model shard would not fit in memory), costed by ``evaluate``."""
     results, skipped = [], []
     for grid in configurations(cluster.gpus, order):
         if grid.x * grid.y * grid.z < min_tensor_parallel:
             continue
-        reason = infeasible(layer, grid)
+        reason = infeasible(layer, grid) or unmeasured(table, layer, grid)
         if reason is not None:
             skipped.append((grid, reason))
             continue
-        results.append(evaluate(cluster, layer, grid, sharing=sharing, evaluator=evaluator))
+        results.append(evaluate(cluster, layer, grid, sharing=sharing, evaluator=evaluator, table=table))
     if not results:
         raise InputError(f"no 4D configuration of {cluster.gpus} GPUs can run this layer",
                          field="gpus")

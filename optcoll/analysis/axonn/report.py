@@ -9,6 +9,7 @@ from typing import Any
 from optcoll.analysis.axonn.cluster import Cluster, cluster_from_model
 from optcoll.analysis.axonn.grid import AXONN_ORDER, parse_shape
 from optcoll.analysis.axonn.layer import TransformerLayer
+from optcoll.analysis.axonn.measured import BandwidthTable, bandwidth_table
 from optcoll.analysis.axonn.network import DEFAULT_PRODUCERS, NetworkEvaluator
 from optcoll.analysis.axonn.ranking import (MODELS, ConfigResult, Ranking, evaluate,
                                             rank_configurations)
@@ -31,7 +32,7 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
 
 
 def _setup(cluster: Cluster, layer: TransformerLayer, sharing: str,
-           evaluator: NetworkEvaluator | None, order: str) -> list[str]:
+           evaluator: NetworkEvaluator | None, order: str, table: BandwidthTable | None) -> list[str]:
     c = cluster
     lines = [f"- Cluster **{c.name or c.machine.name}**: {c.nodes} nodes × {c.gpus_per_node} GPUs "
              f"= {c.gpus} GPUs; NVLink {format_bandwidth(c.nvlink_bandwidth)} per GPU per direction; "
@@ -40,8 +41,10 @@ def _setup(cluster: Cluster, layer: TransformerLayer, sharing: str,
              f"{c.nvlink_latency * 1e6:g} us, NIC {c.nic_latency * 1e6:g} us per hop.",
              f"- Layer: {layer.describe()}.",
              f"- Placement: rank order {order} (fastest first; AxoNN's: X inside a node first).",
-             f"- Ring model (AxoNN): AG/RS (p−1)/p·M/β, AR 2(p−1)/p·M/β; β = NVLink bandwidth inside "
-             f"a node, else node injection shared by rule **{sharing}**.",
+             f"- Ring model (AxoNN): AG/RS (p−1)/p·M/β, AR 2(p−1)/p·M/β; " + (
+                 f"β = NVLink bandwidth inside a node, else node injection shared by rule **{sharing}**."
+                 if table is None else f"β from the {table.describe()}, by group size and level "
+                 "(rank distance between members); configurations it has no entry for are skipped."),
              "- Times are per layer and training step, in ms, summed over the layer's collectives "
              "(count × time), as AxoNN's model sums them."]
     if evaluator is None:
@@ -111,7 +114,8 @@ def _breakdown(result: ConfigResult) -> list[str]:
 def axonn_report(cluster: Cluster, layer: TransformerLayer, *, path: str | os.PathLike | None = None,
                  sharing: str = "axonn", evaluator: NetworkEvaluator | None = None,
                  shape: str | None = None, min_tensor_parallel: int = 1, top: int | None = None,
-                 measure_top: int | None = None, order: str = AXONN_ORDER) -> str:
+                 measure_top: int | None = None, order: str = AXONN_ORDER,
+                 table: BandwidthTable | None = None) -> str:
     """Markdown: every configuration ranked (or, with ``shape`` "X,Y,Z,D", that one only), and the
     per-collective breakdown of the ring model's best (or of ``shape``). ``measure_top`` k: the
     network (``evaluator``) measures only the ring model's k best, for GPU counts where measuring
@@ -120,10 +124,10 @@ def axonn_report(cluster: Cluster, layer: TransformerLayer, *, path: str | os.Pa
         raise InputError(f"unknown sharing rule {sharing!r}; known: {', '.join(SHARING)}",
                          field="sharing")
     lines = [f"# AxoNN 4D configurations on {cluster.name or cluster.machine.name}, {cluster.gpus} GPUs",
-             "", *_setup(cluster, layer, sharing, evaluator, order), ""]
+             "", *_setup(cluster, layer, sharing, evaluator, order, table), ""]
     if shape is not None:
         chosen = evaluate(cluster, layer, parse_shape(shape, order), sharing=sharing,
-                          evaluator=evaluator)
+                          evaluator=evaluator, table=table)
         models = [m for m in MODELS if chosen.total(m) is not None]
         lines += [f"## Configuration {chosen.grid.label()}", "",
                   *(f"- {_TITLES[m]}: {_ms(chosen.total(m))} ms" for m in models), ""]
@@ -131,7 +135,7 @@ def axonn_report(cluster: Cluster, layer: TransformerLayer, *, path: str | os.Pa
         partial = measure_top is not None and evaluator is not None
         ranking = rank_configurations(cluster, layer, sharing=sharing,
                                       evaluator=None if partial else evaluator,
-                                      min_tensor_parallel=min_tensor_parallel, order=order)
+                                      min_tensor_parallel=min_tensor_parallel, order=order, table=table)
         shown = "all" if top is None or top >= len(ranking.results) else f"top {top}"
         lines += ["## Ranking", "",
                   f"{len(ranking.results)} configurations with X·Y·Z ≥ {min_tensor_parallel} "
@@ -140,14 +144,14 @@ def axonn_report(cluster: Cluster, layer: TransformerLayer, *, path: str | os.Pa
         if partial:
             picked = ranking.ranked("ring")[:measure_top]
             ranking = Ranking(tuple(evaluate(cluster, layer, r.grid, sharing=sharing,
-                                             evaluator=evaluator) for r in picked), ())
+                                             evaluator=evaluator, table=table) for r in picked), ())
             lines += [f"## The ring model's {len(picked)} best on the network", "",
                       "Measuring every configuration on this network takes too long; these are the "
                       "ring model's favourites, re-ranked.", "",
                       *_ranking_table(ranking, ranking.models(), None), ""]
         lines += [*_findings(ranking, ranking.models()), ""]
         if ranking.skipped:
-            lines += ["Not runnable by AxoNN (divisibility):", "",
+            lines += ["Not runnable by AxoNN (divisibility, or no measured bandwidth):", "",
                       *(f"- {grid.label()}: {why}" for grid, why in ranking.skipped), ""]
         chosen = ranking.ranked("ring")[0]
         lines += [f"## Breakdown of the ring model's pick, {chosen.grid.label()}", ""]
@@ -164,10 +168,12 @@ def axonn_command(machine: str, gpus: int, layer_size: int, *, seq_len: int = 20
                   sharing: str = "axonn", chunks_per_rank: int = 2,
                   producers: Sequence[str] = DEFAULT_PRODUCERS, schedules: bool = True,
                   bounds: bool = True, min_tensor_parallel: int = 1, top: int | None = None,
-                  measure_top: int | None = None, seed: int = 0) -> str:
+                  measure_top: int | None = None, seed: int = 0, bandwidths: str = "nominal") -> str:
     """What ``optcoll axonn --machine MODEL --gpus N --layer-size H ...`` runs: ``layer_size`` is
     the hidden size H. ``bounds=False`` gives the ring model alone; ``schedules=False`` skips (c).
-    Returns the Markdown (also written to ``out`` when given)."""
+    ``bandwidths``: the ring model's β: "nominal", "measured" (the machine's built-in table) or a
+    table file (``measured``). Returns the Markdown (also written to ``out`` when given)."""
+    table = bandwidth_table(bandwidths, machine)
     cluster = cluster_from_model(machine, gpus)
     layer = TransformerLayer(layer_size, seq_len, batch, bytes_per_element, grad_bytes, recompute)
     evaluator = None
@@ -177,7 +183,8 @@ def axonn_command(machine: str, gpus: int, layer_size: int, *, seq_len: int = 20
         raise InputError("schedules need bounds too (drop --no-bounds or add --no-schedules)",
                          field="schedules")
     return axonn_report(cluster, layer, path=out, sharing=sharing, evaluator=evaluator, shape=shape,
-                        min_tensor_parallel=min_tensor_parallel, top=top, measure_top=measure_top)
+                        min_tensor_parallel=min_tensor_parallel, top=top, measure_top=measure_top,
+                        table=table)
 
 
 #: The reports under ``reports/``: file name → ``axonn_command`` arguments. 64 GPUs: AxoNN's

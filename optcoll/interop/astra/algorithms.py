@@ -1,14 +1,16 @@
 """ASTRA-sim's native collective algorithms for one phase (one dimension), per NPU.
 
-What each NPU does, as ASTRA-sim 2.0's system layer does it (Ring.cc, AllToAll.cc,
-HalvingDoubling.cc, DoubleBinaryTreeAllReduce.cc, PacketBundle, MemBus):
+What each NPU does, as ASTRA-sim 518bd51's system layer does it (``astraccl/native_collectives/
+collective_algorithm/``: Ring.cc, AllToAll.cc, HalvingDoubling.cc, DoubleBinaryTreeAllReduce.cc;
+``system/PacketBundle.cc``, ``system/MemBus.cc``):
 
 *Packet algorithms* (ring, direct, halvingDoubling). Every message to send is a "packet" that
-first crosses the memory bus: ``endpoint-delay`` ns, plus ``reduction_delay`` when the packet
-carries a received partial that must be reduced; only then may it be sent. At phase start
-``parallel`` packets are made (1, or the direct window); each receipt makes one more. Whether a
-receipt is reduced follows ASTRA-sim's bookkeeping: receipts come in rounds of ``parallel``
-"zero-latency" packets (never reduced) and ``nonzero`` others, which are reduced in a
+first crosses the memory bus: ``endpoint-delay`` ns, plus the reduction time of the packet's
+message (``SystemConfig.reduction_ns``) when it carries a received partial that must be reduced;
+only then may it be sent. At phase start ``parallel`` packets are made (1, or the direct window);
+each receipt makes one more, sized like the message the algorithm would send next. Whether a
+receipt is reduced follows ASTRA-sim's bookkeeping (``insert_packet``): receipts come in rounds of
+``parallel`` "zero-latency" packets (never reduced) and ``nonzero`` others, which are reduced in a
 ReduceScatter, and in an AllReduce only in its first (reduce-scatter) half. So a ring
 ReduceScatter reduces all N-1 receipts, a ring AllReduce its first N-1, halving-doubling only
 log2(N)-1 of them (its last reduce-scatter receipt starts a new round).
@@ -16,6 +18,12 @@ A send goes out when a packet is ready (bus done) and the phase still has messag
 posts the matching receive at the same moment. The phase ends when all its messages are sent and
 every packet has come back from the bus. Direct AllReduce sends its all-gather half only after
 all reduce-scatter receipts arrived.
+
+*AlltoAll* (comm_size: each NPU's whole buffer, messages of comm_size/N). ``ring`` (Ring.cc):
+N(N-1)/2 messages, all to the next NPU of the ring, none reduced. ``direct`` (AllToAll.cc): N-1
+messages, one to every peer in ring order, ``parallel`` at a time. ``halvingDoubling`` has no
+AlltoAll (HalvingDoubling.cc exits: "unknown communication type"); ``doubleBinaryTree`` runs its
+AllReduce of the whole buffer for any collective (``Sys::generate_collective_phase``).
 
 *doubleBinaryTree* (AllReduce of the whole buffer, one tree per stream, the two trees used in
 turn): leaves send up after the bus delay, inner nodes forward once both children's partials
@@ -31,7 +39,7 @@ from typing import Protocol
 from optcoll.errors import InputError
 from optcoll.interop.astra.system import Impl
 
-AR, RS, AG = "allreduce", "reducescatter", "allgather"
+AR, RS, AG, A2A = "allreduce", "reducescatter", "allgather", "alltoall"
 CLOCKWISE, ANTICLOCKWISE = 1, -1
 
 
@@ -40,7 +48,8 @@ class PhaseContext(Protocol):
 
     index: int  # this NPU's position in its dimension group
     endpoint_delay: int
-    reduction_delay: int
+
+    def reduction_ns(self, nbytes: int) -> int: ...
 
     def after(self, delay: int, callback: Callable[[], None]) -> None: ...
     def send(self, dst: int, nbytes: int) -> None: ...  # dst: position in the group
@@ -50,7 +59,8 @@ class PhaseContext(Protocol):
 
 @dataclass(frozen=True)
 class PhasePlan:
-    """One phase of a stream: which collective, algorithm and sizes (bytes per stream)."""
+    """One phase of a stream: which collective, algorithm and sizes (bytes per stream). A
+    ``one*`` algorithm's phase (``impl.whole``) spans all NPUs; it queues as dimension 0."""
 
     dim: int
     kind: str
@@ -61,21 +71,32 @@ class PhasePlan:
 
     @property
     def size_out(self) -> int:
-        if self.impl.name == "doubleBinaryTree" or self.kind == AR:
+        if self.impl.name == "doubleBinaryTree" or self.kind in (AR, A2A):
             return self.size_in
         return self.size_in * self.n if self.kind == AG else self.size_in // self.n
 
     def messages(self) -> list[tuple[int, int]]:
         """(peer offset, bytes) of every message one NPU sends, in order (for reports)."""
         if self.impl.name == "halvingDoubling":
-            return [(off, size) for off, size in _hd_steps(self.kind, self.n, self.size_in)]
+            return _hd_steps(self.kind, self.n, self.size_in, _log2(self.n, "halvingDoubling")
+                             * (2 if self.kind == AR else 1))
         if self.impl.name == "doubleBinaryTree":
             return [(0, self.size_in)] * 2
-        msg = self.size_in if self.kind == AG else self.size_in // self.n
-        return [(self.direction, msg)] * _ring_counts(self.kind, self.n)
+        count = _ring_counts(self.kind, self.n, self.impl.name)
+        if self.impl.name == "ring":
+            return [(self.direction, _message(self.kind, self.size_in, self.n))] * count
+        return [(self.direction * (1 + k % (self.n - 1)), _message(self.kind, self.size_in, self.n))
+                for k in range(count)]
 
 
-def _ring_counts(kind: str, n: int) -> int:
+def _message(kind: str, size: int, n: int) -> int:
+    return size if kind == AG else size // n
+
+
+def _ring_counts(kind: str, n: int, name: str) -> int:
+    """Messages one NPU sends (Ring.cc and AllToAll.cc ``stream_count``)."""
+    if kind == A2A:
+        return n * (n - 1) // 2 if name == "ring" else n - 1
     return 2 * (n - 1) if kind == AR else n - 1
 
 
@@ -85,14 +106,16 @@ def _log2(n: int, what: str) -> int:
     return n.bit_length() - 1
 
 
-def _hd_steps(kind: str, n: int, size: int) -> list[tuple[int, int]]:
-    """(rank offset, bytes) of every packet halving-doubling makes, as ASTRA-sim evolves them:
-    offset doubles and the message halves per step (AllGather: the reverse); an AllReduce turns
-    round when the offset reaches n."""
-    steps = _log2(n, "halvingDoubling")
+def _hd_steps(kind: str, n: int, size: int, count: int) -> list[tuple[int, int]]:
+    """(rank offset, bytes) of the first ``count`` packets halving-doubling makes, as
+    ``HalvingDoubling::process_max_count`` evolves them (int offset, uint64 message, both scaled
+    by a double): offset doubles and the message halves per step (AllGather: the reverse); an
+    AllReduce turns round when the offset reaches n. Packets past the last send keep evolving:
+    their sizes set their reduction time."""
+    _log2(n, "halvingDoubling")
     offset, mult, msg = (n // 2, 0.5, size) if kind == AG else (1, 2.0, size // 2)
     out = []
-    for _ in range(2 * steps if kind == AR else steps):
+    for _ in range(count):
         out.append((offset, msg))
         offset, msg = int(offset * mult), int(msg / mult)
         if offset == n and kind == AR:
@@ -112,28 +135,33 @@ class PacketAlgorithm:
     def __init__(self, ctx: PhaseContext, plan: PhasePlan):
         self.ctx, self.kind = ctx, plan.kind
         n, i, name = plan.n, ctx.index, plan.impl.name
-        if plan.kind not in (AR, RS, AG):
-            raise InputError(f"{name} models allreduce, reducescatter and allgather, not {plan.kind}",
-                             field="collective")
+        if plan.kind not in (AR, RS, AG, A2A):
+            raise InputError(f"{name} models allreduce, reducescatter, allgather and alltoall, not "
+                             f"{plan.kind}", field="collective")
         self.middle = None  # direct AllReduce: all-gather half waits for every receipt
         if name == "halvingDoubling":
-            steps = _hd_steps(plan.kind, n, plan.size_in)
-            self.parallel, self.nonzero, self.to_send = 1, _log2(n, name) - 1, len(steps)
+            if plan.kind == A2A:
+                raise InputError("ASTRA-sim's halvingDoubling has no AlltoAll (HalvingDoubling.cc exits "
+                                 "with 'unknown communication type'); use ring or direct", field="implementation")
+            self.to_send = _log2(n, name) * (2 if plan.kind == AR else 1)
+            self.parallel, self.nonzero = 1, _log2(n, name) - 1
+            steps = _hd_steps(plan.kind, n, plan.size_in, self.to_send + self.parallel)
             # (destination, source, bytes): halving-doubling exchanges with one partner per step
-            self.specs = [(_hd_peer(i, off, n), _hd_peer(i, off, n), size) for off, size in steps]
+            self.specs = [(_hd_peer(i, off, n), _hd_peer(i, off, n), size) if off else (i, i, size)
+                          for off, size in steps]
         else:
-            msg = plan.size_in if plan.kind == AG else plan.size_in // n
-            self.to_send, step = _ring_counts(plan.kind, n), plan.direction
+            msg = _message(plan.kind, plan.size_in, n)
+            self.to_send, step = _ring_counts(plan.kind, n, name), plan.direction
             if name == "ring":
                 self.parallel, self.nonzero = 1, n - 1
-                self.specs = [((i + step) % n, (i - step) % n, msg)] * self.to_send
+                self.specs = [((i + step) % n, (i - step) % n, msg)] * (self.to_send + 1)
             else:  # direct: one message to every peer, peers taken in ring order, round and round
                 window = plan.impl.window
                 self.parallel = n - 1 if window is None else min(window, n - 1)
                 self.nonzero = self.parallel
                 self.middle = n - 1 if plan.kind == AR else None
                 peers = [((i + step * k) % n, (i - step * k) % n, msg) for k in range(1, n)]
-                self.specs = [peers[k % (n - 1)] for k in range(self.to_send)]
+                self.specs = [peers[k % (n - 1)] for k in range(self.to_send + self.parallel)]
         self.packets: deque = deque()
         self.made = self.free = self.received = 0
         self.zero = self.nonzero_left = 0
@@ -152,10 +180,10 @@ class PacketAlgorithm:
         else:
             self.nonzero_left -= 1
             reduced = self.kind == RS or (self.kind == AR and self.toggle)
-        if self.made < len(self.specs):
-            self.packets.append(self.specs[self.made])
+        spec = self.specs[self.made]
+        self.packets.append(spec)
         self.made += 1
-        delay = self.ctx.endpoint_delay + (self.ctx.reduction_delay if reduced else 0)
+        delay = self.ctx.endpoint_delay + (self.ctx.reduction_ns(spec[2]) if reduced else 0)
         self.ctx.after(delay, self._ready)
 
     def _received(self) -> None:
@@ -225,7 +253,7 @@ class TreeAlgorithm:
         self.ctx.post_recv(self.parent, lambda: self.ctx.after(self.ctx.endpoint_delay, self.ctx.exit))
 
     def _bus_and_reduce(self, then: Callable[[], None]) -> None:
-        self.ctx.after(self.ctx.endpoint_delay + self.ctx.reduction_delay, then)
+        self.ctx.after(self.ctx.endpoint_delay + self.ctx.reduction_ns(self.size), then)
 
     def _from_child(self) -> None:
         self._bus_and_reduce(self._child_reduced)
@@ -254,5 +282,5 @@ def make_algorithm(ctx: PhaseContext, plan: PhasePlan, tree_count: int) -> Packe
     return PacketAlgorithm(ctx, plan)
 
 
-__all__ = ["AR", "RS", "AG", "CLOCKWISE", "ANTICLOCKWISE", "PhasePlan", "PhaseContext", "PacketAlgorithm",
+__all__ = ["AR", "RS", "AG", "A2A", "CLOCKWISE", "ANTICLOCKWISE", "PhasePlan", "PhaseContext", "PacketAlgorithm",
            "TreeAlgorithm", "binary_tree", "make_algorithm"]

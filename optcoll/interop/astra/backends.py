@@ -1,5 +1,10 @@
 """ASTRA-sim's two analytical network backends, in whole nanoseconds, on one event queue.
 
+Followed: astra-network-analytical 599a047 (``congestion_unaware/basic-topology/*.cpp``,
+``congestion_unaware/multi-dim-topology/MultiDimTopology.cpp``, ``congestion_aware/network/
+Link.cpp`` ``serialization_delay``/``communication_delay``, ``common/NetworkFunction.cpp``
+``bw_GBps_to_Bpns``); checked against the built binaries (tests/interop_astra/data).
+
 Congestion-unaware: a message between NPUs that differ in dimension d (the lowest differing one,
 as ASTRA-sim's MultiDimTopology picks) takes ``floor(hops·latency + bytes/bandwidth)`` ns with
 hops 1 (FullyConnected), 2 (Switch) or the shorter way round a bidirectional Ring; concurrent
@@ -10,7 +15,8 @@ clockwise on a tie; Switch: NPU→switch→NPU; FullyConnected: direct). Every d
 a message occupies it for ``floor(bytes/bandwidth)`` and reaches the next device after
 ``floor(latency + bytes/bandwidth)``, where it queues for the next link (store-and-forward).
 Bandwidth is ASTRA-sim's ``GB/s · 2^30 / 1e9`` bytes per ns, computed in the same double
-arithmetic so every floor lands on the same nanosecond.
+arithmetic so every floor lands on the same nanosecond. ``exact=True`` drops the floors (times in
+fractional ns), to measure what they account for.
 """
 from __future__ import annotations
 
@@ -26,20 +32,20 @@ BACKENDS = ("unaware", "aware")
 
 
 class EventQueue:
-    """Callbacks at integer ns; equal times run in the order they were scheduled (like ASTRA-sim)."""
+    """Callbacks at (integer) ns; equal times run in the order they were scheduled (like ASTRA-sim)."""
 
     def __init__(self) -> None:
-        self.now = 0
-        self._heap: list[tuple[int, int, Callable[[], None]]] = []
+        self.now: float = 0
+        self._heap: list[tuple[float, int, Callable[[], None]]] = []
         self._seq = 0
 
-    def at(self, time: int, callback: Callable[[], None]) -> None:
+    def at(self, time: float, callback: Callable[[], None]) -> None:
         if time < self.now:
             raise ValueError(f"event at {time} ns scheduled in the past (now {self.now})")
         heapq.heappush(self._heap, (time, self._seq, callback))
         self._seq += 1
 
-    def after(self, delay: int, callback: Callable[[], None]) -> None:
+    def after(self, delay: float, callback: Callable[[], None]) -> None:
         self.at(self.now + delay, callback)
 
     def run(self) -> None:
@@ -56,15 +62,19 @@ def transfer_dim(network: AstraNetwork, src: int, dst: int) -> int:
     raise ValueError(f"message from NPU {src} to itself")
 
 
-class UnawareNetwork:
-    def __init__(self, network: AstraNetwork, queue: EventQueue):
-        self.network, self.queue = network, queue
+def _whole_ns(exact: bool) -> Callable[[float], float]:
+    return float if exact else int
 
-    def message_time(self, src: int, dst: int, nbytes: int) -> int:
+
+class UnawareNetwork:
+    def __init__(self, network: AstraNetwork, queue: EventQueue, exact: bool = False):
+        self.network, self.queue, self.floor = network, queue, _whole_ns(exact)
+
+    def message_time(self, src: int, dst: int, nbytes: int) -> float:
         d = transfer_dim(self.network, src, dst)
         dim = self.network.dims[d]
         hops = dim.hops(self.network.coords(src)[d], self.network.coords(dst)[d])
-        return int(hops * dim.latency_ns + nbytes / dim.bytes_per_ns)
+        return self.floor(hops * dim.latency_ns + nbytes / dim.bytes_per_ns)
 
     def send(self, src: int, dst: int, nbytes: int, arrived: Callable[[], None]) -> None:
         self.queue.after(self.message_time(src, dst, nbytes), arrived)
@@ -81,8 +91,8 @@ class _Link:
 class AwareNetwork:
     """Links are keyed by device: NPUs by id, a Switch dimension's switch by (dim, lowest member)."""
 
-    def __init__(self, network: AstraNetwork, queue: EventQueue):
-        self.network, self.queue = network, queue
+    def __init__(self, network: AstraNetwork, queue: EventQueue, exact: bool = False):
+        self.network, self.queue, self.floor = network, queue, _whole_ns(exact)
         self.links: dict[tuple[object, object], _Link] = {}
 
     def _link(self, u: object, v: object, d: int) -> _Link:
@@ -127,8 +137,8 @@ class AwareNetwork:
         path, k, d, nbytes, arrived = job
         link.busy = True
         serial = nbytes / link.bytes_per_ns
-        self.queue.after(int(link.latency + serial), lambda: self._hop(path, k + 1, d, nbytes, arrived))
-        self.queue.after(int(serial), lambda: self._free(link))
+        self.queue.after(self.floor(link.latency + serial), lambda: self._hop(path, k + 1, d, nbytes, arrived))
+        self.queue.after(self.floor(serial), lambda: self._free(link))
 
     def _free(self, link: _Link) -> None:
         link.busy = False
@@ -136,10 +146,21 @@ class AwareNetwork:
             self._transmit(link, link.pending.popleft())
 
 
-def make_network(backend: str, network: AstraNetwork, queue: EventQueue) -> UnawareNetwork | AwareNetwork:
+def check_backend(backend: str, network: AstraNetwork) -> None:
+    """Refuses what ASTRA-sim refuses: the congestion-aware backend builds one-dimensional networks
+    only (astra-network-analytical 599a047, ``congestion_aware/topology/Helper.cpp``
+    ``construct_topology``: "only support 1-dim topology", exit)."""
     if backend not in BACKENDS:
         raise InputError(f"unknown backend {backend!r}; use {' or '.join(BACKENDS)}", field="backend")
-    return (UnawareNetwork if backend == "unaware" else AwareNetwork)(network, queue)
+    if backend == "aware" and len(network.dims) > 1:
+        raise InputError(f"ASTRA-sim's congestion-aware backend refuses a {len(network.dims)}-dimensional "
+                         "network (only 1-dim topologies); use the unaware backend", field="backend")
+
+
+def make_network(backend: str, network: AstraNetwork, queue: EventQueue, exact: bool = False
+                 ) -> UnawareNetwork | AwareNetwork:
+    check_backend(backend, network)
+    return (UnawareNetwork if backend == "unaware" else AwareNetwork)(network, queue, exact)
 
 
 def check_message(nbytes: int) -> int:
@@ -150,5 +171,6 @@ def check_message(nbytes: int) -> int:
     return int(nbytes)
 
 
-__all__ = ["BACKENDS", "EventQueue", "UnawareNetwork", "AwareNetwork", "make_network", "check_message",
+__all__ = ["BACKENDS", "EventQueue", "UnawareNetwork", "AwareNetwork", "check_backend", "make_network",
+           "check_message",
            "transfer_dim"]

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from optcoll.errors import InputError
+from optcoll.inputfiles import read_bytes
 from optcoll.interop.astra import protowire as pw
 
 VERSION = "0.0.4"
@@ -151,9 +152,4 @@ class Trace:
 
 
 def read_trace(path: str | Path) -> Trace:
-    path = Path(path)
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise InputError(f"cannot read: {exc.strerror}", source=str(path)) from exc
-    return Trace.decode(data, str(path))
+    return Trace.decode(read_bytes(path), str(path))

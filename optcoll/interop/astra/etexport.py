@@ -9,7 +9,11 @@ ASTRA-sim's (tag, src, dst, size) matching pairs exactly these two nodes) and is
 Dependencies (data_deps): a send of chunk c by p waits for the receive that brought c to p (the
 first one; none when p held c at t = 0); for combining collectives it waits for every receive of
 c at p that arrived by the send's start, because p sends its partial including those
-contributions. Receives have no dependencies: ASTRA-sim posts them at once and matches arrivals.
+contributions. Receives have no dependencies: ASTRA-sim posts them at once and matches arrivals. Under link
+occupancy (optcoll's default: a link carries one transfer at a time, held until it arrives) a
+send also waits for the send before it on the same link (a direct NPU-to-NPU link), so ASTRA-sim,
+which issues a node as soon as its dependencies are done, keeps the schedule's order on every
+link instead of putting two chunks on it at once.
 
 Switches: ASTRA-sim models a Switch dimension natively (the message crosses NPU→switch→NPU in the
 network backend), so a schedule hop NPU→switch→NPU (or through several switches) becomes one
@@ -57,6 +61,7 @@ class Transfer:
     start: float
     arrival: float
     reduce: bool
+    link: int = -1  # the machine link of a direct (one-hop) transfer, -1 for a switch relay
 
 
 def npu_transfers(machine: Machine, collective: Collective, schedule: Schedule,
@@ -94,15 +99,17 @@ def npu_transfers(machine: Machine, collective: Collective, schedule: Schedule,
             continue
         first = origin(i)
         out.append((float(starts[first]), float(arrivals[i]), int(schedule.chunk[i]),
-                    int(machine.link_src[schedule.link[first]]), dst, bool(schedule.op[i] == REDUCE)))
+                    int(machine.link_src[schedule.link[first]]), dst, bool(schedule.op[i] == REDUCE),
+                    int(schedule.link[i]) if first == i else -1))
     out.sort(key=lambda t: (t[0], t[1], t[3], t[4], t[2]))
     if len(out) > INT32_MAX:
         raise InputError(f"{len(out)} transfers do not fit ASTRA-sim's int32 comm_tag")
-    return [Transfer(tag, c, s, d, st, ar, red) for tag, (st, ar, c, s, d, red) in enumerate(out)]
+    return [Transfer(tag, c, s, d, st, ar, red, link) for tag, (st, ar, c, s, d, red, link) in enumerate(out)]
 
 
-def build_traces(collective: Collective, transfers: list[Transfer]) -> list[Trace]:
-    """One Trace per communicator position (see module docstring for the node contents)."""
+def build_traces(collective: Collective, transfers: list[Transfer], link_order: bool = False) -> list[Trace]:
+    """One Trace per communicator position (see module docstring for the node contents);
+    ``link_order``: each send also waits for the previous send on its link (link occupancy)."""
     position = {r: p for p, r in enumerate(collective.ranks)}
     for t in transfers:
         for v in (t.src, t.dst):
@@ -122,6 +129,7 @@ def build_traces(collective: Collective, transfers: list[Transfer]) -> list[Trac
         recvs_at[(t.dst, t.chunk)].append(t)
     for (_v, _c), lst in recvs_at.items():
         lst.sort(key=lambda t: (t.arrival, t.tag))
+    last_send: dict[int, int] = {}  # link -> node id of the latest send on it (transfers are by start)
     for t in transfers:
         p, q = position[t.src], position[t.dst]
         common = (Attr("comm_src", "int32", p), Attr("comm_dst", "int32", q),
@@ -134,9 +142,13 @@ def build_traces(collective: Collective, transfers: list[Transfer]) -> list[Trac
             deps = [] if t.chunk in held[t.src] else before[:1]
             if not deps and t.chunk not in held[t.src]:
                 raise InputError(f"NPU {t.src} sends chunk {t.chunk} before receiving it", field="schedule")
-        dep_ids = tuple(sorted(recv_id[r.tag] for r in deps))
+        dep_ids = {recv_id[r.tag] for r in deps}
+        if link_order and t.link >= 0:
+            if t.link in last_send:
+                dep_ids.add(last_send[t.link])
+            last_send[t.link] = len(nodes[p])
         nodes[p].append(Node(len(nodes[p]), f"send c{t.chunk} {t.src}->{t.dst}", COMM_SEND,
-                             data_deps=dep_ids, attrs=common))
+                             data_deps=tuple(sorted(dep_ids)), attrs=common))
         recv_id[t.tag] = len(nodes[q])
         nodes[q].append(Node(len(nodes[q]), f"recv c{t.chunk} {t.src}->{t.dst}", COMM_RECV, attrs=common))
     return [Trace(tuple(ns)) for ns in nodes]
@@ -165,10 +177,27 @@ def system_snippet(collective: Collective, prefix: str) -> dict[str, object]:
 
 
 @dataclass(frozen=True)
+class ChakraTraces:
+    transfers: tuple[Transfer, ...]
+    traces: tuple[Trace, ...]  # one per communicator position
+    time: float  # the schedule's verified time (s)
+
+
+@dataclass(frozen=True)
 class ChakraExport:
     files: tuple[Path, ...]
     system_json: Path
     transfers: tuple[Transfer, ...]
+
+
+def chakra_traces(machine: Machine, collective: Collective, schedule: Schedule,
+                  model: TimeModel = TimeModel()) -> ChakraTraces:
+    """Verifies the schedule (ScheduleRejected if invalid) and builds its traces."""
+    _whole_chunk(collective)
+    result = require_valid(machine, collective, schedule, model)
+    transfers = npu_transfers(machine, collective, schedule, result.starts, result.arrivals)
+    traces = build_traces(collective, transfers, model.occupancy == "link")
+    return ChakraTraces(tuple(transfers), tuple(traces), result.time)
 
 
 def export_chakra(machine: Machine, collective: Collective, schedule: Schedule, prefix: str | Path,
@@ -177,15 +206,12 @@ def export_chakra(machine: Machine, collective: Collective, schedule: Schedule, 
     ``<prefix>.system.json`` (the snippet above). Raises ScheduleRejected for invalid schedules."""
     prefix = str(prefix)
     system = system_snippet(collective, prefix)  # cheap refusals first, before verifying
-    _whole_chunk(collective)
-    result = require_valid(machine, collective, schedule, model)
-    transfers = npu_transfers(machine, collective, schedule, result.starts, result.arrivals)
-    traces = build_traces(collective, transfers)
+    built = chakra_traces(machine, collective, schedule, model)
     files = []
-    for p, trace in enumerate(traces):
+    for p, trace in enumerate(built.traces):
         path = Path(f"{prefix}.{p}.et")
         write_bytes_atomic(path, trace.encode())
         files.append(path)
     system_path = Path(f"{prefix}.system.json")
     write_text_atomic(system_path, json.dumps(system, indent=2) + "\n")
-    return ChakraExport(tuple(files), system_path, tuple(transfers))
+    return ChakraExport(tuple(files), system_path, built.transfers)

@@ -1,12 +1,13 @@
 """An ASTRA-sim-compatible predictor: a native collective's time on an analytical backend, in ns.
 
-How ASTRA-sim 2.0's system layer runs a collective of ``comm_size`` bytes (Sys::generate_collective;
+How ASTRA-sim 518bd51's system layer runs a collective of ``comm_size`` bytes
+(``astra-sim/system/Sys.cc``: ``Sys::generate_collective``, ``Sys::determine_chunk_size``;
 AllGather's comm_size is each NPU's input, the others' the whole buffer):
 
 1. Streams: the buffer is cut into ``preferred-dataset-splits`` chunks of ``size // splits`` bytes
    (non-AllGather: at least one byte per NPU, the buffer grown to match); every chunk is a stream.
 2. Phases per stream, one per dimension: AllGather runs the dimensions from the last to the first,
-   ReduceScatter from the first; an AllReduce runs an AllReduce in every dimension on the full
+   ReduceScatter and AlltoAll from the first; an AllReduce runs an AllReduce in every dimension on the full
    chunk (``baseline``) or, with ``localBWAware``, a ReduceScatter up the dimensions, an AllReduce
    in the last and an AllGather back down (data shrinking by each dimension's size).
    The AllGather half of localBWAware runs its rings the other way round (anticlockwise).
@@ -18,8 +19,12 @@ AllGather's comm_size is each NPU's input, the others' the whole buffer):
    time is the latest NPU's.
 
 Assumed, as ASTRA-sim's defaults: one queue per dimension (``--num-queues-per-dim 1``), no
-rendezvous protocol, injection scale 1. Not modelled: the shared-bus (LogGP) model, ``one*``
-algorithms, AlltoAll, custom (Chakra) collectives, communicator groups.
+rendezvous protocol, injection scale 1. A ``one*`` algorithm is one phase over all NPUs
+(messages timed in the lowest dimension in which their ends differ, as the backends do).
+Refused as ASTRA-sim refuses it: the congestion-aware
+backend on a network of more than one dimension (its ``construct_topology`` exits: "only support
+1-dim topology"), halvingDoubling AlltoAll. Not modelled: the shared-bus (LogGP) model,
+custom (Chakra) collectives (``replay.py``), communicator groups.
 """
 from __future__ import annotations
 
@@ -29,8 +34,8 @@ from dataclasses import dataclass
 
 from optcoll.collectives.builtins import canonical_kind
 from optcoll.errors import InputError
-from optcoll.interop.astra.algorithms import AG, ANTICLOCKWISE, AR, CLOCKWISE, RS, PhasePlan, make_algorithm
-from optcoll.interop.astra.backends import EventQueue, check_message, make_network
+from optcoll.interop.astra.algorithms import A2A, AG, ANTICLOCKWISE, AR, CLOCKWISE, RS, PhasePlan, make_algorithm
+from optcoll.interop.astra.backends import EventQueue, check_backend, check_message, make_network
 from optcoll.interop.astra.network import AstraNetwork
 from optcoll.interop.astra.system import SystemConfig
 
@@ -61,10 +66,12 @@ class Prediction:
     chunk_bytes: int
     phases: tuple[PhaseReport, ...]
     messages: int
+    notes: tuple[str, ...] = ()
 
     def summary(self) -> str:
         lines = [f"{self.collective} of {self.size_bytes} B, {self.backend} backend: {self.total_ns} ns "
                  f"({self.streams} stream(s) of {self.chunk_bytes} B, {self.messages} messages)"]
+        lines += [f"  note: {note}" for note in self.notes]
         for p in self.phases:
             lines.append(f"  phase {p.index}: dim {p.dim} {p.kind} by {p.algorithm}, {p.bytes_in} B -> "
                          f"{p.bytes_out} B per stream, {len(p.messages)} message(s) per NPU, "
@@ -86,7 +93,13 @@ def stream_sizes(kind: str, size: int, splits: int, total_npus: int) -> tuple[in
 def plan_phases(network: AstraNetwork, system: SystemConfig, kind: str, chunk: int) -> list[PhasePlan]:
     """The phases every stream goes through (module docstring, point 2)."""
     impls = system.implementation(kind, len(network.dims))
+    if impls[0].whole:  # one logical dimension over all NPUs
+        return [PhasePlan(0, kind, impls[0], network.num_npus, chunk, CLOCKWISE)]
     dims = list(range(len(network.dims)))
+    if kind == AR and len(dims) > 1 and system.collective_optimization is None:
+        raise InputError("is not set: ASTRA-sim leaves it uninitialised and a multi-dimensional AllReduce "
+                         "then never finishes; set baseline or localBWAware", source=system.source,
+                         field="collective-optimization")
     phases: list[PhasePlan] = []
 
     def add(dim: int, op: str, direction: int) -> None:
@@ -155,8 +168,11 @@ class _Run:
 
     def _start(self, npu: int, stream: int, k: int) -> None:
         plan = self.phases[k]
-        members = self.network.group(npu, plan.dim)
-        ctx = _Context(self, npu, stream, k, members, self.network.coords(npu)[plan.dim])
+        if plan.impl.whole:
+            members, index = list(range(self.network.num_npus)), npu
+        else:
+            members, index = self.network.group(npu, plan.dim), self.network.coords(npu)[plan.dim]
+        ctx = _Context(self, npu, stream, k, members, index)
         span = self.window.setdefault(k, [self.queue.now, self.queue.now])
         span[0] = min(span[0], self.queue.now)
         make_algorithm(ctx, plan, self.tree_index.get((stream, k), 0)).start()
@@ -206,7 +222,7 @@ class _Context:
         self.run, self.npu, self.stream, self.phase = run, npu, stream, phase
         self.members, self.index = members, index
         self.endpoint_delay = run.system.endpoint_delay
-        self.reduction_delay = run.system.reduction_delay
+        self.reduction_ns = run.system.reduction_ns
 
     def after(self, delay: int, callback: Callable[[], None]) -> None:
         self.run.queue.after(delay, callback)
@@ -222,19 +238,51 @@ class _Context:
         self.run.phase_done(self.npu, self.stream, self.phase)
 
 
+#: Memory of a simulation: bytes per NPU, per NPU and stream, and the factor of the congestion-
+#: aware backend (its link queues). Measured with tracemalloc on Ring×Ring networks of 1024 and
+#: 4096 NPUs with 1 and 4 streams (3.8-7.1 KB per NPU and stream, unaware; 10.5 KB aware),
+#: rounded up so that the estimate is not below any of them.
+_BYTES_PER_NPU, _BYTES_PER_NPU_STREAM, _AWARE_FACTOR = 3.5 * 2**10, 4 * 2**10, 1.7
+
+
+def require_fits(npus: int, streams: int, phases: list[PhasePlan], backend: str,
+                 max_memory: int | None) -> None:
+    """Before a simulation starts: its memory estimate within ``max_memory`` bytes (None: not
+    checked) and its message count within the ``predict_messages`` cap."""
+    from optcoll import limits
+    from optcoll.units import format_size
+
+    messages = streams * npus * sum(len(p.messages()) for p in phases)
+    need = npus * (_BYTES_PER_NPU + _BYTES_PER_NPU_STREAM * streams)
+    need *= _AWARE_FACTOR if backend == "aware" else 1
+    what = (f"simulating {npus} NPUs x {streams} stream(s) ({messages} messages, about "
+            f"{format_size(need)} of memory)")
+    if max_memory is not None and need > max_memory:
+        raise InputError(f"{what} needs more than the {format_size(max_memory)} of memory it may use; "
+                         "not started", field="network")
+    if not limits.within("predict_messages", messages):
+        raise limits.refusal("predict_messages", what, "`astra predict` simulates").located(field="network")
+
+
 def predict(network: AstraNetwork, system: SystemConfig, collective: str, size_bytes: int,
-            backend: str = "unaware") -> Prediction:
+            backend: str = "unaware", max_memory: int | None = None) -> Prediction:
     """ASTRA-sim's time for a native collective of ``size_bytes`` (ASTRA-sim's comm_size, see the
     module docstring) on ``network`` with ``system``'s algorithms, on the "unaware" or "aware"
-    analytical backend."""
+    analytical backend; refused before it starts when its memory estimate is over ``max_memory``
+    bytes or its messages over the ``predict_messages`` cap (``require_fits``)."""
     kind = canonical_kind(collective)
-    if kind not in (AR, RS, AG):
-        raise InputError(f"the predictor models allreduce, reducescatter and allgather, not {kind}",
-                         field="collective")
+    if kind not in (AR, RS, AG, A2A):
+        raise InputError(f"ASTRA-sim runs allreduce, reducescatter, allgather and alltoall natively, not "
+                         f"{kind}", field="collective")
     if isinstance(size_bytes, bool) or int(size_bytes) != size_bytes or size_bytes < 1:
         raise InputError(f"must be a positive whole number of bytes, got {size_bytes!r}", field="size")
+    check_backend(backend, network)
+    if system.endpoint_delay < 1:
+        raise InputError("endpoint-delay 0 makes ASTRA-sim abort (EventQueue.cpp:33 asserts every event is "
+                         "later than the last); use at least 1 ns", source=system.source, field="endpoint-delay")
     streams, chunk = stream_sizes(kind, int(size_bytes), system.preferred_dataset_splits, network.num_npus)
     phases = plan_phases(network, system, kind, chunk)
+    require_fits(network.num_npus, streams, phases, backend, max_memory)
     run = _Run(network, system, backend, phases, streams)
     run.run()
     stalled = [npu for npu in range(network.num_npus) if any(run.running[npu])]
@@ -243,4 +291,8 @@ def predict(network: AstraNetwork, system: SystemConfig, collective: str, size_b
     reports = tuple(PhaseReport(k, p.dim, p.kind, str(p.impl), p.size_in, p.size_out, tuple(p.messages()),
                                 run.window[k][0], run.window[k][1]) for k, p in enumerate(phases))
     return Prediction(kind, int(size_bytes), backend, max(run.finish), tuple(run.finish), streams, chunk,
-                      reports, run.sent)
+                      reports, run.sent, system.notes() if _reduces(phases) else ())
+
+
+def _reduces(phases: list[PhasePlan]) -> bool:
+    return any(p.kind in (AR, RS) or p.impl.name == "doubleBinaryTree" for p in phases)

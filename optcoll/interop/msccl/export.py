@@ -1,6 +1,9 @@
 """A verified timed schedule → MSCCL-IR XML that the MSCCL executor loads.
 
-GPU g of the XML is NPU ``collective.ranks[g]``. Only ranks exist in MSCCL-IR, so a schedule that
+The XML is written for one runtime (``runtimes.py``: the MSCCL executor by default, or the first
+MSCCL runtime): its ``coll`` spelling, and thread blocks cut to its steps-per-block limit
+(``threadblocks.py``), or a refusal naming what does not fit. GPU g of the XML is NPU
+``collective.ranks[g]``. Only ranks exist in MSCCL-IR, so a schedule that
 relays through a switch or through an NPU outside the communicator cannot be written (NVSwitch
 machines are exported by scheduling on a direct GPU-to-GPU model of them instead). The buffer
 layout is ``layout.py``'s, slots and dependencies ``plan.py``'s, thread blocks, channels and step
@@ -8,7 +11,8 @@ order ``threadblocks.py``'s. Every step moves one chunk (``cnt = 1``): a timed s
 two chunks on one link at one instant, so there is nothing contiguous to batch.
 
 ``export_msccl_xml`` checks its own output by default: the XML is imported back on the same
-machine and verified, and must be structurally clean, faithful and no slower than the schedule.
+machine under the runtime's rules and verified, and must be clean, faithful and no slower than
+the schedule.
 """
 from __future__ import annotations
 
@@ -20,10 +24,10 @@ from optcoll.collectives.collective import Collective
 from optcoll.errors import InputError
 from optcoll.interop.msccl.importer import import_msccl_xml
 from optcoll.interop.msccl.ir import PROTOCOLS, Algo, to_xml
-from optcoll.interop.msccl.layout import coll_name, layout_of
+from optcoll.interop.msccl.layout import layout_of
 from optcoll.interop.msccl.plan import Xfer, plan
+from optcoll.interop.msccl.runtimes import Runtime, runtime_named
 from optcoll.interop.msccl.threadblocks import assign
-from optcoll.interop.msccl.validate import RuntimeLimits
 from optcoll.fileio import write_text_atomic
 from optcoll.instances.instance import TimeModel
 from optcoll.machines.machine import Machine
@@ -37,15 +41,17 @@ REDOPS = ("sum", "prod", "max", "min", "avg")
 
 def build_msccl_algo(machine: Machine, collective: Collective, schedule: Schedule, *,
                      model: TimeModel = TimeModel(), name: str | None = None, proto: str = "Simple",
-                     coll_names: str = "current", inplace: bool = False, min_bytes: int = 0,
+                     runtime: str | Runtime = "executor", inplace: bool = False, min_bytes: int = 0,
                      max_bytes: int = 0, redop: str = "sum", fuse: bool = True) -> tuple[Algo, float]:
     """The MSCCL algorithm of a schedule, and the schedule's verified time.
 
-    ``coll_names``: "current" (allgather, reducescatter, ...) or "legacy" (reduce_scatter,
-    custom). ``inplace``: lay buffers out for in-place calls (else out-of-place). ``fuse``: fuse
-    receive-then-forward into rcs/rrcs where that is exact. ``min_bytes``/``max_bytes``: the
-    message sizes a runtime may pick it for (0 = no limit).
+    ``runtime``: "executor" (coll allgather, reducescatter, ...; 64 steps per thread block) or
+    "msccl" (reduce_scatter, custom; 256). ``inplace``: lay buffers out for in-place calls (else
+    out-of-place). ``fuse``: fuse receive-then-forward into rcs/rrcs where that is exact.
+    ``min_bytes``/``max_bytes``: the message sizes a runtime may pick it for (0 = no limit).
+    ``redop`` is written for combining collectives (no runtime reads it; tools may).
     """
+    rt = runtime_named(runtime)
     if proto not in PROTOCOLS:
         raise InputError(f"unknown protocol {proto!r}; use {', '.join(PROTOCOLS)}", field="proto")
     if redop not in REDOPS:
@@ -60,16 +66,20 @@ def build_msccl_algo(machine: Machine, collective: Collective, schedule: Schedul
         raise InputError(f"refusing to export an invalid schedule: {result.violation.message}",
                          field="schedule")
     layout = layout_of(collective, inplace)
-    coll = coll_name(layout.kind, coll_names)
-    if coll_names == "current" and coll == "custom":
-        raise InputError("the current MSCCL executor has no custom collectives; export with "
-                         "coll_names='legacy' for the first MSCCL runtime", field="coll_names")
+    coll = rt.coll_for(layout.kind)
     xfers = _transfers(machine, collective, schedule, result.arrivals, model)
     scale = max([x.arrive for x in xfers] + [1e-30])
     eps = RELATIVE_TOLERANCE * scale + ABSOLUTE_TOLERANCE
     p = plan(xfers, layout, collective.combining, eps)
-    gpus = assign(xfers, p, layout, collective.combining, fuse, eps)
+    links = {(gu, gv): len(machine.links_between(u, v)) for gu, u in enumerate(collective.ranks)
+             for gv, v in enumerate(collective.ranks) if u != v}
+    gpus = assign(xfers, p, layout, collective.combining, fuse, eps, rt.max_steps, links)
     nchannels = max((t.chan for g in gpus for t in g.tbs), default=0) + 1
+    blocks = max(len(g.tbs) for g in gpus)
+    if nchannels > rt.max_channels or blocks > rt.max_blocks:
+        raise InputError(f"the schedule needs {nchannels} channels and {blocks} thread blocks on one GPU; the "
+                         f"{rt.name} runtime has {rt.max_channels} channels and {rt.max_blocks} blocks",
+                         field="schedule")
     algo = Algo(name or f"optcoll_{collective.kind}_{machine.name}", proto, nchannels,
                 layout.nchunksperloop, collective.num_ranks, coll, int(inplace), int(not inplace),
                 int(min_bytes), int(max_bytes), redop if collective.combining else None, tuple(gpus))
@@ -78,17 +88,18 @@ def build_msccl_algo(machine: Machine, collective: Collective, schedule: Schedul
 
 def export_msccl_xml(machine: Machine, collective: Collective, schedule: Schedule, *,
                      model: TimeModel = TimeModel(), check: bool = True,
-                     limits: RuntimeLimits = RuntimeLimits(), **options) -> str:
+                     runtime: str | Runtime = "executor", **options) -> str:
     """The MSCCL-IR XML text of a verified schedule (options: see ``build_msccl_algo``).
 
-    ``check``: import the text back, and refuse (``InputError``) unless it is structurally clean
-    under ``limits``, faithful, valid and no slower than the schedule.
+    ``check``: import the text back, and refuse (``InputError``) unless the runtime loads it and it
+    is faithful, valid and no slower than the schedule.
     """
-    algo, time = build_msccl_algo(machine, collective, schedule, model=model, **options)
-    text = to_xml(algo, f"optcoll export: {collective.describe()} on {machine.name}, verified "
-                        f"time {format_time(time)} (timed model, {model.occupancy} occupancy)")
+    algo, time = build_msccl_algo(machine, collective, schedule, model=model, runtime=runtime, **options)
+    text = to_xml(algo, f"optcoll export for the {runtime_named(runtime).name} runtime: "
+                        f"{collective.describe()} on {machine.name}, verified time {format_time(time)} "
+                        f"(timed model, {model.occupancy} occupancy)")
     if check:
-        _check_round_trip(text, machine, collective, model, time, bool(algo.inplace), limits)
+        _check_round_trip(text, machine, collective, model, time, bool(algo.inplace), runtime)
     return text
 
 
@@ -120,9 +131,12 @@ def _transfers(machine: Machine, collective: Collective, schedule: Schedule, arr
 
 
 def _check_round_trip(text: str, machine: Machine, collective: Collective, model: TimeModel,
-                      time: float, inplace: bool, limits: RuntimeLimits) -> None:
-    back = import_msccl_xml(text, machine, collective=collective, inplace=inplace, model=model,
-                            limits=limits)
+                      time: float, inplace: bool, runtime: str | Runtime) -> None:
+    try:
+        back = import_msccl_xml(text, machine, collective=collective, inplace=inplace, model=model,
+                                runtime=runtime)
+    except InputError as exc:
+        raise InputError(f"the exported XML fails its check: {exc.detail}", field="schedule") from None
     result = verify(machine, back.collective, back.schedule, model)
     trouble = (list(back.findings[:1]) + list(back.problems[:1]) +
                ([] if result.valid else [result.violation.message]))

@@ -6,6 +6,13 @@ channel ``c`` between GPUs u and v runs on lane ``c mod k`` of the k parallel ma
 a chunk occupies its link for α + b/B (or b/B under ``occupancy = "serialization"``) and is
 delivered α + b/B after it starts (+ γ·b when the receiver reduces). GPU g is NPU ``ranks[g]``.
 
+A step of ``cnt`` chunks is one message in MSCCL: latency once, then cnt·b/B on the wire.
+optcoll's schedules move one chunk per transfer, so it becomes cnt transfers streamed b/B apart,
+each delivered α + b/B after its start: the last lands α + cnt·b/B after the first left, the time
+of one message. That is valid in, and timed by, serialization occupancy (α pipelined), which is
+therefore the default model of a file with any ``cnt > 1``; under link occupancy (a link held
+α + b/B per chunk) the chunks would follow one another, cnt·(α + b/B).
+
 Buffer contents are replayed over that execution to name each sent chunk: a value is (chunk id,
 set of contributing GPUs), the precondition slots of the collective's layout hold each GPU's own
 chunks at t = 0. Every send becomes one transfer per chunk; its op is ``reduce`` when the
@@ -38,7 +45,8 @@ from optcoll.interop.msccl.execute import REDUCING_RECVS, Program, Trace, Wire, 
 from optcoll.interop.msccl.ir import RECVS, SENDS, Algo, parse_algo
 from optcoll.interop.msccl.layout import (ROOTED, Layout, chunks_from_loop, kind_of, layout_of,
                                           make_layout)
-from optcoll.interop.msccl.validate import RuntimeLimits, check, infer_root
+from optcoll.interop.msccl.runtimes import Runtime, runtime_named
+from optcoll.interop.msccl.validate import check, infer_root, read_for_runtime
 from optcoll.instances.instance import TimeModel
 from optcoll.machines.machine import Machine
 from optcoll.schedules.schedule import COPY, REDUCE, Schedule, from_arrays
@@ -60,6 +68,7 @@ class MscclImport:
     completion: float
     findings: tuple[str, ...]
     problems: tuple[str, ...]
+    model: TimeModel = TimeModel()
 
     @property
     def faithful(self) -> bool:
@@ -75,7 +84,7 @@ class Val(NamedTuple):
 def import_msccl_xml(source: str | os.PathLike, machine: Machine, *, size: float | None = None,
                      collective: Collective | None = None, ranks: Sequence[int] | None = None,
                      root: int | None = None, inplace: bool | None = None,
-                     model: TimeModel = TimeModel(), limits: RuntimeLimits = RuntimeLimits()
+                     model: TimeModel | None = None, runtime: str | Runtime | None = None
                      ) -> MscclImport:
     """Reads the XML at ``source`` (path or text) as a schedule on ``machine``.
 
@@ -83,14 +92,24 @@ def import_msccl_xml(source: str | os.PathLike, machine: Machine, *, size: float
     (required for ``coll="custom"``). ``ranks``: NPU of each GPU id (default 0..ngpus-1).
     ``root``: GPU id of a rooted collective's root (default: inferred from who only sends or
     only receives). ``inplace``: which buffer layout to run (default: out-of-place when the file
-    allows it).
+    allows it). ``model``: default link occupancy, serialization when a step has ``cnt > 1`` (see
+    the module docstring). ``runtime``: "executor" or "msccl" refuses what that runtime's loader
+    refuses; None applies only what execution needs.
     """
-    algo, parsed, name = parse_algo(source)
-    findings = check(algo, parsed, runtime="legacy" if algo.coll in ("reduce_scatter", "custom")
-                     else "current", limits=limits, root=root)
+    rules = None if runtime is None else runtime_named(runtime)
+    algo, parsed, name = parse_algo(source) if rules is None else read_for_runtime(source)
+    findings = check(algo, parsed, runtime=rules, root=root)
     for f in findings:
-        if f.fatal:
+        if f.fatal or f.refused:
             raise InputError(f.message, source=name)
+    messages = any(s.cnt > 1 and s.type in SENDS for g in algo.gpus for t in g.tbs for s in t.steps)
+    if model is None:
+        model = TimeModel(occupancy="serialization") if messages else TimeModel()
+    notes = [f.message for f in findings]
+    if messages:
+        notes.append("sends of cnt > 1 chunks are one message each (α once, then cnt·b/B; serialization "
+                     "occupancy)" if model.occupancy == "serialization" else "sends of cnt > 1 chunks "
+                     "move them one after another (link occupancy holds a link α + b/B per chunk)")
     program = Program(algo)
     use_inplace = bool(algo.inplace and not algo.outofplace) if inplace is None else bool(inplace)
     coll, rank_map, layout = _resolve(algo, program, machine, name, size, collective, ranks, root,
@@ -109,7 +128,7 @@ def import_msccl_xml(source: str | os.PathLike, machine: Machine, *, size: float
     if len(problems) > MAX_PROBLEMS:
         problems = problems[:MAX_PROBLEMS] + [f"... and {len(problems) - MAX_PROBLEMS} more problems"]
     return MscclImport(algo, coll, schedule, tuple(rank_map), use_inplace, completion,
-                       tuple(f.message for f in findings), tuple(problems))
+                       tuple(notes), tuple(problems), model)
 
 
 # -- set-up ----------------------------------------------------------------------------------------

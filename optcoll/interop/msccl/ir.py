@@ -12,7 +12,9 @@ missing or malformed attribute becomes a ``Finding`` and a harmless default. ``f
 make the file impossible to execute (the importer refuses it); the others are what a runtime
 would reject or mis-run but a simulation can still interpret.
 
-The writer emits exactly what the hand-written MSCCL executor parser accepts: no XML declaration,
+``parse_algo(..., like_runtime=True)`` reads the text with the runtimes' own reader
+(``reader.py``) and their integer rule (``strtol``), noting every value it reads differently from
+what it says. The writer emits exactly what that reader accepts: no XML declaration,
 double-quoted attributes, spaces (not tabs) for indentation, self-closing ``step`` elements.
 """
 from __future__ import annotations
@@ -24,6 +26,7 @@ from xml.sax.saxutils import escape
 
 from optcoll.errors import InputError
 from optcoll.inputfiles import read_text
+from optcoll.interop.msccl.reader import read_like_runtime, strtol
 
 STEP_TYPES = ("s", "r", "rcs", "rrs", "rrc", "rrcs", "cpy", "re", "nop")
 #: Step types with a send part (need the tb's send peer) and with a receive part (its recv peer).
@@ -46,6 +49,7 @@ Ref = tuple[str, int]  # (buffer, chunk offset)
 class Finding:
     message: str
     fatal: bool
+    refused: bool = False  # a runtime's loader refuses the file
 
 
 @dataclass(frozen=True)
@@ -117,14 +121,18 @@ def where_step(gpu: int, tb: int, index: int) -> str:
 
 
 class _Attrs:
-    """Typed attribute reads that record a finding instead of raising."""
+    """Typed attribute reads that record a finding instead of raising. ``runtime``: read integers
+    as the runtimes do (``strtol``), noting where that differs from the written number."""
 
-    def __init__(self, element: ET.Element, where: str, findings: list[Finding]):
-        self.a, self.where, self.findings = element.attrib, where, findings
+    def __init__(self, element: ET.Element, where: str, findings: list[Finding], runtime: bool = False):
+        self.a, self.where, self.findings, self.runtime = element.attrib, where, findings, runtime
+        if runtime and self.a.get(""):
+            findings.append(Finding(f"{where}: a value {self.a['']!r} without a name: the runtimes' reader "
+                                    "splits `key =value` into an empty key and a nameless value", False, True))
 
     def text(self, name: str, default: str = "", fatal: bool = True) -> str:
         if name not in self.a:
-            self.findings.append(Finding(f"{self.where}: missing attribute {name!r}", fatal))
+            self.findings.append(Finding(f"{self.where}: missing attribute {name!r}", fatal, self.runtime))
             return default
         return self.a[name]
 
@@ -133,11 +141,22 @@ class _Attrs:
         if raw is None:
             return default
         try:
-            return int(raw.strip())
+            written = int(raw.strip())
         except ValueError:
-            self.findings.append(Finding(f"{self.where}: attribute {name}={raw!r} is not an integer",
-                                         fatal))
+            written = None
+        if self.runtime:
+            value = strtol(raw)
+            if written is None:
+                self.findings.append(Finding(f"{self.where}: attribute {name}={raw!r} is not an integer (the "
+                                             f"runtimes read it as {value})", False, True))
+            elif written != value:
+                self.findings.append(Finding(f"{self.where}: attribute {name}={raw!r} is read as {value} by "
+                                             "the runtimes (C strtol, base 0)", False))
+            return value
+        if written is None:
+            self.findings.append(Finding(f"{self.where}: attribute {name}={raw!r} is not an integer", fatal))
             return default
+        return written
 
 
 def _read_text(source: str | os.PathLike) -> tuple[str, str]:
@@ -147,20 +166,25 @@ def _read_text(source: str | os.PathLike) -> tuple[str, str]:
     return str(source), "<msccl-xml>"
 
 
-def parse_algo(source: str | os.PathLike) -> tuple[Algo, list[Finding], str]:
+def parse_algo(source: str | os.PathLike, *, like_runtime: bool = False) -> tuple[Algo, list[Finding], str]:
     """The algorithm in ``source`` (path or XML text), every parse finding, and the source name.
 
-    Raises ``InputError`` only when the text is not XML or its root is not ``<algo>``.
+    Raises ``InputError`` only when the text is not XML or its root is not ``<algo>``;
+    ``like_runtime``: read it as the MSCCL runtimes do (raises ``reader.ReaderError`` where their
+    reader stops).
     """
     text, name = _read_text(source)
-    try:
-        root = ET.fromstring(text)
-    except ET.ParseError as exc:
-        raise InputError(f"not well-formed XML: {exc}", source=name) from None
+    if like_runtime:
+        root = read_like_runtime(text)
+    else:
+        try:
+            root = ET.fromstring(text)
+        except ET.ParseError as exc:
+            raise InputError(f"not well-formed XML: {exc}", source=name) from None
     if root.tag != "algo":
         raise InputError(f"the root element is <{root.tag}>, expected <algo>", source=name)
     findings: list[Finding] = []
-    at = _Attrs(root, "algo", findings)
+    at = _Attrs(root, "algo", findings, like_runtime)
     # Only what execution needs is reported missing here; which of the rest a runtime requires
     # is the validator's call (it depends on the runtime).
     values: dict[str, object] = {}
@@ -177,7 +201,7 @@ def parse_algo(source: str | os.PathLike) -> tuple[Algo, list[Finding], str]:
         if g.tag != "gpu":
             findings.append(Finding(f"algo: unexpected element <{g.tag}> (only <gpu> belongs here)", False))
             continue
-        gpus.append(_parse_gpu(g, k, findings))
+        gpus.append(_parse_gpu(g, k, findings, like_runtime))
     algo = Algo(values["name"], values["proto"], values["nchannels"], values["nchunksperloop"],
                 values["ngpus"], values["coll"], values["inplace"], values["outofplace"],
                 values["minBytes"], values["maxBytes"], root.attrib.get("redop"), tuple(gpus),
@@ -185,25 +209,25 @@ def parse_algo(source: str | os.PathLike) -> tuple[Algo, list[Finding], str]:
     return algo, findings, name
 
 
-def _parse_gpu(g: ET.Element, k: int, findings: list[Finding]) -> Gpu:
-    gid = _Attrs(g, f"gpu element #{k}", findings).int("id")
+def _parse_gpu(g: ET.Element, k: int, findings: list[Finding], runtime: bool) -> Gpu:
+    gid = _Attrs(g, f"gpu element #{k}", findings, runtime).int("id")
     where = f"gpu {gid}"
-    at = _Attrs(g, where, findings)
+    at = _Attrs(g, where, findings, runtime)
     sizes = [at.int(a, 0) for a in ("i_chunks", "o_chunks", "s_chunks")]
     tbs = []
     for j, t in enumerate(g):
         if t.tag != "tb":
             findings.append(Finding(f"{where}: unexpected element <{t.tag}> (only <tb> belongs here)", False))
             continue
-        tid = _Attrs(t, f"{where} tb element #{j}", findings).int("id")
-        tat = _Attrs(t, f"{where} tb {tid}", findings)
+        tid = _Attrs(t, f"{where} tb element #{j}", findings, runtime).int("id")
+        tat = _Attrs(t, f"{where} tb {tid}", findings, runtime)
         send, recv, chan = tat.int("send"), tat.int("recv"), tat.int("chan", 0)
         steps = []
         for i, s in enumerate(t):
             if s.tag != "step":
                 findings.append(Finding(f"{where} tb {tid}: unexpected element <{s.tag}>", False))
                 continue
-            sat = _Attrs(s, where_step(gid, tid, i), findings)
+            sat = _Attrs(s, where_step(gid, tid, i), findings, runtime)
             steps.append(Step(sat.int("s", i, False), sat.text("type", "nop"), sat.text("srcbuf", "i"),
                               sat.int("srcoff"), sat.text("dstbuf", "o"), sat.int("dstoff"),
                               sat.int("cnt", 1), sat.int("depid"), sat.int("deps"),

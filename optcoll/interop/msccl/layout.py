@@ -37,35 +37,18 @@ KINDS = ("allgather", "reducescatter", "allreduce", "alltoall", "broadcast", "re
          "scatter", "custom")
 ROOTED = ("broadcast", "reduce", "gather", "scatter")
 COMBINING = ("reducescatter", "allreduce", "reduce")
-#: ``coll`` spellings. "current": the MSCCL executor (msccl-executor-nccl / RCCL); "legacy": the
-#: first MSCCL runtime, which knew reduce_scatter and ran everything else as "custom".
-SPELLINGS = {
-    "current": {k: k for k in KINDS},
-    "legacy": {**{k: k for k in KINDS}, "reducescatter": "reduce_scatter", "gather": "custom",
-               "scatter": "custom"},
-}
-#: The executor runs these names (msccl_parser.cc); anything else it refuses to load.
-CURRENT_RUNTIME_COLLS = frozenset({"allgather", "reducescatter", "allreduce", "alltoall", "broadcast",
-                                   "reduce", "gather", "scatter", "send", "recv", "alltoallv"})
 _READ = {"reduce_scatter": "reducescatter", "all_gather": "allgather", "all_reduce": "allreduce",
          "all_to_all": "alltoall"}
+_NAMES = set(KINDS) | {"reduce_scatter"}
 _INPUT_IN_OUTPUT = ("allgather", "gather")  # in place: input is a window of the output
 _OUTPUT_IN_INPUT = ("reducescatter", "scatter")  # in place: output is a window of the input
-
-
-def coll_name(kind: str, spelling: str = "current") -> str:
-    if spelling not in SPELLINGS:
-        raise InputError(f"unknown coll spelling {spelling!r}; use {' or '.join(SPELLINGS)}",
-                         field="coll_names")
-    return SPELLINGS[spelling][kind]
 
 
 def kind_of(coll: str) -> str:
     """optcoll's collective kind for an XML ``coll`` name (either spelling)."""
     key = _READ.get(coll.lower(), coll.lower())
     if key not in KINDS:
-        raise InputError(f"unknown collective {coll!r}; MSCCL names: "
-                         f"{', '.join(sorted(set(SPELLINGS['current'].values()) | {'reduce_scatter'}))}",
+        raise InputError(f"unknown collective {coll!r}; MSCCL names: {', '.join(sorted(_NAMES))}",
                          field="algo.coll")
     return key
 

@@ -17,11 +17,19 @@ Dependencies on the same block are implied by order; on another block, only the 
 each is kept, and one already implied by an earlier wait of the block is dropped (MSCCL flags
 are monotonic). A step left with several becomes nops, one dependency each, before the step,
 which keeps the last itself (the executor requires that). ``hasdep=1`` marks waited-on steps.
+
+A runtime runs at most ``max_steps`` steps per block (the executor: 64). When a block would hold
+more, the blocks are built again without fusion and every connection is cut into segments of
+consecutive transfers, segment j on channel ``lane + j·links`` (``links``: parallel links between
+the two GPUs, so the channel still maps to its lane), both ends cut alike; the first send of a
+segment waits for the last of the one before, so the link carries them in the same order. Local
+copies are cut into blocks the same way. Segments shrink until every block fits (nops count).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
+from optcoll.errors import InputError
 from optcoll.interop.msccl.ir import Gpu, Step, ThreadBlock
 from optcoll.interop.msccl.layout import Layout
 from optcoll.interop.msccl.plan import Event, Plan, Xfer
@@ -53,8 +61,48 @@ class _Block:
     items: list[_Item] = field(default_factory=list)
 
 
-def assign(xfers: list[Xfer], p: Plan, layout: Layout, combining: bool, fuse: bool, eps: float
-           ) -> list[Gpu]:
+def assign(xfers: list[Xfer], p: Plan, layout: Layout, combining: bool, fuse: bool, eps: float,
+           max_steps: int, links: dict[tuple[int, int], int]) -> list[Gpu]:
+    """The GPUs' thread blocks, every block within ``max_steps`` (see the module docstring)."""
+    gpus = [_emit(g, blocks, p, layout) for g, blocks in _blocks(xfers, p, layout, combining, fuse, eps).items()]
+    if _longest(gpus) <= max_steps:
+        return gpus
+    plain = _blocks(xfers, p, layout, combining, False, eps)
+    size = max_steps
+    while size >= 1:
+        deps = {event: list(ds) for event, ds in p.deps.items()}
+        split = {g: _split(g, blocks, size, links, deps) for g, blocks in plain.items()}
+        chained = replace(p, deps=deps)
+        gpus = [_emit(g, blocks, chained, layout) for g, blocks in split.items()]
+        if _longest(gpus) <= max_steps:
+            return gpus
+        size = min(size - 1, size * max_steps // _longest(gpus))
+    raise InputError(f"a thread block needs more than {max_steps} steps however its connections are cut",
+                     field="schedule")
+
+
+def _longest(gpus: list[Gpu]) -> int:
+    return max((len(t.steps) for g in gpus for t in g.tbs), default=0)
+
+
+def _split(g: int, blocks: list[_Block], size: int, links: dict[tuple[int, int], int],
+           deps: dict[Event, list[Event]]) -> list[_Block]:
+    out = []
+    for b in blocks:
+        b.items.sort(key=lambda it: it.sort)
+        pair = (g, b.send) if b.send >= 0 else (b.recv, g)
+        stride = links.get(pair, 1)
+        segments = [b.items[k:k + size] for k in range(0, len(b.items), size)]
+        for j, items in enumerate(segments):
+            local = b.send < 0 and b.recv < 0
+            out.append(_Block(b.send, b.recv, b.chan if local else b.chan + j * stride, list(items)))
+            if j and b.send >= 0:
+                deps[items[0].events[0]].append(segments[j - 1][-1].events[0])
+    return out
+
+
+def _blocks(xfers: list[Xfer], p: Plan, layout: Layout, combining: bool, fuse: bool, eps: float
+            ) -> dict[int, list[_Block]]:
     blocks: dict[int, list[_Block]] = {g: [] for g in range(layout.num_gpus)}
     conns: dict[tuple[int, int, int], list[Xfer]] = {}  # (src, dst, lane): one link, in order
     for x in sorted(xfers, key=lambda x: (x.start, x.id)):
@@ -82,7 +130,7 @@ def assign(xfers: list[Xfer], p: Plan, layout: Layout, combining: bool, fuse: bo
         local_blocks[local.gpu].items.append(
             _Item((("l", local.gpu, local.index),), local.key, 2, local.index, local.key,
                   local=local.index))
-    return [_emit(g, blocks[g], p, layout) for g in range(layout.num_gpus)]
+    return blocks
 
 
 def _send(x: Xfer) -> _Item:

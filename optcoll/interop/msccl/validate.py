@@ -1,118 +1,114 @@
-"""Structural validation of MSCCL-IR XML (ours or anyone's) against the format's rules.
+"""Structural validation of MSCCL-IR XML (ours or anyone's) against a runtime's loader.
 
-Every rule a runtime enforces or silently relies on, each finding naming the element (gpu id, tb
-id, step index) and the attribute: required ``algo`` attributes; GPU and thread-block ids; one
-thread block per (peer, channel, direction); sends and receives matched in FIFO order with equal
-counts; local buffer offsets inside the declared buffers; buffer sizes that hold the collective's
-layout; dependencies on existing steps that signal (``hasdep``); nop chains the executor accepts;
-runtime limits; and, when the structure is sound, that every step can actually run (no deadlock).
+Every rule a runtime's loader enforces (``runtimes.py``: the MSCCL executor, or the first MSCCL
+runtime) and every rule an execution silently relies on, each finding naming the element (gpu id,
+tb id, step index) and the attribute: the file as the runtime's own XML reader sees it
+(``reader.py``: spacing, quoting, declarations, integers read by ``strtol``); required ``algo``
+attributes; GPU and thread-block ids; one thread block per (peer, channel, direction); sends and
+receives matched in FIFO order with equal counts; local buffer offsets inside the declared
+buffers; buffer sizes that hold the collective's layout; dependencies on existing steps that
+signal (``hasdep``); nop chains the loader accepts; the runtime's limits; and, when the structure
+is sound, that every step can actually run (no deadlock).
 
-``fatal`` findings make the file impossible to execute; the importer refuses those and passes
-the others on. Runtime limits differ between executor builds (steps per thread block: 64 in some
-msccl-executor-nccl builds, 256 in the first MSCCL runtime), hence ``RuntimeLimits``.
+Each finding says whether the runtime refuses the file (``refused``) and whether it makes the file
+impossible to execute at all (``fatal``: the importer refuses those, whatever the runtime).
 """
 from __future__ import annotations
 
 import os
 from collections import Counter
 from itertools import islice
-from dataclasses import dataclass
 
 from optcoll.errors import InputError
 from optcoll.interop.msccl.execute import BROKEN, Program, Wire, run
-from optcoll.interop.msccl.ir import (ALGO_ATTRS, BUFFERS, LOCAL_DST, LOCAL_SRC, PROTOCOLS, RECVS,
-                                      SENDS, STEP_TYPES, Algo, Finding, Step, parse_algo, where_step)
-from optcoll.interop.msccl.layout import (COMBINING, CURRENT_RUNTIME_COLLS, ROOTED, chunks_from_loop,
-                                          kind_of, make_layout)
-
-REDOPS = ("sum", "prod", "max", "min", "avg")
-#: A sanity limit on ngpus × nchunksperloop, the slots a collective's buffer layout names: far
-#: beyond real algorithms, low enough that a typo is a finding rather than exhausted memory.
-MAX_LAYOUT_SLOTS = 2**22
-RUNTIMES = ("current", "legacy")
+from optcoll.interop.msccl.ir import (BUFFERS, LOCAL_DST, LOCAL_SRC, PROTOCOLS, RECVS, SENDS, Algo,
+                                      Finding, Step, parse_algo, where_step)
+from optcoll.interop.msccl.layout import ROOTED, chunks_from_loop, kind_of, make_layout
+from optcoll.interop.msccl.reader import ReaderError
+from optcoll.interop.msccl.runtimes import EXECUTOR, Runtime, runtime_named
+from optcoll.limits import refusal, within
 
 
-@dataclass(frozen=True)
-class RuntimeLimits:
-    max_steps: int = 256  # per thread block
-    max_count: int = 72  # cnt must stay below
-    max_channels: int = 32
-    max_peers_per_channel: int = 32  # thread blocks sending (and receiving) on one channel
+def validate_msccl_xml(source: str | os.PathLike, *, runtime: str | Runtime = "executor",
+                       root: int | None = None) -> list[str]:
+    """Every finding about the XML at ``source`` (a path or the text) for ``runtime``
+    ("executor" or "msccl"); [] when the runtime loads it and it runs. ``root``: GPU id of a rooted
+    collective's root (default: inferred)."""
+    runtime = runtime_named(runtime)
+    algo, parsed, _ = read_for_runtime(source)
+    return [f.message for f in check(algo, parsed, runtime=runtime, root=root)]
 
 
-def validate_msccl_xml(source: str | os.PathLike, *, runtime: str = "current",
-                       limits: RuntimeLimits = RuntimeLimits(), root: int | None = None) -> list[str]:
-    """Every structural finding about the XML at ``source`` (a path or the text); [] when clean.
+def read_for_runtime(source: str | os.PathLike) -> tuple[Algo, list[Finding], str]:
+    """The algorithm as the runtimes' reader sees it; if that reader stops, a refused finding
+    saying where, and the algorithm as an XML parser reads it (to find everything else)."""
+    try:
+        return parse_algo(source, like_runtime=True)
+    except ReaderError as exc:
+        algo, parsed, name = parse_algo(source)
+        return algo, [Finding(f"the runtimes' XML reader stops at {exc}", False, True)] + parsed, name
 
-    ``runtime``: "current" (the MSCCL executor: needs outofplace/minBytes/maxBytes and the new
-    ``coll`` names) or "legacy". ``root``: GPU id of a rooted collective's root (default: inferred).
-    """
-    algo, parsed, _ = parse_algo(source)
-    return [f.message for f in check(algo, parsed, runtime=runtime, limits=limits, root=root)]
 
-
-def check(algo: Algo, parsed: list[Finding], *, runtime: str = "current",
-          limits: RuntimeLimits = RuntimeLimits(), root: int | None = None) -> list[Finding]:
-    if runtime not in RUNTIMES:
-        raise InputError(f"unknown runtime {runtime!r}; use {' or '.join(RUNTIMES)}", field="runtime")
+def check(algo: Algo, parsed: list[Finding], *, runtime: Runtime | None = EXECUTOR,
+          root: int | None = None) -> list[Finding]:
+    """``runtime=None``: only what execution itself needs (no loader rules)."""
     out = list(parsed)
-    kind = _check_algo(algo, runtime, out)
+    rules = runtime or _NO_RUNTIME
+    kind = _check_algo(algo, rules, runtime is not None, out)
     program = Program(algo)
-    _check_gpus(algo, limits, out)
-    _check_steps(algo, program, limits, out)
+    _check_gpus(algo, rules, out)
+    _check_steps(algo, program, rules, out)
     _check_connections(program, out)
     if kind is not None and algo.ngpus >= 1 and algo.nchunksperloop >= 1 \
-            and algo.ngpus * algo.nchunksperloop <= MAX_LAYOUT_SLOTS:
+            and within("layout_slots", algo.ngpus * algo.nchunksperloop):
         _check_layout(algo, program, kind, root, out)
     if not any(f.fatal for f in out):
         _check_progress(program, out)
-    return out
+    return out if runtime is not None else [f for f in out if not f.refused or f.fatal]
 
 
-def _add(out: list[Finding], message: str, fatal: bool = True) -> None:
-    out.append(Finding(message, fatal))
+_NO_RUNTIME = Runtime("any", "", (), frozenset(), EXECUTOR.step_types + ("ra",), max_steps=2**31,
+                      max_blocks=2**31, max_channels=2**31, max_count=2**31, max_peers_per_channel=2**31)
 
 
-def _check_algo(algo: Algo, runtime: str, out: list[Finding]) -> str | None:
-    required = ALGO_ATTRS if runtime == "current" else tuple(
-        a for a in ALGO_ATTRS if a not in ("outofplace", "minBytes", "maxBytes"))
-    for a in required:
+def _add(out: list[Finding], message: str, fatal: bool = True, refused: bool = False) -> None:
+    out.append(Finding(message, fatal, refused))
+
+
+def _refuse(out: list[Finding], rt: Runtime, message: str, fatal: bool = False) -> None:
+    """A rule of the runtime's loader: it refuses the file."""
+    _add(out, f"{message} (the {rt.name} runtime refuses it)" if rt.source else message, fatal, True)
+
+
+def _check_algo(algo: Algo, rt: Runtime, named: bool, out: list[Finding]) -> str | None:
+    for a in rt.required:
         if a not in algo.present and a not in ("ngpus", "nchunksperloop", "coll"):  # parse reported those
-            _add(out, f"algo: missing attribute {a!r}" + (" (the current MSCCL executor refuses files "
-                      "without it)" if a in ("outofplace", "minBytes", "maxBytes") else ""), False)
+            _refuse(out, rt, f"algo: missing attribute {a!r}")
     kind = None
     try:
         kind = kind_of(algo.coll) if algo.coll else None
     except InputError as exc:
         _add(out, f"algo: attribute coll={algo.coll!r}: {exc.detail}")
-    if kind is not None and runtime == "current" and algo.coll not in CURRENT_RUNTIME_COLLS:
-        _add(out, f"algo: coll={algo.coll!r} is the legacy spelling; the current MSCCL executor only "
-                  f"loads {', '.join(sorted(CURRENT_RUNTIME_COLLS))}", False)
+    if kind is not None and named and algo.coll not in rt.colls:
+        _refuse(out, rt, f"algo: coll={algo.coll!r} is not one of {', '.join(sorted(rt.colls))}")
     if "proto" in algo.present and algo.proto not in PROTOCOLS:
-        _add(out, f"algo: attribute proto={algo.proto!r} is not one of {', '.join(PROTOCOLS)}", False)
+        _refuse(out, rt, f"algo: attribute proto={algo.proto!r} is not one of {', '.join(PROTOCOLS)}")
     if "ngpus" in algo.present and algo.ngpus < 1:
         _add(out, f"algo: attribute ngpus={algo.ngpus} must be at least 1")
     if "nchunksperloop" in algo.present and algo.nchunksperloop < 1:
         _add(out, f"algo: attribute nchunksperloop={algo.nchunksperloop} must be at least 1")
-    if algo.ngpus * algo.nchunksperloop > MAX_LAYOUT_SLOTS:
-        _add(out, f"algo: ngpus={algo.ngpus} x nchunksperloop={algo.nchunksperloop} buffer slots are "
-                  f"more than optcoll lays out (at most {MAX_LAYOUT_SLOTS})")
-    for a in ("inplace", "outofplace"):
-        if a in algo.present and getattr(algo, a) not in (0, 1):
-            _add(out, f"algo: attribute {a}={getattr(algo, a)} must be 0 or 1", False)
+    if not within("layout_slots", algo.ngpus * algo.nchunksperloop):  # a typo, not memory
+        _add(out, "algo: " + refusal("layout_slots", f"ngpus={algo.ngpus} x nchunksperloop="
+                                     f"{algo.nchunksperloop} buffer slots", "optcoll lays out").detail)
     if {"inplace", "outofplace"} <= algo.present and not (algo.inplace or algo.outofplace):
         _add(out, "algo: inplace=0 and outofplace=0: no call can ever use this algorithm", False)
-    for a, value in (("minBytes", algo.min_bytes), ("maxBytes", algo.max_bytes)):
-        if value < 0:
-            _add(out, f"algo: attribute {a}={value} must not be negative", False)
-    if algo.max_bytes and algo.max_bytes < algo.min_bytes:
+    if rt.chunks_match_loop:  # the first runtime: no negative sizes, maxBytes 128 MiB by default
+        high = algo.max_bytes if "maxBytes" in algo.present else 2**27
+        if algo.min_bytes < 0 or high < 0 or algo.min_bytes > high:
+            _refuse(out, rt, f"algo: need 0 <= minBytes <= maxBytes, got {algo.min_bytes} and {high}")
+    elif algo.max_bytes and algo.max_bytes < algo.min_bytes:
         _add(out, f"algo: maxBytes={algo.max_bytes} is below minBytes={algo.min_bytes} (0 means no limit)",
              False)
-    if kind in COMBINING:
-        if algo.redop is None:
-            _add(out, f"algo: missing attribute 'redop' ({kind} combines data)", False)
-        elif algo.redop not in REDOPS:
-            _add(out, f"algo: attribute redop={algo.redop!r} is not one of {', '.join(REDOPS)}", False)
     chans = [t.chan for g in algo.gpus for t in g.tbs]
     used = max(chans, default=-1) + 1
     if "nchannels" in algo.present and algo.nchannels != used:
@@ -121,7 +117,7 @@ def _check_algo(algo: Algo, runtime: str, out: list[Finding]) -> str | None:
     return kind
 
 
-def _check_gpus(algo: Algo, limits: RuntimeLimits, out: list[Finding]) -> None:
+def _check_gpus(algo: Algo, rt: Runtime, out: list[Finding]) -> None:
     ids = Counter(g.id for g in algo.gpus)
     for gid, count in sorted(ids.items()):
         if count > 1:
@@ -134,25 +130,39 @@ def _check_gpus(algo: Algo, limits: RuntimeLimits, out: list[Finding]) -> None:
         more = algo.ngpus - len(present) - len(first)
         _add(out, f"algo: ngpus={algo.ngpus} but no <gpu> element for id(s) {', '.join(map(str, first))}"
                   + (f" and {more} more" if more else ""))
+    in_mult = algo.ngpus if algo.coll == "allgather" else 1
+    out_mult = algo.ngpus if algo.coll == "reduce_scatter" else 1
     for g in algo.gpus:
         for a, value in (("i_chunks", g.i_chunks), ("o_chunks", g.o_chunks), ("s_chunks", g.s_chunks)):
             if value < 0:
-                _add(out, f"gpu {g.id}: attribute {a}={value} must not be negative")
+                _add(out, f"gpu {g.id}: attribute {a}={value} must not be negative", refused=True)
+        if rt.chunks_match_loop and (g.i_chunks > 0 and g.i_chunks * in_mult != algo.nchunksperloop
+                                     or g.o_chunks > 0 and g.o_chunks * out_mult != algo.nchunksperloop):
+            _refuse(out, rt, f"gpu {g.id}: i_chunks={g.i_chunks} / o_chunks={g.o_chunks} disagree with "
+                             f"nchunksperloop={algo.nchunksperloop} for coll={algo.coll!r}")
         tids = Counter(t.id for t in g.tbs)
         for tid, count in sorted(tids.items()):
             if count > 1:
-                _add(out, f"gpu {g.id} tb {tid}: id used by {count} thread blocks")
+                _refuse(out, rt, f"gpu {g.id} tb {tid}: id used by {count} thread blocks", True)
+            if not 0 <= tid < rt.max_blocks:
+                _refuse(out, rt, f"gpu {g.id} tb {tid}: ids must be in 0..{rt.max_blocks - 1}")
         if tids and sorted(tids) != list(range(len(tids))):
-            _add(out, f"gpu {g.id}: thread block ids {_list(sorted(tids))} are not dense 0..{len(tids) - 1} "
-                      f"(the executor refuses gaps)", False)
+            _refuse(out, rt, f"gpu {g.id}: thread block ids {_list(sorted(tids))} are not dense "
+                             f"0..{len(tids) - 1}")
         owners: dict[tuple[str, int, int], int] = {}
         per_channel: Counter[tuple[str, int]] = Counter()  # (direction, channel) -> peers
         for t in g.tbs:
             where = f"gpu {g.id} tb {t.id}"
             for a, peer in (("send", t.send), ("recv", t.recv)):
                 per_channel[(a, t.chan)] += peer >= 0
-                if peer == g.id or not -1 <= peer < algo.ngpus:
-                    _add(out, f"{where}: attribute {a}={peer} must be -1 or another GPU id in 0..{algo.ngpus - 1}")
+                if peer == g.id or peer < -1:
+                    _refuse(out, rt, f"{where}: attribute {a}={peer} must be -1 or another GPU id", True)
+                elif peer >= algo.ngpus:
+                    message = f"{where}: attribute {a}={peer} is not a GPU id in 0..{algo.ngpus - 1}"
+                    if rt.peers_below_ngpus:
+                        _refuse(out, rt, message, True)
+                    else:
+                        _add(out, message)
                 elif peer >= 0:
                     key = (a, peer, t.chan)
                     if key in owners:
@@ -160,21 +170,19 @@ def _check_gpus(algo: Algo, limits: RuntimeLimits, out: list[Finding]) -> None:
                         _add(out, f"{where}: tb {owners[key]} and tb {t.id} both {side} gpu {peer} on "
                                   f"channel {t.chan} (one thread block per peer, channel and direction)")
                     owners.setdefault(key, t.id)
-            if t.chan < 0:  # harmless to simulate on a block without peers, but the executor refuses it
-                _add(out, f"{where}: attribute chan={t.chan} must not be negative", t.send >= 0 or t.recv >= 0)
-            elif t.chan >= limits.max_channels:
-                _add(out, f"{where}: chan={t.chan} exceeds the runtime's {limits.max_channels} channels", False)
-            if len(t.steps) > limits.max_steps:
-                _add(out, f"{where}: {len(t.steps)} steps exceed the runtime limit of {limits.max_steps} "
-                          f"per thread block", False)
+            if not 0 <= t.chan < rt.max_channels:
+                _refuse(out, rt, f"{where}: attribute chan={t.chan} must be in 0..{rt.max_channels - 1}",
+                        t.chan < 0 and (t.send >= 0 or t.recv >= 0))
+            if len(t.steps) > rt.max_steps:
+                _refuse(out, rt, f"{where}: {len(t.steps)} steps, more than its {rt.max_steps} per thread block")
         for (a, chan), count in sorted(per_channel.items()):
-            if count > limits.max_peers_per_channel:
+            if count > rt.max_peers_per_channel:
                 verb = {"send": "sending", "recv": "receiving"}[a]
-                _add(out, f"gpu {g.id}: {count} thread blocks {verb} on channel {chan}, more than the "
-                          f"runtime's {limits.max_peers_per_channel} per channel and direction", False)
+                _refuse(out, rt, f"gpu {g.id}: {count} thread blocks {verb} on channel {chan}, more than "
+                                 f"{rt.max_peers_per_channel}")
 
 
-def _check_steps(algo: Algo, program: Program, limits: RuntimeLimits, out: list[Finding]) -> None:
+def _check_steps(algo: Algo, program: Program, rt: Runtime, out: list[Finding]) -> None:
     by_id = {g.id: g for g in algo.gpus}
     waited: set[int] = set()
     for k, (gid, tid, send, recv, _) in enumerate(program.tbs):
@@ -183,19 +191,22 @@ def _check_steps(algo: Algo, program: Program, limits: RuntimeLimits, out: list[
         nops = 0
         for pos, i in enumerate(rng):
             step, where = program.steps[i], where_step(gid, tid, pos)
-            if step.s != pos:
+            if not 0 <= step.s < rt.max_steps:
+                _refuse(out, rt, f"{where}: attribute s={step.s} must be in 0..{rt.max_steps - 1}")
+            elif step.s != pos:
                 _add(out, f"{where}: attribute s={step.s} but this is step {pos} of the thread block "
                           f"(indices must be dense 0, 1, 2, ... in order)", False)
-            if step.type not in STEP_TYPES:
-                _add(out, f"{where}: unknown type={step.type!r} (known: {', '.join(STEP_TYPES)})")
+            if step.type not in rt.step_types:
+                _refuse(out, rt, f"{where}: unknown type={step.type!r} (known: {', '.join(rt.step_types)})",
+                        True)
                 continue
-            _check_step_refs(step, where, gpu, limits, out)
+            _check_step_refs(step, where, gpu, rt, out)
             if step.type in SENDS and send < 0:
-                _add(out, f"{where}: type={step.type!r} sends, but tb {tid} has send=-1")
+                _refuse(out, rt, f"{where}: type={step.type!r} sends, but tb {tid} has send=-1", True)
             if step.type in RECVS and recv < 0:
-                _add(out, f"{where}: type={step.type!r} receives, but tb {tid} has recv=-1")
-            if step.hasdep not in (0, 1):
-                _add(out, f"{where}: attribute hasdep={step.hasdep} must be 0 or 1", False)
+                _refuse(out, rt, f"{where}: type={step.type!r} receives, but tb {tid} has recv=-1", True)
+            if step.hasdep not in (0, 1) and step.type != "nop":
+                _refuse(out, rt, f"{where}: attribute hasdep={step.hasdep} must be 0 or 1")
             d = program.dep[i]
             if step.depid < 0 and step.deps >= 0:
                 _add(out, f"{where}: deps={step.deps} without depid (the dependency is ignored)", False)
@@ -213,8 +224,8 @@ def _check_steps(algo: Algo, program: Program, limits: RuntimeLimits, out: list[
                     _add(out, f"{where}: nop without a dependency does nothing", False)
             else:
                 if nops and step.depid < 0:
-                    _add(out, f"{where}: follows {nops} nop step(s) but has no dependency of its own; the "
-                              f"executor refuses this (the last dependency belongs on the real step)", False)
+                    _refuse(out, rt, f"{where}: follows {nops} nop step(s) but has no dependency of its "
+                                     f"own (the last dependency of a chain belongs on the real step)")
                 nops = 0
         if nops:
             _add(out, f"gpu {gid} tb {tid}: ends with {nops} nop step(s) whose dependencies guard nothing",
@@ -225,22 +236,29 @@ def _check_steps(algo: Algo, program: Program, limits: RuntimeLimits, out: list[
                       f"hasdep={program.steps[d].hasdep} (the runtime never signals it)", False)
 
 
-def _check_step_refs(step: Step, where: str, gpu, limits: RuntimeLimits, out: list[Finding]) -> None:
+def _check_step_refs(step: Step, where: str, gpu, rt: Runtime, out: list[Finding]) -> None:
+    for side in ("src", "dst"):
+        if getattr(step, side)[0] not in BUFFERS:  # read for every step, nops too
+            _refuse(out, rt, f"{where}: attribute {side}buf={getattr(step, side)[0]!r} is not one of i, o, s",
+                    step.type in (LOCAL_SRC if side == "src" else LOCAL_DST))
     if step.type == "nop":
         return
     if step.cnt < 1:
-        _add(out, f"{where}: attribute cnt={step.cnt} must be at least 1")
-    elif step.cnt >= limits.max_count:
-        _add(out, f"{where}: cnt={step.cnt} is not below the runtime limit {limits.max_count}", False)
+        if step.cnt < rt.min_count:
+            _refuse(out, rt, f"{where}: attribute cnt={step.cnt} must be at least {rt.min_count}", True)
+        else:
+            _add(out, f"{where}: attribute cnt={step.cnt} moves nothing")
+    elif step.cnt >= rt.max_count:
+        _refuse(out, rt, f"{where}: cnt={step.cnt} is not below {rt.max_count}")
     for side, local in (("src", step.type in LOCAL_SRC), ("dst", step.type in LOCAL_DST)):
         buf, off = getattr(step, side)
-        if buf not in BUFFERS:
-            _add(out, f"{where}: attribute {side}buf={buf!r} is not one of i, o, s", local)
-            continue
-        if not local:
+        if not local or buf not in BUFFERS:
             continue
         size = gpu.chunks(buf)
-        if off < 0 or off + max(step.cnt, 1) > size:
+        if off < -1 or off >= size:
+            _refuse(out, rt, f"{where}: {side}buf={buf} {side}off={off} is outside the buffer "
+                             f"({buf}_chunks={size})", True)
+        elif off < 0 or off + max(step.cnt, 1) > size:
             _add(out, f"{where}: {side}buf={buf} {side}off={off} cnt={step.cnt} is outside the buffer "
                       f"({buf}_chunks={size})")
 

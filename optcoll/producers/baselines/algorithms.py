@@ -41,7 +41,7 @@ class Messages:
             self.stage.append(stage)
 
 
-def _single_holder(problem: SpreadProblem, name: str) -> tuple[list[int], list[list[int]]]:
+def single_holder(problem: SpreadProblem, name: str) -> tuple[list[int], list[list[int]]]:
     """Each chunk's holder and its destinations (members that lack it)."""
     if not np.all(problem.pre.counts() == 1):
         raise NotApplicable(f"{name} needs every chunk to start at exactly one rank")
@@ -53,7 +53,7 @@ def _single_holder(problem: SpreadProblem, name: str) -> tuple[list[int], list[l
     return holders, dests
 
 
-def _require(problem: SpreadProblem, name: str, *kinds: str) -> Shape:
+def require_shape(problem: SpreadProblem, name: str, *kinds: str) -> Shape:
     shape = problem.shape
     if shape.kind not in kinds:
         raise NotApplicable(f"{name} applies to {', '.join(kinds)}-shaped collectives, not to this "
@@ -61,7 +61,7 @@ def _require(problem: SpreadProblem, name: str, *kinds: str) -> Shape:
     return shape
 
 
-def _power_of_two(n: int, name: str) -> int:
+def power_of_two(n: int, name: str) -> int:
     if n < 2 or n & (n - 1):
         raise NotApplicable(f"{name} needs a power-of-two number of ranks, got {n}")
     return n.bit_length() - 1
@@ -90,9 +90,11 @@ def _walks(order: list[int], holders: list[int], dests: list[list[int]], chunks:
                 out.append((h, c, order[(start + d * h) % n], order[(start + d * (h + 1)) % n]))
 
 
-def _ring_messages(problem: SpreadProblem, rings: list[list[int]], directions: tuple[int, ...]
-                   ) -> Messages:
-    holders, dests = _single_holder(problem, "a ring algorithm")
+def ring_messages(problem: SpreadProblem, rings: list[list[int]], directions: tuple[int, ...]
+                  ) -> Messages:
+    """Chunk c walks ring c mod R from its holder past its last destination (``_walks``); one
+    message per hop, in hop order."""
+    holders, dests = single_holder(problem, "a ring algorithm")
     hops: list[tuple[int, int, int, int]] = []
     for r, order in enumerate(rings):
         chunks = [c for c in range(problem.num_chunks) if c % len(rings) == r]
@@ -108,25 +110,25 @@ def _ring_messages(problem: SpreadProblem, rings: list[list[int]], directions: t
 def ring(problem: SpreadProblem) -> Messages:
     """Unidirectional ring: every chunk goes round one way, pipelined."""
     order = ring_order(problem.machine, list(problem.ranks), directed=True)
-    return _ring_messages(problem, [order], (1,))
+    return ring_messages(problem, [order], (1,))
 
 
 def ring_bidir(problem: SpreadProblem) -> Messages:
     """Bidirectional ring: each destination is reached the shorter way round."""
-    return _ring_messages(problem, [ring_order(problem.machine, list(problem.ranks))], (1, -1))
+    return ring_messages(problem, [ring_order(problem.machine, list(problem.ranks))], (1, -1))
 
 
 def multiring(problem: SpreadProblem) -> Messages:
     """Edge-disjoint rings (NCCL channels), each used both ways; chunk c uses ring c mod R, so
     C chunks per rank (R dividing C) are needed to use all R rings."""
     rings = disjoint_rings(problem.machine, list(problem.ranks))
-    return _ring_messages(problem, rings, (1, -1))
+    return ring_messages(problem, rings, (1, -1))
 
 
 def direct(problem: SpreadProblem) -> Messages:
     """Every chunk straight from its holder to each destination (routed when not adjacent),
     destinations visited in rotating order so no rank is hit by everyone at once."""
-    holders, dests = _single_holder(problem, "direct")
+    holders, dests = single_holder(problem, "direct")
     pos = {v: i for i, v in enumerate(problem.ranks)}
     n = len(problem.ranks)
     rows = sorted(((pos[v] - pos[holders[c]]) % n, c, v) for c in range(problem.num_chunks)
@@ -137,7 +139,7 @@ def direct(problem: SpreadProblem) -> Messages:
     return out
 
 
-def _owner_chunks(problem: SpreadProblem) -> list[list[int]]:
+def owner_chunks(problem: SpreadProblem) -> list[list[int]]:
     """AllGather shape: the chunks each member owns, by member index."""
     pos = {v: i for i, v in enumerate(problem.ranks)}
     owned: list[list[int]] = [[] for _ in problem.ranks]
@@ -149,10 +151,10 @@ def _owner_chunks(problem: SpreadProblem) -> list[list[int]]:
 def recursive_doubling(problem: SpreadProblem) -> Messages:
     """AllGather by recursive doubling: in stage k member i swaps everything it holds (2^k
     ranks' chunks) with member i XOR 2^k. Reversed it is recursive halving."""
-    _require(problem, "recursive doubling", "allgather")
+    require_shape(problem, "recursive doubling", "allgather")
     ranks = problem.ranks
-    stages = _power_of_two(len(ranks), "recursive doubling")
-    owned = _owner_chunks(problem)
+    stages = power_of_two(len(ranks), "recursive doubling")
+    owned = owner_chunks(problem)
     out = Messages()
     for k in range(stages):
         for i in range(len(ranks)):
@@ -167,12 +169,12 @@ def bruck(problem: SpreadProblem) -> Messages:
     """Bruck's algorithm, any number of ranks: AllGather in ceil(log2 N) stages (stage k sends
     min(2^k, N-2^k) ranks' chunks to the rank 2^k before), AlltoAll by forwarding each chunk
     along the set bits of its rank offset."""
-    shape = _require(problem, "bruck", "allgather", "alltoall")
+    shape = require_shape(problem, "bruck", "allgather", "alltoall")
     ranks = problem.ranks
     n = len(ranks)
     out = Messages()
     if shape.kind == "allgather":
-        owned = _owner_chunks(problem)
+        owned = owner_chunks(problem)
         k = 0
         while (1 << k) < n:
             count = min(1 << k, n - (1 << k))
@@ -183,7 +185,7 @@ def bruck(problem: SpreadProblem) -> Messages:
             k += 1
         return out
     pos = {v: i for i, v in enumerate(ranks)}
-    holders, dests = _single_holder(problem, "bruck")
+    holders, dests = single_holder(problem, "bruck")
     hops = []
     for c in range(problem.num_chunks):
         for v in dests[c]:
@@ -197,11 +199,37 @@ def bruck(problem: SpreadProblem) -> Messages:
     return out
 
 
-def binomial_tree(problem: SpreadProblem) -> Messages:
-    """Binomial trees rooted at the root: Broadcast (stage k: the first 2^k ranks each send to
-    the rank 2^k further), Gather (subtrees send up, smallest first) and Scatter (halves sent
-    down, largest first). Reversed, the Broadcast is the binomial Reduce."""
-    shape = _require(problem, "binomial-tree", "broadcast", "gather", "scatter")
+@dataclass(frozen=True)
+class RootedTree:
+    """A spanning tree over member positions relative to the root (0): ``parent[x]`` (-1 at the
+    root) and ``stage[x]``, the stage in which x receives when data flows down it."""
+
+    parent: list[int]
+    stage: list[int]
+
+    @property
+    def stages(self) -> int:
+        return max(self.stage, default=-1) + 1
+
+    def subtree(self, x: int) -> list[int]:
+        """x and its descendants, in position order."""
+        inside = {x}
+        for y in range(len(self.parent)):
+            chain, z = [], y
+            while z not in inside and self.parent[z] >= 0:
+                chain.append(z)
+                z = self.parent[z]
+            if z in inside:
+                inside.update(chain)
+        return sorted(inside)
+
+
+def tree_messages(problem: SpreadProblem, name: str, trees: dict[str, RootedTree]) -> Messages:
+    """Broadcast (every chunk down ``trees["broadcast"]``), Scatter (each node's subtree's chunks
+    down ``trees["scatter"]``) or Gather (each node's subtree's chunks up ``trees["gather"]``, in
+    the stages mirrored) over members in rank order rotated to the root. Stage by stage, receivers
+    (or senders, up) in position order, chunks in order."""
+    shape = require_shape(problem, name, "broadcast", "gather", "scatter")
     ranks = problem.ranks
     n = len(ranks)
     pos = {v: i for i, v in enumerate(ranks)}
@@ -210,33 +238,44 @@ def binomial_tree(problem: SpreadProblem) -> Messages:
     def member(q: int) -> int:
         return ranks[(root + q) % n]
 
-    levels = max(1, (n - 1).bit_length())
-    holders, _ = _single_holder(problem, "binomial-tree")
-    out = Messages()
-    if shape.kind == "broadcast":
-        for k in range(levels):
-            for q in range(min(1 << k, n - (1 << k))):
-                for c in range(problem.num_chunks):
-                    out.add(c, member(q), member(q + (1 << k)), k)
-        return out
-    # chunks by the relative index of the member they start at (gather) or go to (scatter)
+    holders, _ = single_holder(problem, name)
+    tree = trees[shape.kind]
     ends = holders if shape.kind == "gather" else problem.post.nodes.tolist()
-    key = [(pos[ends[c]] - root) % n for c in range(problem.num_chunks)]
     by_member: list[list[int]] = [[] for _ in range(n)]
-    for c, q in enumerate(key):
-        by_member[q].append(c)
-    order = range(levels) if shape.kind == "gather" else range(levels - 1, -1, -1)
-    for stage, k in enumerate(order):
-        for q in range(0, n, 1 << (k + 1)):
-            if q + (1 << k) >= n:
-                continue
-            subtree = [c for r in range(q + (1 << k), min(q + (1 << (k + 1)), n)) for c in by_member[r]]
-            for c in subtree:
-                if shape.kind == "gather":
-                    out.add(c, member(q + (1 << k)), member(q), stage)
-                else:
-                    out.add(c, member(q), member(q + (1 << k)), stage)
+    if shape.kind != "broadcast":
+        for c in range(problem.num_chunks):
+            by_member[(pos[ends[c]] - root) % n].append(c)
+    rows = []
+    for x in range(1, n):
+        chunks = (list(range(problem.num_chunks)) if shape.kind == "broadcast"
+                  else [c for y in tree.subtree(x) for c in by_member[y]])
+        if shape.kind == "gather":
+            rows.append((tree.stages - 1 - tree.stage[x], x, chunks, member(x), member(tree.parent[x])))
+        else:
+            rows.append((tree.stage[x], x, chunks, member(tree.parent[x]), member(x)))
+    out = Messages()
+    for stage, _, chunks, a, b in sorted(rows, key=lambda row: row[:2]):
+        for c in chunks:
+            out.add(c, a, b, stage)
     return out
+
+
+def binomial_trees(n: int) -> dict[str, RootedTree]:
+    """Broadcast: stage k, the first 2^k positions each send to the one 2^k further (parent: clear
+    the highest set bit). Gather and Scatter: parent = clear the lowest set bit, so Gather sends
+    the smallest subtrees first and Scatter the largest halves first."""
+    levels = max(1, (n - 1).bit_length())
+    high = RootedTree([-1] + [x - (1 << (x.bit_length() - 1)) for x in range(1, n)],
+                      [-1] + [x.bit_length() - 1 for x in range(1, n)])
+    low = RootedTree([-1] + [x - (x & -x) for x in range(1, n)],
+                     [-1] + [levels - 1 - ((x & -x).bit_length() - 1) for x in range(1, n)])
+    return {"broadcast": high, "gather": low, "scatter": low}
+
+
+def binomial_tree(problem: SpreadProblem) -> Messages:
+    """Binomial trees rooted at the root (``binomial_trees``). Reversed, the Broadcast is the
+    binomial Reduce."""
+    return tree_messages(problem, "binomial-tree", binomial_trees(len(problem.ranks)))
 
 
 def _bit_tree(n: int) -> list[int]:
@@ -275,14 +314,14 @@ def tree_roots(n: int) -> list[int]:
 def double_binary_tree(problem: SpreadProblem) -> Messages:
     """Double binary tree (NCCL): chunk c goes down tree c mod 2, pipelined; the root first
     hands it to that tree's root. Reversed it reduces up the trees."""
-    shape = _require(problem, "double-binary-tree", "broadcast", "allgather")
+    shape = require_shape(problem, "double-binary-tree", "broadcast", "allgather")
     ranks = problem.ranks
     n = len(ranks)
     if n < 2:
         raise NotApplicable("double-binary-tree needs at least 2 ranks")
     trees = double_trees(n)
     roots = [ranks[t.index(-1)] for t in trees]
-    holders, _ = _single_holder(problem, "double-binary-tree")
+    holders, _ = single_holder(problem, "double-binary-tree")
     if shape.kind == "allgather" and any(holders[c] != roots[c % 2] for c in range(problem.num_chunks)):
         raise NotApplicable("double-binary-tree spreads chunks from one root (Broadcast, and the "
                             "two tree roots of its AllReduce), not an AllGather")
@@ -315,11 +354,11 @@ def double_tree_homes(ranks: tuple[int, ...], num_chunks: int) -> np.ndarray:
 
 def pairwise(problem: SpreadProblem) -> Messages:
     """Pairwise exchange AlltoAll: in stage s every member i sends what it has for member i+s."""
-    _require(problem, "pairwise", "alltoall")
+    require_shape(problem, "pairwise", "alltoall")
     ranks = problem.ranks
     n = len(ranks)
     pos = {v: i for i, v in enumerate(ranks)}
-    holders, dests = _single_holder(problem, "pairwise")
+    holders, dests = single_holder(problem, "pairwise")
     rows = sorted(((pos[dests[c][0]] - pos[holders[c]]) % n, c) for c in range(problem.num_chunks)
                   if dests[c])
     out = Messages()
@@ -332,7 +371,7 @@ def hierarchical(problem: SpreadProblem) -> Messages:
     """ASTRA-sim-style multi-dimensional AllGather: a ring in the last dimension, then in each
     lower one down to dimension 0, one stage per dimension. Reversed it is the ReduceScatter
     up the dimensions, and the AllReduce is RS up, AllGather back down (``localBWAware``)."""
-    _require(problem, "hierarchical", "allgather")
+    require_shape(problem, "hierarchical", "allgather")
     machine = problem.machine
     n = machine.num_npus
     if sorted(problem.ranks) != list(range(n)):
@@ -341,7 +380,7 @@ def hierarchical(problem: SpreadProblem) -> Messages:
     if len(dims) < 2:
         raise NotApplicable("hierarchical needs a multi-dimensional machine (torus, mesh, "
                             "hypercube, ASTRA-sim network); the links of this one form no grid")
-    holders, _ = _single_holder(problem, "hierarchical")
+    holders, _ = single_holder(problem, "hierarchical")
     rows = []
     for c in range(problem.num_chunks):
         have = [holders[c]]

@@ -72,7 +72,7 @@ class Timeline:
         self.ends.insert(i, t + duration)
 
 
-class _Routes:
+class Routes:
     """Shortest paths by link delay, computed per source on demand."""
 
     def __init__(self, problem: SpreadProblem):
@@ -105,22 +105,57 @@ class _Routes:
         return nodes[::-1]
 
 
+class Calendar:
+    """When each link and each NPU's send/receive ports are busy: the earliest start of a transfer
+    on a link that its link and both ports allow, and booking it."""
+
+    def __init__(self, problem: SpreadProblem):
+        self.machine = problem.machine
+        self.busy = problem.busy.tolist()
+        self.limits = {"send": problem.send_ports, "recv": problem.recv_ports}
+        self.links: dict[int, Timeline] = {}
+        self.ports: dict[tuple[str, int], Timeline] = {}
+
+    def _port(self, side: str, v: int) -> Timeline | None:
+        limit = self.limits[side]
+        if not limit or v >= self.machine.num_npus:
+            return None
+        line = self.ports.get((side, v))
+        if line is None:
+            line = self.ports[(side, v)] = Timeline(limit)
+        return line
+
+    def earliest(self, e: int, ready: float) -> tuple[float, list[Timeline]]:
+        """The earliest start ≥ ready on link e, and the resources to book at it."""
+        a, b = int(self.machine.link_src[e]), int(self.machine.link_dst[e])
+        line = self.links.get(e)
+        if line is None:
+            line = self.links[e] = Timeline()
+        resources = [r for r in (line, self._port("send", a), self._port("recv", b)) if r is not None]
+        t = ready
+        while True:
+            moved = t
+            for r in resources:
+                moved = r.earliest(moved, self.busy[e])
+            if moved == t:
+                return t, resources
+            t = moved
+
+    def book(self, e: int, t: float, resources: list[Timeline]) -> None:
+        for r in resources:
+            r.book(t, self.busy[e])
+
+
 class ListScheduler:
     """Places logical messages one by one (module docstring)."""
 
     def __init__(self, problem: SpreadProblem):
         self.p = problem
-        m = problem.machine
         self.width = problem.num_nodes
-        self.routes = _Routes(problem)
+        self.routes = Routes(problem)
+        self.calendar = Calendar(problem)
         self.delay = problem.delay.tolist()
-        self.busy = problem.busy.tolist()
         self.mode = problem.mode.tolist()
-        self.links: dict[int, Timeline] = {}
-        num_npus = m.num_npus
-        self.ports: dict[tuple[str, int], Timeline] = {}
-        self.port_limit = {"send": problem.send_ports, "recv": problem.recv_ports}
-        self.num_npus = num_npus
         pre_c, pre_v = problem.pre.pairs()
         self.held: dict[int, float] = {int(c) * self.width + int(v): 0.0
                                        for c, v in zip(pre_c.tolist(), pre_v.tolist())}
@@ -129,44 +164,18 @@ class ListScheduler:
         self.out_link: list[int] = []
         self.out_start: list[float] = []
 
-    def _timeline(self, e: int) -> Timeline:
-        line = self.links.get(e)
-        if line is None:
-            line = self.links[e] = Timeline()
-        return line
-
-    def _port(self, side: str, v: int) -> Timeline | None:
-        limit = self.port_limit[side]
-        if not limit or v >= self.num_npus:
-            return None
-        line = self.ports.get((side, v))
-        if line is None:
-            line = self.ports[(side, v)] = Timeline(limit)
-        return line
-
     def hop(self, c: int, a: int, b: int, ready: float) -> float:
         """Chunk c from a to neighbour b, starting no earlier than ready; returns its delivery."""
         if self.mode[b] == EXCLUSIVE:
             ready = max(ready, self.last_forward.get(c * self.width + b, 0.0))
         best = None
         for e in self.p.machine.links_between(a, b):
-            duration = self.busy[e]
-            resources = [r for r in (self._timeline(e), self._port("send", a), self._port("recv", b))
-                         if r is not None]
-            t = ready
-            while True:
-                moved = t
-                for r in resources:
-                    moved = r.earliest(moved, duration)
-                if moved == t:
-                    break
-                t = moved
+            t, resources = self.calendar.earliest(e, ready)
             if best is None or t + self.delay[e] < best[0]:
                 best = (t + self.delay[e], t, e, resources)
         assert best is not None, f"no link {a}->{b}"
         arrival, t, e, resources = best
-        for r in resources:
-            r.book(t, self.busy[e])
+        self.calendar.book(e, t, resources)
         self.out_chunk.append(c)
         self.out_link.append(e)
         self.out_start.append(t)

@@ -78,7 +78,7 @@ def _grid_cycles(dims: tuple[int, ...]) -> list[list[int]]:
     return out
 
 
-def _search(adj: dict[int, set[int]], start: int, rng: np.random.Generator, budget: int
+def search_cycle(adj: dict[int, set[int]], start: int, rng: np.random.Generator, budget: int
             ) -> list[int] | None:
     """Randomised depth-first search for a Hamiltonian cycle through start (Warnsdorff order:
     fewest onward options first), giving up after ``budget`` steps."""
@@ -127,7 +127,7 @@ def find_ring(machine: Machine, members: list[int], used: Edges | None = None, s
             for order in _grid_cycles(grid_dims(machine)):
                 if is_cycle(order, adj):
                     return order
-    return _search(adj, members[0], np.random.default_rng(seed), max(20_000, 100 * len(members)))
+    return search_cycle(adj, members[0], np.random.default_rng(seed), max(20_000, 100 * len(members)))
 
 
 def ring_order(machine: Machine, members: list[int], directed: bool = False) -> list[int]:

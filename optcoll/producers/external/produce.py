@@ -167,6 +167,10 @@ def _command(synth: SynthSpec, spec: InstanceSpec, time_limit: float, workdir: P
             os.killpg(process.pid, signal.SIGKILL)
         process.communicate()
         raise _too_late(time_limit, time.perf_counter() - start, "the command was killed") from None
+    except BaseException:  # the worker is being stopped (SIGTERM): its command goes with it
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        raise
     seconds = time.perf_counter() - start
     output = _tail(stderr.decode(errors="replace") or stdout.decode(errors="replace"))
     last = output.splitlines()[-1] if output else "no output"
@@ -203,7 +207,8 @@ def _named(path: Path) -> Path:
     """A file written to bare {out}, renamed with the suffix its content shows."""
     if path.name.endswith(SUFFIXES):
         return path
-    head = path.read_bytes()[:512]
+    with open(path, "rb") as handle:
+        head = handle.read(512)
     suffix = ".json.gz" if head[:2] == b"\x1f\x8b" else ".xml" if head.lstrip()[:1] == b"<" else ".json"
     return path.rename(path.with_name(path.name + suffix))
 

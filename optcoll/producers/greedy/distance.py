@@ -27,7 +27,7 @@ class ChunkDistances:
         return self.rows[self.row_of[chunk]]
 
 
-def _graph(problem: SpreadProblem) -> tuple[csr_matrix, bool]:
+def delay_graph(problem: SpreadProblem) -> tuple[csr_matrix, bool]:
     """The machine as a sparse matrix of the cheapest link delay per ordered pair, and whether
     every link costs the same (then breadth-first search gives the distances faster)."""
     m, n = problem.machine, problem.num_nodes
@@ -44,7 +44,7 @@ def _graph(problem: SpreadProblem) -> tuple[csr_matrix, bool]:
 
 
 def chunk_distances(problem: SpreadProblem) -> ChunkDistances:
-    graph, uniform = _graph(problem)
+    graph, uniform = delay_graph(problem)
     holders = np.unique(problem.pre.nodes)
     if uniform and graph.nnz:
         hops = shortest_path(graph, method="D", directed=True, unweighted=True, indices=holders)

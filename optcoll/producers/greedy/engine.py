@@ -28,7 +28,7 @@ from collections import deque
 import numpy as np
 
 from optcoll.producers.base import NotApplicable
-from optcoll.producers.greedy import bits
+from optcoll.producers.greedy import bits, kernel
 from optcoll.producers.greedy.distance import ChunkDistances, chunk_distances
 from optcoll.producers.spread import COPY, EXCLUSIVE, SpreadProblem
 from optcoll.schedules.schedule import Schedule, from_arrays
@@ -98,11 +98,15 @@ class Engine:
         return self._randoms.pop()
 
     # -- the run ----------------------------------------------------------------------------
+    def initial_requests(self) -> list[tuple[int, int]]:
+        """(chunk, destination) pairs in the order their relay requests are issued at t = 0:
+        by destination, then chunk."""
+        return [(c, v) for v, need in enumerate(self.need) for c in bits.members(need)]
+
     def run(self) -> Schedule:
         if self.p.has_relays:
-            for v, need in enumerate(self.need):
-                for c in bits.members(need):
-                    self.request(c, v)
+            for c, v in self.initial_requests():
+                self.request(c, v)
         self.dirty |= {v for v in range(self.n) if self.want[v]}
         t = 0.0
         while True:
@@ -294,13 +298,18 @@ class Engine:
         """A token of c starts toward plain node s: it is for the oldest requester still waiting."""
         key = c * self.n + s
         queue = self.requests[key]
-        tag = queue.popleft()
+        tag = self.bind(s, queue)
         if self.mode[s] == EXCLUSIVE:
             self.token_out.add(key)
             self.want[s] &= ~(1 << c)
         elif not queue:
             self.want[s] &= ~(1 << c)
         return tag
+
+    def bind(self, s: int, queue: deque[int]) -> int:
+        """The requester a token starting toward plain node s serves (removed from the queue):
+        the oldest."""
+        return queue.popleft()
 
     def _waits(self, w: int, c: int) -> bool:
         """Whether requester w still waits for a token of c."""
@@ -390,17 +399,26 @@ class Engine:
             if not closest:
                 return  # unreachable: reported when the run gets stuck
             u = closest[0] if len(closest) == 1 else closest[int(self.random() * len(closest))]
-            if self.plain[u]:
-                key = c * self.n + u
-                queue = self.requests.setdefault(key, deque())
-                queue.append(v)
-                if not (self.mode[u] == EXCLUSIVE and key in self.token_out):
-                    self.want[u] |= bit
-            else:
-                self.want[u] |= bit
+            self.ask(c, u, v)
             v = u
 
+    def ask(self, c: int, u: int, requester: int) -> None:
+        """Relay u is to pull c for its out-neighbour ``requester`` (one request per forward at
+        nodes that forward each arrival once)."""
+        bit = 1 << c
+        if self.plain[u]:
+            key = c * self.n + u
+            self.requests.setdefault(key, deque()).append(requester)
+            if not (self.mode[u] == EXCLUSIVE and key in self.token_out):
+                self.want[u] |= bit
+        else:
+            self.want[u] |= bit
 
-def spread_greedy(problem: SpreadProblem, rng: np.random.Generator) -> Schedule:
-    """The plain TACOS-style greedy on one spread problem."""
+
+def spread_greedy(problem: SpreadProblem, rng: np.random.Generator, compiled: bool = True
+                  ) -> Schedule:
+    """The plain TACOS-style greedy on one spread problem (``compiled``: through the kernel
+    where it applies; the same schedule either way)."""
+    if compiled and kernel.applicable(problem):
+        return kernel.run(problem, rng, plus=False)
     return Engine(problem, rng).run()

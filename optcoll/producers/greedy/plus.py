@@ -15,15 +15,36 @@ causality, and changes only the choice at each destination (``_match``):
 
 The choices need only the neighbours' holdings and a per-chunk holder count: no distances, no
 per-pair state, the same scaling as the plain greedy.
+
+Where chunks must pass relays (switches, non-members, single-destination collectives) three more
+choices decide where requests go, none of them by node id:
+
+4. *Rotation order*: relay requests are issued round by round, round k asking for each chunk at
+   the k-th node after its holder, and a token starting toward a switch serves the waiting
+   requester served least so far: a switch's first wave reaches every GPU once.
+5. *Routes by load*: a request takes the route of earliest estimated arrival from any node that
+   holds the chunk or is already routed to get it, over links costed by delay plus the occupancy
+   already routed over them, looking through switches to the GPUs behind them.
+6. *Farthest first*: with one destination per chunk, a link carries the chunk whose destination
+   is farthest away (rarity means nothing there).
 """
 from __future__ import annotations
 
+import heapq
+import math
+from collections import deque
+
 import numpy as np
 
-from optcoll.producers.greedy import bits
+from optcoll.producers.greedy import bits, kernel, routes
 from optcoll.producers.greedy.engine import Engine
 from optcoll.producers.spread import SpreadProblem
 from optcoll.schedules.schedule import Schedule
+
+#: needs x links up to which tacos+ routes relay requests by load (a Dijkstra per request,
+#: about a second at this size); beyond it, single-destination collectives only go through the
+#: compiled packet router (``routes``) and the others route requests as the plain greedy does.
+ROUTING_BUDGET = 5 * 10**7
 
 
 class PlusEngine(Engine):
@@ -34,6 +55,16 @@ class PlusEngine(Engine):
         self.rarity = [0] * (max(counts, default=0).bit_length() + 1)
         for c, count in enumerate(counts):
             self.rarity[count.bit_length()] |= 1 << c
+        # One destination per chunk (AlltoAll, Gather, Scatter): rarity says nothing there, the
+        # chunk with the longest way still to go goes first. Hop counts from every node.
+        self.farthest: list[list[float]] | None = None
+        if problem.needs[0].size and np.all(problem.post.counts() == 1) and self.relays:
+            self.dest = problem.post.nodes.tolist()
+            self.farthest = problem.machine.hop_counts().tolist()
+        self.inbound: dict[int, int] = {}  # plain node s * n + requester w -> tokens bound so far
+        self.routed: dict[int, dict[int, float]] = {}  # chunk -> node -> its estimated arrival
+        self.planned = [0.0] * problem.machine.num_links  # occupancy routed over each link
+        self.routes_by_load = problem.needs[0].size * problem.machine.num_links <= ROUTING_BUDGET
 
     def assign(self, c: int, e: int, t: float) -> None:
         super().assign(c, e, t)
@@ -46,6 +77,86 @@ class PlusEngine(Engine):
             if level == len(self.rarity):
                 self.rarity.append(0)
             self.rarity[level] |= bit
+
+    def initial_requests(self) -> list[tuple[int, int]]:
+        """Rotation order: round k asks for each chunk at the k-th node after its first holder,
+        so the first wave through a switch serves every node once instead of node 0 first."""
+        need_c, need_v = self.p.needs
+        holder = self.p.pre.nodes[self.p.pre.indptr[:-1]]
+        rounds = (need_v - holder[need_c]) % self.n
+        order = np.lexsort((need_c, rounds))
+        return list(zip(need_c[order].tolist(), need_v[order].tolist()))
+
+    def request(self, c: int, v: int) -> None:
+        """v wants c: the route of earliest estimated arrival from any node that holds c or was
+        already routed to get it, over links costed by delay plus the occupancy already planned
+        on them (Dijkstra, ties at random). Looking past switches to the nodes behind them, a
+        remote chunk enters a server once and spreads over its fabric, and the servers' NICs share
+        the crossings, instead of every GPU pulling it over its own NIC."""
+        if not self.routes_by_load:
+            super().request(c, v)
+            return
+        starts = self.routed.get(c)
+        if starts is None:
+            starts = self.routed[c] = {int(h): 0.0 for h in self.p.pre.of(c)}
+        if v in starts:
+            return
+        arrival = dict(starts)
+        via: dict[int, int] = {}
+        heap = [(t, self.random(), u) for u, t in starts.items()]
+        heapq.heapify(heap)
+        while heap:
+            t, _, u = heapq.heappop(heap)
+            if u == v:
+                break
+            if t > arrival[u]:
+                continue
+            for e in self.out_links[u]:
+                w = self.ldst[e]
+                reach = t + self.delay[e] + self.planned[e]
+                if reach < arrival.get(w, math.inf):
+                    arrival[w], via[w] = reach, e
+                    heapq.heappush(heap, (reach, self.random(), w))
+        if v not in via:
+            return  # unreachable: reported when the run gets stuck
+        node = v
+        while node not in starts:
+            e = via[node]
+            u = self.lsrc[e]
+            self.planned[e] += self.busy[e]
+            if not self.plain[node]:
+                starts[node] = arrival[node]
+            if u not in starts:
+                self.ask(c, u, node)
+            node = u
+
+    def bind(self, s: int, queue: deque[int]) -> int:
+        """The waiting requester with the fewest tokens at or on their way to s (oldest first on
+        ties): a switch's downlinks share the load instead of serving one requester at a time."""
+        if len(queue) == 1:
+            w = queue.popleft()
+        else:
+            base = s * self.n
+            loads = [self.inbound.get(base + w, 0) for w in queue]
+            i = loads.index(min(loads))
+            w = queue[i]
+            del queue[i]
+        self.inbound[s * self.n + w] = self.inbound.get(s * self.n + w, 0) + 1
+        return w
+
+    def farthest_first(self, x: int, d: int) -> int:
+        """A random chunk of x among those whose destination is farthest from d (in hops)."""
+        hops = self.farthest[d]
+        dest = self.dest
+        best: list[int] = []
+        most = -1.0
+        for c in bits.members(x):
+            h = hops[dest[c]]
+            if h > most:
+                best, most = [c], h
+            elif h == most:
+                best.append(c)
+        return best[0] if len(best) == 1 else best[int(self.random() * len(best))]
 
     def rarest(self, x: int) -> int:
         """A random chunk of x among those with the fewest holders (by power of two)."""
@@ -92,13 +203,28 @@ class PlusEngine(Engine):
                 key = (0, only.bit_count(), self.random()) if only else (1, count, self.random())
                 if best_key is None or key < best_key:
                     best_key, best_offer, best_pool = key, offer, only or x
-            c = self.rarest(best_pool)
+            c = self.rarest(best_pool) if self.farthest is None else self.farthest_first(best_pool, d)
             offers.remove(best_offer)
             self.assign(c, best_offer[0], t)
             cap -= 1
             offers = self.still_open(offers, c)
 
 
-def spread_plus(problem: SpreadProblem, rng: np.random.Generator) -> Schedule:
-    """tacos+ on one spread problem."""
-    return PlusEngine(problem, rng).run()
+def spread_plus(problem: SpreadProblem, rng: np.random.Generator, compiled: bool = True
+                ) -> Schedule:
+    """tacos+ on one spread problem (``compiled``: through the kernel where it applies)."""
+    if compiled and kernel.applicable(problem):
+        return kernel.run(problem, rng, plus=True)
+    if not routes.applicable(problem):
+        return PlusEngine(problem, rng).run()
+    pushed = routes.run(problem, rng)
+    if problem.needs[0].size * problem.machine.num_links > ROUTING_BUDGET:
+        return pushed
+    # Small enough to plan routes by load as well: the two see different things (planned
+    # occupancy at t = 0 vs the links free now), so the earlier finish is kept.
+    planned = PlusEngine(problem, rng).run()
+    return planned if _finish(planned, problem) <= _finish(pushed, problem) else pushed
+
+
+def _finish(schedule: Schedule, problem: SpreadProblem) -> float:
+    return float((schedule.start + problem.delay[schedule.link]).max(initial=0.0))

@@ -16,7 +16,7 @@ from optcoll.bounds.demand import allreduce_set
 from optcoll.collectives.builtins import split_allreduce
 from optcoll.collectives.collective import Collective
 from optcoll.errors import InputError
-from optcoll.instances.instance import Instance
+from optcoll.instances.instance import Instance, check_chunk_copies
 from optcoll.machines.machine import Machine
 from optcoll.producers.base import NotApplicable
 from optcoll.producers.exact.allreduce.steps import least_steps
@@ -176,19 +176,26 @@ def pareto_front(instance: Instance, max_chunks: int, *, solver: str = "cpsat",
     are found; ``max_memory`` as in ``solve_step`` (a refused model ends the front there).
     AllReduce: the front of ReduceScatter then AllGather (``pareto.sum_fronts``), each phase's
     front computed in half the time."""
+    started = time.perf_counter()
     backend = backend_for(solver)
     settings = _settings(instance, time_limit, threads, seed, max_memory)
     if isinstance(max_chunks, bool) or not isinstance(max_chunks, int) or max_chunks < 1:
         raise InputError(f"must be a positive integer, got {max_chunks!r}", field="max_chunks")
+    try:
+        check_chunk_copies(instance.collective.num_ranks, max_chunks)
+    except InputError as exc:
+        raise exc.located(field="max_chunks") from None
     check_options(instance.model)
     if instance.collective.kind != "allreduce":
-        return _front(instance.machine, instance.collective, max_chunks, backend, settings, symmetry, progress)[0]
+        return _front(instance.machine, instance.collective, max_chunks, backend, settings, symmetry, progress,
+                      started)[0]
     # ReduceScatter then AllGather: each phase's front in half the time left, then their sum.
-    started, parts = time.perf_counter(), []
+    parts = []
     for i, part in enumerate(split_allreduce(instance.collective)):
         left = settings.time_limit - (time.perf_counter() - started)
         share = replace(settings, time_limit=max(0.05, left / (2 - i)))
-        parts.append(_front(instance.machine, part, max_chunks, backend, share, symmetry, progress))
+        parts.append(_front(instance.machine, part, max_chunks, backend, share, symmetry, progress,
+                            time.perf_counter()))
     (rs, rs_plan, rs_bound), (ag, ag_plan, ag_bound) = parts
     if rs_plan is None or ag_plan is None:
         return Front((), True, "nothing to send")
@@ -196,10 +203,17 @@ def pareto_front(instance: Instance, max_chunks: int, *, solver: str = "cpsat",
 
 
 def _front(machine: Machine, collective: Collective, max_chunks: int, backend: Backend, settings: Settings,
-           symmetry: bool, progress: Progress | None) -> tuple[Front, Plan | None, RoundsBound | None]:
-    """A one-phase front, with the plan at C = 1 and the rounds bound (None: nothing to send)."""
-    plans = {C: plan(machine, rechunk(collective, C)) for C in range(1, max_chunks + 1)}
-    if plans[1].problem.latency_bound == 0:
+           symmetry: bool, progress: Progress | None, started: float
+           ) -> tuple[Front, Plan | None, RoundsBound | None]:
+    """A one-phase front, with the plan at C = 1 and the rounds bound (None: nothing to send);
+    the time limit runs from ``started`` and covers setting up each C (``pareto.frontier``)."""
+    first = plan(machine, rechunk(collective, 1))
+    if first.problem.latency_bound == 0:
         return Front((), True, "nothing to send"), None, None
-    bound = problem_rounds_bound(plans[1].problem)
-    return frontier(plans, bound, backend, settings, symmetry=symmetry, progress=progress), plans[1], bound
+    bound = problem_rounds_bound(first.problem)
+
+    def prepare(C: int) -> Plan:
+        return first if C == 1 else plan(machine, rechunk(collective, C))
+    front = frontier(prepare, max_chunks, bound, backend, settings, symmetry=symmetry, progress=progress,
+                     started=started)
+    return front, first, bound

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from optcoll.errors import InputError
-from optcoll.fileio import _replace_atomic, write_text_atomic
+from optcoll.fileio import write_file_atomic, write_text_atomic
 from optcoll.instances.instance import Instance
 from optcoll.producers.exact.step.backends import build_cpsat, build_mip
 from optcoll.producers.exact.step.inversion import plan
@@ -71,7 +71,7 @@ def export_step_model(instance: Instance, steps: int, rounds: int, path: str | P
         write_text_atomic(path, str(build_cpsat(enc)[0].proto))
     else:
         model, _ = build_cpsat(enc)
-        _replace_atomic(path, lambda tmp: _write_proto(model, tmp))  # binary: the name ends in .tmp
+        write_file_atomic(path, lambda tmp: _write_proto(model, tmp))  # binary: the name ends in .tmp
     return StepExportInfo(str(path), suffix[1:], steps, rounds, chosen.inverted,
                           len(enc.model.lb), len(enc.model.rows))
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from fractions import Fraction
 
@@ -57,30 +58,49 @@ class Front:
     stopped: str
 
 
-def frontier(plans: dict[int, Plan], bound: RoundsBound, backend: Backend, settings: Settings, *,
-             symmetry: bool, progress: Progress | None = None) -> Front:
-    """The front for the plans of C = 1..max (keys): the points found before any limit."""
-    started = time.perf_counter()
+def frontier(prepare: Callable[[int], Plan], max_chunks: int, bound: RoundsBound, backend: Backend,
+             settings: Settings, *, symmetry: bool, progress: Progress | None = None,
+             started: float | None = None) -> Front:
+    """The front for C = 1..``max_chunks``, ``prepare(C)`` giving C's plan: the points found
+    before any limit. The time limit runs from ``started`` (default: now) and covers each C's
+    setup (plan, symmetry constraints, greedy start), made only when C is first asked."""
+    started = time.perf_counter() if started is None else started
     deadline = started + settings.time_limit
-    chunks = sorted(plans)
-    lex = {C: lex_constraints(plans[C].problem, automorphisms(plans[C].problem), LEX_PREFIX)
-           if symmetry else [] for C in chunks}
-    last: dict[int, StepSolution] = {C: greedy_solution(plans[C].problem) for C in chunks}
+    chunks = range(1, max_chunks + 1)
+    plans: dict[int, Plan] = {}
+    lex: dict[int, list] = {}
+    last: dict[int, StepSolution] = {}
+
+    def ready(C: int) -> Plan:
+        if C not in plans:
+            if time.perf_counter() >= deadline:
+                raise TimeoutError
+            plans[C] = prepare(C)
+            lex[C] = lex_constraints(plans[C].problem, automorphisms(plans[C].problem), LEX_PREFIX) \
+                if symmetry else []
+            last[C] = greedy_solution(plans[C].problem)
+        return plans[C]
+
     active = set(chunks)
     best: Fraction | None = None
     settled = True
     points: list[ParetoPoint] = []
-    S = plans[chunks[0]].problem.latency_bound
+    S = 0
+    at_s: tuple[Fraction, int, StepSolution] | None = None
     stopped = ""
     try:
+        S = ready(1).problem.latency_bound
         while active and (best is None or best > bound.value):
-            at_s: tuple[Fraction, int, StepSolution] | None = None
+            at_s = None
             for C in chunks:
                 if C not in active:
                     continue
-                problem = plans[C].problem
                 target = min((q for q in (best, at_s and at_s[0]) if q is not None), default=None)
                 lo = max(S, bound.rounds(C))
+                if target is not None and lo > math.ceil(target * C) - 1:
+                    active.discard(C)  # decided without setting C up
+                    continue
+                problem = ready(C).problem
                 hint = stretched(problem, last[C], S)
                 hi = hint.total_rounds if target is None else math.ceil(target * C) - 1
                 if lo > hi:  # hi is the greedy's R when there is no target, so never here then
@@ -100,16 +120,21 @@ def frontier(plans: dict[int, Plan], bound: RoundsBound, backend: Backend, setti
             if at_s is not None:
                 q, C, solution = at_s
                 points.append(_point(plans[C], solution, C, q, settled, bound))
-                best = q
+                best, at_s = q, None
                 if progress is not None:
                     progress(time.perf_counter() - started, float(q), float(bound.value))
             S += 1
     except TimeoutError:
-        stopped = f"the time limit ({settings.time_limit:g} s) at S = {S}"
+        stopped = f"the time limit ({settings.time_limit:g} s) at S = {S}" + \
+            (f" (C = 1..{len(plans)} set up)" if len(plans) < max_chunks else "")
     except KeyboardInterrupt:
         stopped = f"interrupted at S = {S}"
     except ModelTooLarge as refused:
         stopped = f"the memory limit at S = {S}: {refused.detail}"
+    if at_s is not None:  # the best of the C asked at S before the stop: a point, not proven
+        q, C, solution = at_s
+        points.append(_point(plans[C], solution, C, q, False, bound))
+        best = q
     return Front(tuple(points), not stopped, stopped or (
         "bandwidth-optimal: R/C meets the rounds lower bound" if best is not None and best <= bound.value
         else "no chunk count can lower R/C further"))

@@ -1,0 +1,124 @@
+"""Directly emitted collectives: logical copies *and reductions* in, a timed schedule out.
+
+A producer (DESIGN.md §7) for the timed model of §5, whose copy and reduce semantics it follows.
+
+Most baselines are spread algorithms (``algorithms``) that ``compose`` turns into reductions by
+time reversal. Algorithms whose AllReduce is not a ReduceScatter followed by an AllGather (NCCL's
+trees, NVLS through a reducing switch, CollNet) are written here as *flows*: ordered logical
+transfers (chunk, from, to, op), where op is copy (the receiver's value becomes the sender's) or
+reduce (the sender's partial is added to the receiver's), with DESIGN.md section 5's semantics.
+
+The scheduler keeps every (chunk, node) *sequentially consistent with the list order*, which is
+what makes a flow list correct by construction (the shared verifier still checks it):
+
+* a send of chunk c from x starts after every earlier-listed delivery of c into x arrived;
+* a delivery of c into x starts after every earlier-listed send of c from x started (that send
+  read the old value), and, when it or the previous delivery is a copy, after the previous
+  delivery arrived (a copy replaces, so the order of deliveries matters; reductions commute).
+
+Each transfer then takes the earliest start its data, its link (gaps left by earlier transfers are
+filled, ``listsched.Timeline``) and the port limits allow; among parallel links the one that
+delivers first. A logical transfer between nodes without a direct link follows a shortest path
+(by delay) whose relays must be switches: they get a copy, the last hop carries the op. An NPU
+cannot relay a partial in the timed model (every arrival at an NPU replaces or adds to its own
+value), so a path through an NPU is ``NotApplicable``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from optcoll.instances.instance import Instance
+from optcoll.producers.base import NotApplicable
+from optcoll.producers.baselines.listsched import Calendar, Routes
+from optcoll.producers.spread import forward
+from optcoll.schedules.schedule import COPY, REDUCE, Schedule, from_arrays
+
+
+@dataclass(frozen=True)
+class Flow:
+    """One logical transfer of ``chunk`` from node ``src`` to node ``dst``."""
+
+    chunk: int
+    src: int
+    dst: int
+    op: int = COPY
+
+
+class FlowScheduler:
+    """Places flows one by one (module docstring)."""
+
+    def __init__(self, instance: Instance):
+        coll = instance.collective
+        problem = forward(instance, coll.pre, coll.post)
+        timing = instance.model.link_timing(instance.machine, coll.chunk_bytes)
+        self.machine = instance.machine
+        self.routes = Routes(problem)
+        self.calendar = Calendar(problem)
+        self.delay = problem.delay.tolist()
+        self.reduce_extra = float(timing.reduce_extra)
+        width = self.machine.num_nodes
+        self.width = width
+        pre_c, pre_v = coll.pre.pairs()
+        #: key (chunk·width + node) -> latest arrival of a delivery / start of a send; the op of
+        #: the last delivery.
+        self.arrived: dict[int, float] = {int(c) * width + int(v): 0.0
+                                          for c, v in zip(pre_c.tolist(), pre_v.tolist())}
+        self.sent: dict[int, float] = {}
+        self.last_op: dict[int, int] = {}
+        self.rows: list[tuple[int, int, float, int]] = []
+
+    def _hop(self, c: int, a: int, b: int, op: int, ready: float) -> float:
+        """Chunk c over one link a→b starting no earlier than ``ready``; returns its arrival."""
+        key_a, key_b = c * self.width + a, c * self.width + b
+        if key_a not in self.arrived:
+            raise AssertionError(f"flow sends chunk {c} from {self.machine.label(a)}, which holds "
+                                 "nothing of it yet")
+        ready = max(ready, self.arrived[key_a], self.sent.get(key_b, 0.0))
+        if op == COPY or self.last_op.get(key_b) == COPY:
+            ready = max(ready, self.arrived.get(key_b, 0.0))
+        extra = self.reduce_extra if op == REDUCE else 0.0
+        best = None
+        for e in self.machine.links_between(a, b):
+            t, resources = self.calendar.earliest(e, ready)
+            arrival = t + self.delay[e] + extra
+            if best is None or arrival < best[0]:
+                best = (arrival, t, e, resources)
+        assert best is not None, f"no link {a}->{b}"
+        arrival, t, e, resources = best
+        self.calendar.book(e, t, resources)
+        self.rows.append((c, e, t, op))
+        self.sent[key_a] = max(self.sent.get(key_a, 0.0), t)
+        self.arrived[key_b] = max(self.arrived.get(key_b, 0.0), arrival)
+        self.last_op[key_b] = op
+        return arrival
+
+    def send(self, flow: Flow, ready: float = 0.0) -> float:
+        """One logical transfer (routed through switches if needed); returns its arrival."""
+        path = self.routes.path(flow.src, flow.dst)
+        relays = [v for v in path[1:-1] if not self.machine.is_switch(v)]
+        if relays:
+            m = self.machine
+            raise NotApplicable(
+                f"{m.label(flow.src)} -> {m.label(flow.dst)} has no direct link and its shortest "
+                f"path relays through NPU {m.label(relays[0])}; an NPU cannot pass a partial on "
+                "unchanged in the timed model")
+        t = ready
+        for i, (a, b) in enumerate(zip(path, path[1:])):
+            t = self._hop(flow.chunk, a, b, flow.op if i == len(path) - 2 else COPY, t)
+        return t
+
+    def schedule(self) -> Schedule:
+        if not self.rows:
+            return from_arrays([], [])
+        c, e, t, op = (np.array(col) for col in zip(*self.rows))
+        return from_arrays(c, e, t, op)
+
+
+def schedule_flows(instance: Instance, flows: list[Flow]) -> Schedule:
+    """The timed schedule of ``flows`` in list order (module docstring)."""
+    scheduler = FlowScheduler(instance)
+    for flow in flows:
+        scheduler.send(flow)
+    return scheduler.schedule()
