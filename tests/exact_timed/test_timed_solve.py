@@ -90,10 +90,11 @@ def test_optimum_between_every_lower_bound_and_every_baseline(inst):
     ("reduce", 5), ("gather", 1), ("scatter", 6), ("alltoall", None)])
 def test_every_collective_on_dgx1(kind, root):
     inst = instance(G.dgx1(), kind, 2 if kind != "alltoall" else 1, root=root)
-    out = solve_timed(inst, time_limit=60)
-    if kind == "allreduce":
+    out = solve_timed(inst, time_limit=10 if kind == "allreduce" else 60)
+    if kind == "allreduce":  # the time after ReduceScatter + AllGather goes to the direct model
         assert out.params["family_optimal"]
-        assert close(verified(inst, out), out.params["family_lower_bound"])
+        assert close(out.params["family_time"], out.params["family_lower_bound"])
+        assert verified(inst, out) <= out.params["family_time"] * (1 + 1e-9)
     else:
         assert out.status == "optimal"
         assert close(verified(inst, out), out.lower_bound)
