@@ -33,7 +33,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.sparse.csgraph import dijkstra
+from scipy.sparse.csgraph import dijkstra, shortest_path
 
 from optcoll.bounds.bound import Bound, describe_nodes
 from optcoll.bounds.cutbounds import SplitCuts, split_cuts
@@ -50,6 +50,9 @@ NO_REDUCTION = "no in-network reduction (switches do not combine)"
 NO_MULTICAST = "no switch multicast"
 #: Sweep cuts evaluated in the α-aware form: the best by transfers per bandwidth, per ordering.
 SWEEP_CUTS = 8
+#: Up to this many nodes the cut form also takes the ranks farthest from each cut (all-pairs
+#: distances, n² floats).
+PAIR_MAX_NODES = 512
 
 
 def in_network_reduction(machine: Machine) -> bool:
@@ -188,11 +191,19 @@ def _candidate_cuts(machine: Machine, members: np.ndarray, split: SplitCuts) -> 
 
 def _cut_bound(machine: Machine, members: np.ndarray, k: int, b: float, cuts: list[np.ndarray],
                from_ranks: np.ndarray, to_ranks: np.ndarray, delay: np.ndarray, busy: np.ndarray) -> Bound:
-    """The best α-aware cut over ``cuts``. The way to a crossing link's tail and on from its head
-    is taken to the nearest rank on either side, which can only lower the bound."""
+    """The best α-aware cut over ``cuts``.
+
+    Each chunk needs, for one rank i on the tail side and one rank r on the head side, a crossing
+    that carries i's contribution on its way to r: it starts no earlier than i's data can reach the
+    crossing link's tail and is done no earlier than its head's way on to r. With i and r the ranks
+    farthest from the cut on their sides (when the machine is small enough for all-pairs
+    distances, ``PAIR_MAX_NODES``) that is the stronger form; the nearest ranks give the plain one.
+    """
     is_member = np.zeros(machine.num_nodes, dtype=bool)
     is_member[members] = True
-    best: tuple[float, np.ndarray | None, bool] = (-1.0, None, False)
+    pairs = machine.num_nodes <= PAIR_MAX_NODES
+    dist = shortest_path(weighted_graph(machine, delay), method="D", directed=True) if pairs else None
+    best: tuple[float, np.ndarray | None, bool, str] = (-1.0, None, False, "")
     seen: set[bytes] = set()
     for inside in cuts:
         key = inside.tobytes()
@@ -202,16 +213,24 @@ def _cut_bound(machine: Machine, members: np.ndarray, k: int, b: float, cuts: li
         for way_in in (False, True):
             tail_side = ~inside if way_in else inside
             cross = np.flatnonzero(tail_side[machine.link_src] & ~tail_side[machine.link_dst])
-            first = from_ranks[machine.link_src[cross]] + delay[cross] + to_ranks[machine.link_dst[cross]]
-            value = _kth(k, first, busy[cross])
-            if value > best[0]:
-                best = (value, inside, way_in)
-    value, inside, way_in = best
+            tails, heads = machine.link_src[cross], machine.link_dst[cross]
+            options = [(from_ranks[tails] + delay[cross] + to_ranks[heads], "")]
+            if dist is not None and cross.size:
+                senders, receivers = np.flatnonzero(is_member & tail_side), np.flatnonzero(is_member & ~tail_side)
+                i = senders[np.argmax(dist[np.ix_(senders, tails)].min(axis=1))]
+                r = receivers[np.argmax(dist[np.ix_(heads, receivers)].min(axis=0))]
+                options.append((dist[i, tails] + delay[cross] + dist[heads, r],
+                                f", carrying {machine.label(int(i))}'s contribution to {machine.label(int(r))}"))
+            for first, how in options:
+                value = _kth(k, first, busy[cross])
+                if value > best[0]:
+                    best = (value, inside, way_in, how)
+    value, inside, way_in, how = best
     assert inside is not None
     way = "into" if way_in else "out of"
     return Bound("allreduce-cut", value,
                  f"{describe_nodes(machine, np.flatnonzero(inside), members)}: each of the {k} chunk(s) "
-                 f"must cross {way} S at least once (contributions on one side are needed on the other); "
-                 f"with each crossing link's j-th transfer no earlier than its first possible arrival + "
-                 f"j·occupancy and the way on to a rank, the last cannot arrive before "
+                 f"must cross {way} S at least once{how} (contributions on one side are needed on the "
+                 f"other); with each crossing link's j-th transfer no earlier than its first possible "
+                 f"arrival + j·occupancy and the way on, the last cannot arrive before "
                  f"{format_time(value)} (the best of a family of cuts)", exact=False)

@@ -54,12 +54,22 @@ def test_transfer_counts_on_rings_and_tori():
     assert max(b.value for b in lower_bounds(torus.machine, torus.collective)) == pytest.approx(2.504e-3)
 
 
-def test_cut_form_counts_crossings_both_ways_with_their_latency():
-    """Two 8-GPU servers: 16 chunks cross 8 NIC uplinks of 25 GB/s, two each, then still the spine
-    hop: 3 NIC link times."""
+def test_cut_form_counts_crossings_with_their_latency():
+    """Two 8-GPU servers. Cut {n0g0}: every chunk must carry n0g0's contribution out to the other
+    server; through its NIC (2 NIC hops to arrive, then one every NIC time) or into the NVSwitch
+    (then still a hop back out and both NIC hops): the 16th of those completions. A line: every
+    chunk carries the first rank's contribution across the middle link to the last rank."""
     inst = load_instance(bundled_dir("instances") / "standard" / "cluster2x8-allreduce-c1.toml")
-    nic = 2 * US + inst.collective.chunk_bytes / 25e9
-    assert by_name(inst.machine, inst.collective)["allreduce-cut"].value == pytest.approx(3 * nic)
+    b = inst.collective.chunk_bytes
+    nic, nvlink = 2 * US + b / 25e9, 0.5 * US + b / 300e9
+    completions = sorted([2 * nic + j * nic for j in range(16)] + [2 * nvlink + 2 * nic + j * nvlink for j in range(16)])
+    cut = by_name(inst.machine, inst.collective)["allreduce-cut"]
+    assert cut.value == pytest.approx(completions[15]) and "carrying n0g0's contribution" in cut.detail
+    for n in range(4, 9):
+        line = G.line(n, GIB_S, 0.5 * US)
+        coll = make_collective("allreduce", range(n), 2.0**26, 1)
+        tau = 0.5 * US + coll.chunk_bytes / GIB_S
+        assert by_name(line, coll)["allreduce-cut"].value == pytest.approx(2 * (n - 1) * tau)
 
 
 def test_multicast_switch_drops_only_the_egress_forms():

@@ -45,7 +45,7 @@ def test_ring8_neighbours_reduce_into_each_other_to_beat_reducescatter_then_allg
     result = evaluate_outcome(inst, "exact", out)
     assert result.status == "optimal" and np.isclose(result.time, 7 * tau)
     assert out.params["family_lower_bound"] == pytest.approx(8 * tau)
-    assert out.lower_bound_source.startswith("allreduce-transfers")
+    assert out.lower_bound_source.startswith(("allreduce-transfers", "allreduce-cut"))  # both give 7
     # Some pair of neighbours sends each other the same chunk at once, both reducing.
     s = out.schedule
     src, dst = inst.machine.link_src[s.link], inst.machine.link_dst[s.link]

@@ -128,8 +128,9 @@ def test_reduction_is_the_time_reversed_dual_on_the_reversed_machine():
 
 def test_allreduce_is_reducescatter_then_allgather():
     """Optimal within the family (the parts' optima add up); its bound holds for any AllReduce.
-    On this ring the no-INC transfer count (2(N−1) deliveries per chunk into NPUs) meets the
-    family's optimum, so ReduceScatter then AllGather is optimal among all AllReduce schedules."""
+    On this ring the AllReduce bounds (2(N−1) deliveries per chunk into NPUs; a rank's contribution
+    carried out to the farthest rank) meet the family's optimum, so ReduceScatter then AllGather is
+    optimal among all AllReduce schedules."""
     m = G.ring(5, BW, LAT)
     ar = instance(m, "allreduce", 2)
     out = solve_timed(ar, time_limit=60)
@@ -138,7 +139,7 @@ def test_allreduce_is_reducescatter_then_allgather():
     assert out.params["family"] == "reducescatter+allgather" and out.params["family_optimal"]
     assert close(verified(ar, out), rs.lower_bound + ag.lower_bound)
     assert close(out.params["family_lower_bound"], rs.lower_bound + ag.lower_bound)
-    assert out.status == "optimal" and out.lower_bound_source.startswith("allreduce-transfers bound")
+    assert out.status == "optimal" and out.lower_bound_source.startswith(("allreduce-transfers", "allreduce-cut"))
     assert out.lower_bound >= max(rs.lower_bound, ag.lower_bound) * (1 - 1e-9)
     for bound in lower_bounds(ar.machine, ar.collective, ar.model):
         assert out.lower_bound >= bound.value * (1 - 1e-9)
