@@ -20,7 +20,8 @@ import numpy as np
 from optcoll.bench.file import Section, machine_line
 from optcoll.collectives.builtins import make_collective, make_custom
 from optcoll.fileio import write_text_atomic
-from optcoll.instances.instance import Budget, Instance, TimeModel
+from optcoll.instances.budget import Budget
+from optcoll.instances.instance import Instance, TimeModel
 from optcoll.machines import generators as G
 from optcoll.machines.catalog import load_machine
 from optcoll.machines.machine import Machine, MachineBuilder
@@ -205,7 +206,7 @@ def direct_section(time_limit: float) -> Section:
             inst = Instance(f"{family}{n}", machine, make_custom(range(n), everyone, everyone, 2.0**20, combining=True),
                             TimeModel(kind="step"))
             began, cpu = time.perf_counter(), _cpu()
-            out = least_steps(inst, steps=None, time_limit=time_limit, threads=1, seed=SEED)
+            out = least_steps(inst, steps=None, budget=Budget(time_limit, 1, SEED))
             rows.append([f"{family}{n} whole-buffer (step, R = S)", "least steps", "-", "-", out.status,
                          out.params.get("S", "-"), f"{time.perf_counter() - began:.2f}", f"{_cpu() - cpu:.2f}"])
     return ("Direct AllReduce model: size and speed",

@@ -1,7 +1,7 @@
 """Benchmark of the exact solvers: wall time to a proven optimum on the instances issue 3 names,
 and per topology family a ladder of growing instances climbed until one is not proven in time.
 
-Figures, not tests: every result passes through ``evaluate_outcome`` (the shared verifier) and
+Figures, not tests: every result comes through ``optcoll.producers.run`` (the shared verifier) and
 the row says whether the optimum was proven within the limit, and how: a proof is only as strong
 as what closed it, so a rung whose greedy start already met an analytic bound is labelled so.
 """
@@ -18,13 +18,16 @@ from multiprocessing.connection import Connection
 from optcoll.text.table import percent
 from optcoll.collectives.builtins import make_collective
 from optcoll.errors import InputError
-from optcoll.instances.instance import Budget, Instance, TimeModel
+from optcoll.instances.budget import Budget
+from optcoll.instances.instance import Instance, TimeModel
 from optcoll.machines import generators as G
 from optcoll.machines.catalog import load_machine
 from optcoll.machines.machine import Machine
 from optcoll.bench.greedy import BANDWIDTH, LATENCY
 from optcoll.bench.file import Section, write_bench_report
-from optcoll.results.record import Result, evaluate_outcome
+from optcoll.producers import run
+from optcoll.sweeps.pool import BENCH_GRACE
+from optcoll.results.record import Result
 from optcoll.units import format_time
 
 GIB = 2.0**30
@@ -34,9 +37,6 @@ PARTS = ("fixed", "ladder", "allreduce")
 THREADS, SEED = 2, 0
 #: Seconds per question of the direct AllReduce section (its instances take seconds to a minute).
 DIRECT_LIMIT = 300.0
-#: A rung's process is stopped this long after its time limit: max(seconds, share × limit). The
-#: solver overruns its limit by a little while it returns its best schedule and bound.
-GRACE_SECONDS, GRACE_SHARE = 30.0, 0.1
 
 
 @dataclass(frozen=True)
@@ -69,16 +69,13 @@ def _instance(case: BenchCase, time_limit: float, kind: str = "timed") -> Instan
 
 def bench_timed(time_limit: float = 600.0, solver: str = "cpsat",
                 cases: list[BenchCase] = TIMED_CASES) -> list[list[str]]:
-    from optcoll.producers.exact.timed import solve_timed
-
     rows = []
     for case in cases:
         inst = _instance(case, time_limit)
-        outcome = solve_timed(inst, solver=solver, time_limit=time_limit, threads=THREADS, seed=SEED)
-        result = evaluate_outcome(inst, f"exact-timed-{solver}", outcome)
+        result = run.exact(inst, solver=solver).result
         rows.append([case.name, inst.machine.num_npus, result.status, format_time(result.time or 0),
-                     format_time(result.lower_bound or 0), f"{outcome.wall_time:.2f}",
-                     outcome.params.get("formulation", "")])
+                     format_time(result.lower_bound or 0), f"{result.wall_time:.2f}",
+                     result.params.get("formulation", "")])
     return rows
 
 
@@ -218,20 +215,17 @@ def judge(family: str, rung: Rung, npus: int, result: Result, wall: float, cpu: 
 def run_rung(family: str, rung: Rung, time_limit: float, solver: str = "cpsat") -> RungRun:
     """Solves one rung; any exception (a memory guard refusing a model, a solver error) becomes
     a failed, unproven row instead of ending the benchmark."""
-    from optcoll.producers.exact.timed import solve_timed
-
     wall0, cpu0, npus = time.perf_counter(), time.process_time(), None
     try:
         machine = rung.machine()
         npus = machine.num_npus
         inst = _allgather(f"{machine.name} C={rung.chunks}", machine, rung.chunks, time_limit)
-        outcome = solve_timed(inst, solver=solver, time_limit=time_limit, threads=THREADS, seed=SEED)
+        result = run.exact(inst, solver=solver).result
         cpu = time.process_time() - cpu0
-        result = evaluate_outcome(inst, f"exact-timed-{solver}", outcome)
     except Exception as error:  # noqa: BLE001 - a rung that cannot be solved ends its ladder only
         return RungRun(family, rung.label, npus, rung.chunks, "failed", None, None, time.perf_counter() - wall0,
                        time.process_time() - cpu0, None, f"{type(error).__name__}: {error}")
-    return judge(family, rung, npus, result, outcome.wall_time, cpu, time_limit)
+    return judge(family, rung, npus, result, result.wall_time, cpu, time_limit)
 
 
 def _rung_in_child(conn: Connection, family: str, rung: Rung, time_limit: float, solver: str) -> None:
@@ -246,13 +240,15 @@ def _children_cpu() -> float:
 
 def run_rung_isolated(family: str, rung: Rung, time_limit: float, solver: str = "cpsat",
                       grace: float | None = None) -> RungRun:
-    """``run_rung`` in a child process, stopped ``grace`` seconds past the limit.
+    """``run_rung`` in a child process, stopped ``grace`` seconds past the limit (default: the
+    harnesses' ``BENCH_GRACE``).
 
-    Why: the solver's limit bounds its search, not its start (greedy schedules retimed in pure
-    Python take minutes on a thousand NPUs) nor a model's construction, and a model that outgrows
-    memory gets the process killed; either way the rung is unproven and the benchmark goes on.
+    Why: the solver's limit cannot cut short a start schedule being made (greedy schedules
+    retimed in pure Python take minutes on a thousand NPUs) or a model being built, and a model
+    that outgrows memory gets the process killed; either way the rung is unproven and the
+    benchmark goes on.
     """
-    grace = max(GRACE_SECONDS, GRACE_SHARE * time_limit) if grace is None else grace
+    grace = BENCH_GRACE.after(time_limit) - time_limit if grace is None else grace
     ctx = mp.get_context("fork" if "fork" in mp.get_all_start_methods() else "spawn")
     receive, send = ctx.Pipe(duplex=False)
     child = ctx.Process(target=_rung_in_child, args=(send, family, rung, time_limit, solver), daemon=True)

@@ -2,7 +2,6 @@
 best of a heuristic family), and the per-pair max-flow bound of rooted collectives."""
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np

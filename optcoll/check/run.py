@@ -4,7 +4,7 @@ limit, every schedule through the shared verifier, every time against the record
 Parallelism and isolation come from the sweep pool (``optcoll.sweeps.pool.run_local``): one job
 per instance on worker processes, so a synthesizer that crashes, hangs or leaks state on one
 instance does not stop the others. Python synthesizers are interrupted at their time limit; one
-that does not respond (stuck in C code) is killed at ``HARD_FACTOR``·limit + ``HARD_SECONDS``.
+that does not respond (stuck in C code) is killed at the pool's ``USER_CODE_GRACE``.
 Nothing is cached: a user's synthesizer changes without optcoll's version changing.
 """
 from __future__ import annotations
@@ -19,25 +19,20 @@ from optcoll.check.report import CheckReport
 from optcoll.producers.external.spec import SynthSpec, parse_synth
 from optcoll.check.verdict import AGAINST, judge
 from optcoll.errors import InputError
+from optcoll.instances.budget import parse_seconds
 from optcoll.sweeps.jobs import Job
+from optcoll.sweeps import pool
 from optcoll.sweeps.pool import run_local
 from optcoll.sweeps.progress import Progress
 from optcoll.instances.suite import Suite, find_suite
 
-HARD_FACTOR, HARD_SECONDS = 1.5, 5.0
-
-
-def hard_deadline(job: Job) -> float:
-    return HARD_FACTOR * float(job.params["time_limit"]) + HARD_SECONDS
-
-
 def run_check(synth: str | SynthSpec, suite: str | os.PathLike | Suite = "quick", *,
-              max_gap: float | None = None, timeout: float | None = None, jobs: int | None = None,
+              max_gap: float | None = None, timeout: float | str | None = None, jobs: int | None = None,
               against: str = "best", progress: bool | None = False) -> CheckReport:
     """The verdict on every instance of ``suite``. Bad input (spec, suite, numbers) raises
     ``InputError``; everything a synthesizer does wrong is a failed ``Outcome`` instead.
 
-    ``timeout``: seconds per instance (default: each instance's [budget] time_limit);
+    ``timeout``: seconds (or "2 min") per instance (default: each instance's [budget] time_limit);
     ``jobs``: worker processes (default: all cores); ``max_gap``/``against``: see
     ``optcoll.check.config`` and ``optcoll.check.verdict``.
     """
@@ -46,8 +41,8 @@ def run_check(synth: str | SynthSpec, suite: str | os.PathLike | Suite = "quick"
     config = load_check_config(suite)
     if max_gap is not None:
         max_gap = check_ratio(max_gap, None, "--max-gap")
-    if timeout is not None and not (isinstance(timeout, (int, float)) and 0 < timeout < float("inf")):
-        raise InputError(f"must be a positive number of seconds, got {timeout!r}", field="--timeout")
+    if timeout is not None:
+        timeout = parse_seconds(timeout, "--timeout")
     if against not in AGAINST:
         raise InputError(f"must be one of {', '.join(AGAINST)}, got {against!r}", field="--against")
     if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1):
@@ -61,7 +56,7 @@ def run_check(synth: str | SynthSpec, suite: str | os.PathLike | Suite = "quick"
                    for s in suite.specs]
         bar = Progress(len(pending), 0, "check", progress)
         try:
-            for job, result in run_local(pending, workers, hard_deadline):
+            for job, result in run_local(pending, workers, pool.USER_CODE_GRACE):
                 records[job.spec.path] = result.record
                 bar.advance(job.spec.name, result.record["status"] not in ("valid", "skipped"))
         finally:

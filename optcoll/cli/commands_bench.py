@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import click
 
+from optcoll.cli.limits import time_limit_option
 from optcoll.cli.output import done, echo, json_option
 from optcoll.units import format_size
 
@@ -43,9 +44,9 @@ def bench_core(side: int, out: str, as_json: bool) -> None:
 
 
 @bench.command("exact")
-@click.option("--time-limit", default=600.0, show_default=True,
-              help="Seconds per timed instance and per ladder rung.")
-@click.option("--pareto-limit", default=120.0, show_default=True, help="Seconds per Pareto question.")
+@time_limit_option(default_text="Limit per timed instance and per ladder rung", default=600.0, show_default=True)
+@time_limit_option("--pareto-limit", default_text="Limit of the DGX-1 Pareto front, per solver", default=120.0,
+                   show_default=True)
 @click.option("--only", default=None, metavar="fixed|ladder|allreduce",
               help="Measure one part (fixed: issue 3's list and the DGX-1 front; ladder: the size "
                    "ladders; allreduce: the direct AllReduce model) and keep the report's other "
@@ -67,7 +68,7 @@ def bench_exact(time_limit: float, pareto_limit: float, only: str | None, famili
 
 
 @bench.command("allreduce")
-@click.option("--time-limit", default=120.0, show_default=True, help="Exact-solver seconds per machine.")
+@time_limit_option(default_text="Exact-solver limit per machine", default=120.0, show_default=True)
 @click.option("--out", default="reports/allreduce.md", show_default=True, type=click.Path(dir_okay=False))
 @json_option
 def bench_allreduce(time_limit: float, out: str, as_json: bool) -> None:
@@ -75,7 +76,7 @@ def bench_allreduce(time_limit: float, out: str, as_json: bool) -> None:
     faster direct schedules written beside the report."""
     from optcoll.bench.allreduce import write_report
 
-    text = write_report(out, time_limit, echo=lambda line: click.echo(line, err=True))
+    text = write_report(out, time_limit, echo=lambda line: echo(line, err=True))
     done(as_json, f"{text}\nwrote {out}", report=text, out=out)
 
 

@@ -7,7 +7,8 @@ import sys
 
 import click
 
-from optcoll.cli.output import echo, seconds_option
+from optcoll.cli.limits import time_limit_option
+from optcoll.cli.output import echo
 
 EXIT_FAILED = 1
 
@@ -25,9 +26,8 @@ EXIT_FAILED = 1
                    "max_gap, else 1.10].")
 @click.option("--against", type=click.Choice(["best", "bound"]), default="best", show_default=True,
               help="Reference: the recorded optimum/best known schedule, or the proven lower bound.")
-@click.option("--timeout", callback=seconds_option, default=None, metavar="S",
-              help="Time limit per instance, seconds or '2 min' [default: each instance's "
-                   "[budget] time_limit].")
+@time_limit_option("--timeout", default_text="Time limit per instance [default: each instance's [budget] "
+                                             "time_limit]")
 @click.option("--jobs", "-j", type=click.IntRange(min=1), default=None,
               help="Instances checked at once, each in its own process [default: all cores].")
 @click.option("--junit", type=click.Path(dir_okay=False), default=None, metavar="FILE",

@@ -26,37 +26,47 @@ def model() -> None:
 @model.command("list")
 @json_option
 def model_list(as_json: bool) -> None:
-    """The built-in machine models."""
-    from optcoll.machines.catalog import builtin_model_names, load_machine
+    """The built-in machine models, each with the documents its numbers come from."""
+    from optcoll.machines.catalog import builtin_model_names, load_model
 
     rows = []
     for name in builtin_model_names():
-        machine = load_machine(name)
+        model = load_model(name)
+        machine = model.machine
         rows.append({"name": name, "npus": machine.num_npus, "switches": len(machine.switches),
-                     "links": machine.num_links, "description": machine.description})
+                     "links": machine.num_links, "sources": model.provenance.summary(),
+                     "description": machine.description})
     if as_json:
         emit_json(rows)
     else:
-        echo(table(["name", "NPUs", "switches", "links", "description"],
-                         [list(r.values()) for r in rows]))
+        echo(table(["name", "NPUs", "switches", "links", "sources", "description"],
+                   [[r["name"], r["npus"], r["switches"], r["links"], r["sources"], r["description"]]
+                    for r in rows]))
 
 
 @model.command("show")
 @click.argument("ref")
 @json_option
 def model_show(ref: str, as_json: bool) -> None:
-    """Figures of a model (built-in NAME or FILE.toml): sizes, degrees, diameter, cuts."""
+    """Figures of a model (built-in NAME or FILE.toml): sizes, degrees, diameter, cuts, and the
+    sources of its numbers (which ones have none)."""
     from optcoll.bounds.cuts import worst_cut
-    from optcoll.machines.catalog import load_machine
+    from optcoll.machines.catalog import load_model
     from optcoll.machines.describe import describe_machine, render_description
+    from optcoll.machines.figures import render_figures
 
     with narrowed_to_show("model show"):
-        machine = load_machine(ref)
-    info = describe_machine(machine, cut_finder=worst_cut)
+        model = load_model(ref)
+    info = describe_machine(model.machine, cut_finder=worst_cut)
     if as_json:
-        emit_json(info)
+        figures = model.figures
+        emit_json({**info, "provenance": model.provenance.to_dict(),
+                   "figures": None if figures is None else {"scale_up": figures.scale_up.tolist(),
+                                                            "scale_out": figures.scale_out.tolist()}})
     else:
         echo(render_description(info))
+        echo(render_figures(model.machine, model.figures))
+        echo(model.provenance.render())
 
 
 @model.command("draw")

@@ -249,23 +249,41 @@ def astra_compare_cmd(networks, collectives, sizes, out, as_json) -> None:
 @model.command("from-nvidia-smi")
 @click.argument("text_path", metavar="TOPO_TXT", type=click.Path(dir_okay=False))
 @click.option("--nvlink-bandwidth", required=True, callback=parsed_option(parse_bandwidth),
-              help="Per NVLink and direction, e.g. '25 GB/s'.")
+              help="Per NVLink and direction: 25 GB/s for NVLink 2-4 (V100, A100, H100), 50 GB/s for "
+                   "NVLink 5 (B200).")
 @click.option("--nvlink-latency", default="0.5 us", show_default=True, callback=parsed_option(parse_time))
 @click.option("--pcie-bandwidth", default=None, callback=parsed_option(parse_bandwidth),
-              help="Also model PCIe paths through a host switch.")
+              help="Also model the PCIe switches and host domains, links of this bandwidth per direction.")
+@click.option("--pcie-latency", default="0 s", show_default=True, callback=parsed_option(parse_time))
+@click.option("--nvls", is_flag=True, help="The NVSwitches multicast and reduce (NVLS: H100 and later).")
+@click.option("--nodes", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Build a cluster of this many boxes joined through their NICs.")
+@click.option("--nic-bandwidth", default=None, callback=parsed_option(parse_bandwidth),
+              help="With --nodes: per NIC and direction, e.g. '400 Gbit/s'.")
+@click.option("--nic-latency", default="2 us", show_default=True, callback=parsed_option(parse_time))
+@click.option("--network", type=click.Choice(["rail", "leaf"]), default="rail", show_default=True)
+@click.option("--network-latency", default="1 us", show_default=True, callback=parsed_option(parse_time),
+              help="Per leaf-spine link.")
 @click.option("-o", "--out", required=True, type=click.Path(dir_okay=False), help="Model .toml to write.")
 @json_option
-def model_from_nvidia_smi(text_path, nvlink_bandwidth, nvlink_latency, pcie_bandwidth, out, as_json) -> None:
-    """Read `nvidia-smi topo -m` output into a machine model file."""
+def model_from_nvidia_smi(text_path, nvlink_bandwidth, nvlink_latency, pcie_bandwidth, pcie_latency, nvls,
+                          nodes, nic_bandwidth, nic_latency, network, network_latency, out, as_json) -> None:
+    """Read `nvidia-smi topo -m` output into a machine model file.
+
+    NV# on every GPU pair of an NVSwitch box is each GPU's link count into the switches (NV12 on
+    an A100, NV18 on an H100), not links per pair; NV# on some pairs are direct links (DGX-1).
+    """
     from optcoll.fileio import write_text_atomic
     from optcoll.interop.nvidia_smi import load_nvidia_smi
     from optcoll.machines.modelfile import machine_to_toml
 
     machine = load_nvidia_smi(text_path, nvlink_bandwidth=nvlink_bandwidth, nvlink_latency=nvlink_latency,
-                              pcie_bandwidth=pcie_bandwidth)
+                              pcie_bandwidth=pcie_bandwidth, pcie_latency=pcie_latency, nvls=nvls,
+                              nodes=nodes, nic_bandwidth=nic_bandwidth, nic_latency=nic_latency,
+                              network=network, network_latency=network_latency)
     write_text_atomic(out, machine_to_toml(machine))
-    done(as_json, f"wrote {out} ({machine.num_npus} GPUs, {machine.num_links} links)", out=out,
-         npus=machine.num_npus, links=machine.num_links)
+    done(as_json, f"wrote {out} ({machine.num_npus} GPUs, {machine.num_links} links): {machine.description}",
+         out=out, npus=machine.num_npus, links=machine.num_links, description=machine.description)
 
 
 @click.command()

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import statistics
 import sys
-import time
 
 import click
 
+from optcoll.cli.limits import max_memory_option, seed_option, threads_option, time_limit_option
 from optcoll.cli.output import echo, emit_json, json_option
-from optcoll.instances.instance import MAX_SEED, MAX_THREADS
+from optcoll.instances.budget import MAX_SEED
 from optcoll.text.table import percent, table
-from optcoll.producers.exact.memory import DEFAULT_SHARE, parse_limit
 from optcoll.units import format_time
 
 
@@ -30,7 +29,7 @@ from optcoll.units import format_time
 def synth(instance_path: str | None, algo: str, seed: int | None, runs: int, out: str | None,
           portfolio: bool, list_algos: bool, as_json: bool) -> None:
     """Run a greedy or classical synthesizer; the schedule is verified before its time is shown."""
-    from optcoll.producers.registry import IMPLEMENTS, RANDOMIZED, SYNTHESIZERS, best_of, get_synthesizer
+    from optcoll.producers.registry import IMPLEMENTS, RANDOMIZED, SYNTHESIZERS
 
     if list_algos:
         rows = [{"name": s.name, "seeded": s.name in RANDOMIZED,
@@ -45,21 +44,17 @@ def synth(instance_path: str | None, algo: str, seed: int | None, runs: int, out
     if instance_path is None:
         raise click.UsageError("INSTANCE is required unless --list is given")
     from optcoll.instances.instancefile import load_instance
-    from optcoll.results.record import evaluate_schedule
+    from optcoll.producers import run
     from optcoll.schedules.jsonfile import save_schedule
 
     inst = load_instance(instance_path)
-    first_seed = inst.budget.seed if seed is None else seed
-    t0 = time.perf_counter()
-    schedule, times = best_of(inst, get_synthesizer(algo), runs, first_seed, portfolio)
-    wall = time.perf_counter() - t0
-    if portfolio:
-        algo = f"{algo} portfolio (best: {schedule.meta.get('producer', algo)})"
-    result = evaluate_schedule(inst, algo, schedule, wall, {"runs": len(times), "seed": first_seed})
+    produced = run.synthesized(inst, algo, runs, seed, portfolio=portfolio)
+    result, schedule, times, wall = produced.result, produced.schedule, produced.times, produced.result.wall_time
+    algo = result.producer
     if out:
         save_schedule(out, schedule, inst.machine)
     if as_json:
-        emit_json({**result.to_dict(), "run_times": times, "out": out})
+        emit_json({**result.to_dict(), "run_times": list(times), "out": out})
         return
     echo(inst.describe())
     spread = (f" (best of {len(times)}: median {format_time(statistics.median(times))}, "
@@ -88,18 +83,6 @@ def _progress_printer(enabled: bool):
     return show
 
 
-#: ``--max-memory`` of every command that runs an exact solver (parsed by ``memory_limit``).
-max_memory_option = click.option(
-    "--max-memory", metavar="SIZE", default=None,
-    help="Refuse to build a solver model estimated to need more memory than this, e.g. '8 GiB' "
-         f"(default: {DEFAULT_SHARE:.0%} of the memory available when the model is about to be built).")
-
-
-def memory_limit(text: str | None) -> int | None:
-    """Bytes from a ``--max-memory`` value; a bad one is an InputError (one line, exit 2)."""
-    return None if text is None else parse_limit(text)
-
-
 def _with_model(inst, kind: str | None):
     from dataclasses import replace
 
@@ -112,11 +95,9 @@ def _with_model(inst, kind: str | None):
               help="z3 solves the step model only.")
 @click.option("--model", "model_kind", type=click.Choice(["timed", "step"]), default=None,
               help="Time model (default: the instance's).")
-@click.option("--time-limit", type=float, default=None, help="Seconds (default: the instance's budget).")
-@click.option("--threads", type=click.IntRange(1, MAX_THREADS), default=None,
-              help="Solver threads (default: the instance's budget).")
-@click.option("--seed", type=click.IntRange(0, MAX_SEED), default=None,
-              help="Solver seed (default: the instance's budget).")
+@time_limit_option(default_text="Wall-clock limit of the whole solve (default: the instance's [budget])")
+@threads_option
+@seed_option
 @click.option("--quantum", default=None, help="Timed model: time quantum, e.g. '10 us' (default: exact unit).")
 @click.option("--objective", type=click.Choice(["cost", "steps"]), default="cost", show_default=True,
               help="Step model: least step cost, or SCCL's least steps with one round per step (an "
@@ -131,31 +112,25 @@ def solve(instance_path, solver, model_kind, time_limit, threads, seed, quantum,
           progress, max_memory, as_json) -> None:
     """Optimal schedule (or best found plus a proven bound) from an exact solver, verified."""
     from optcoll.instances.instancefile import load_instance
-    from optcoll.results.record import evaluate_outcome
+    from optcoll.producers import run
     from optcoll.schedules.jsonfile import save_schedule
     from optcoll.units import parse_time
 
     inst = _with_model(load_instance(instance_path), model_kind)
-    limits = dict(time_limit=inst.budget.time_limit if time_limit is None else time_limit,
-                  threads=inst.budget.threads if threads is None else threads,
-                  seed=inst.budget.seed if seed is None else seed,
-                  progress=_progress_printer(progress and not as_json), max_memory=memory_limit(max_memory))
-    if inst.model.kind == "step":
-        from optcoll.producers.exact.step import export_step_model, solve_step
-
-        outcome = solve_step(inst, solver=solver, objective=objective, **limits)
-    else:
-        if objective != "cost":
-            raise click.UsageError("--objective steps applies to the step model (use --model step)")
-        if solver == "z3":
-            raise click.UsageError("z3 solves the step model only (use --model step)")
-        from optcoll.producers.exact.timed import export_timed_model, solve_timed
-
-        outcome = solve_timed(inst, solver=solver, quantum=parse_time(quantum) if quantum else None, **limits)
-    result = evaluate_outcome(inst, f"exact-{inst.model.kind}-{solver}", outcome)
+    if solver == "z3" and inst.model.kind != "step":
+        raise click.UsageError("z3 solves the step model only (use --model step)")
+    if objective != "cost" and inst.model.kind != "step":
+        raise click.UsageError("--objective steps applies to the step model (use --model step)")
+    limits = inst.budget.overridden(time_limit=time_limit, threads=threads, seed=seed, max_memory=max_memory)
+    produced = run.exact(inst, solver=solver, budget=limits, progress=_progress_printer(progress and not as_json),
+                         quantum=parse_time(quantum) if quantum else None, objective=objective)
+    result, outcome = produced.result, produced.outcome
     if out and outcome.schedule is not None:
         save_schedule(out, outcome.schedule, inst.machine)
     if export_model:
+        from optcoll.producers.exact.step import export_step_model
+        from optcoll.producers.exact.timed import export_timed_model
+
         if inst.model.kind == "step":
             if outcome.schedule is None:
                 raise click.UsageError("no step-model solution to export the encoding of")
@@ -174,9 +149,7 @@ def solve(instance_path, solver, model_kind, time_limit, threads, seed, quantum,
                    f"{format_time(result.lower_bound)} ({result.lower_bound_source}); gap {percent(result.gap)}")
     if result.steps:
         echo(f"step model: S = {result.steps} steps, R = {result.rounds} rounds")
-    version = outcome.solver_version
-    solver_text = version if version.startswith(outcome.solver) else f"{outcome.solver} {version}"
-    echo(f"{solver_text}, {result.wall_time:.2f} s"
+    echo(f"{outcome.solver_version}, {result.wall_time:.2f} s"
                + (f", quantum {format_time(outcome.quantum)}" if outcome.quantum else ""))
     for note in outcome.notes:
         echo(f"  note: {note}")
@@ -190,8 +163,8 @@ def solve(instance_path, solver, model_kind, time_limit, threads, seed, quantum,
 @click.argument("instance_path", metavar="INSTANCE", type=click.Path(dir_okay=False))
 @click.option("--max-chunks", default=6, show_default=True, help="Chunks per rank C from 1 up to this.")
 @click.option("--solver", type=click.Choice(["cpsat", "highs", "scip", "z3"]), default="cpsat", show_default=True)
-@click.option("--time-limit", type=float, default=None, help="Seconds per question (default: the budget).")
-@click.option("--threads", type=click.IntRange(1, MAX_THREADS), default=None)
+@time_limit_option(default_text="Wall-clock limit of the whole front (default: the instance's [budget])")
+@threads_option
 @max_memory_option
 @json_option
 def pareto(instance_path, max_chunks, solver, time_limit, threads, max_memory, as_json) -> None:
@@ -203,7 +176,7 @@ def pareto(instance_path, max_chunks, solver, time_limit, threads, max_memory, a
 
     inst = _with_model(load_instance(instance_path), "step")
     front = pareto_front(inst, max_chunks, solver=solver, time_limit=time_limit, threads=threads,
-                         max_memory=memory_limit(max_memory))
+                         max_memory=max_memory)
     bound = rounds_lower_bound(inst.machine, inst.collective)
     for point in front.points:  # each point's schedule cuts the buffer into its own C pieces
         require_valid(inst.machine, rechunk(inst.collective, point.chunks), point.schedule, inst.model)

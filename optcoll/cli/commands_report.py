@@ -12,10 +12,9 @@ from typing import Any
 
 import click
 
-from optcoll.cli.commands_produce import max_memory_option, memory_limit
-from optcoll.cli.output import echo, emit_json, json_option, seconds_option
+from optcoll.cli.limits import max_memory_option, seed_option, threads_option, time_limit_option
+from optcoll.cli.output import echo, emit_json, json_option
 from optcoll.errors import InputError
-from optcoll.instances.instance import MAX_SEED, MAX_THREADS
 
 EXIT_CONTRADICTION = EXIT_JOBS_FAILED = 1
 DEFAULT_SUITE = "quick"
@@ -30,13 +29,9 @@ def sweep_options(command: Callable) -> Callable:
                      help="Run on this Dask scheduler (tcp://host:8786) instead of locally."),
         click.option("--runs", type=click.IntRange(min=1), default=None,
                      help="Seeds per randomised synthesizer, best kept (default: the suite's, else 20)."),
-        click.option("--seed", type=click.IntRange(0, MAX_SEED), default=None,
-                     help="First seed (default: each instance's [budget] seed)."),
-        click.option("--time-limit", callback=seconds_option, default=None, metavar="S",
-                     help="Exact-solver time limit per instance, seconds or '2 min' "
-                          "(default: each instance's [budget])."),
-        click.option("--threads", type=click.IntRange(1, MAX_THREADS), default=None,
-                     help="Solver threads per job (default: each instance's [budget])."),
+        seed_option,
+        time_limit_option(default_text="Exact-solver time limit per instance (default: each instance's [budget])"),
+        threads_option,
         click.option("--solver", type=click.Choice(["cpsat", "highs", "scip"]), default="cpsat",
                      show_default=True, help="Exact solver for timed instances."),
         max_memory_option,
@@ -68,7 +63,7 @@ def _settings(runs, seed, time_limit, threads, solver, max_memory):
     from optcoll.sweeps.plan import Settings
 
     return Settings(runs=runs, seed=seed, solver=solver, time_limit=time_limit, threads=threads,
-                    max_memory=memory_limit(max_memory))
+                    max_memory=max_memory)
 
 
 def _suites(refs: tuple[str, ...]):
@@ -133,11 +128,11 @@ def _command_line(ctx: click.Context) -> str:
 @json_option
 def report(ctx: click.Context, suites: tuple[str, ...], out: str | None, resolve: bool, jobs: int | None,
            cluster: str | None, runs: int | None, seed: int | None, time_limit: float | None,
-           threads: int | None, solver: str, max_memory: str | None, cache_dir: str | None,
+           threads: int | None, solver: str, max_memory: int | None, cache_dir: str | None,
            no_cache: bool, retry_failed: bool, progress: bool | None, as_json: bool) -> None:
     """How far from optimal is each synthesizer? Gap report over SUITES (default: quick).
 
-    A SUITE is a built-in suite name (quick, standard, frontier), a directory of instance files,
+    A SUITE is a built-in suite name (quick, standard, frontier, machines), a directory of instance files,
     or one instance file. Results are cached by content hash: an interrupted run continues where
     it stopped.
     """
@@ -184,7 +179,7 @@ def truth() -> None:
 @json_option
 def truth_update(suites: tuple[str, ...], only: str | None, jobs: int | None, cluster: str | None,
                  runs: int | None, seed: int | None, time_limit: float | None, threads: int | None,
-                 solver: str, max_memory: str | None, cache_dir: str | None, no_cache: bool,
+                 solver: str, max_memory: int | None, cache_dir: str | None, no_cache: bool,
                  retry_failed: bool, progress: bool | None, as_json: bool) -> None:
     """Re-solve SUITES and record the best bound and schedule in each instance file.
 

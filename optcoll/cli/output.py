@@ -44,22 +44,3 @@ def done(as_json: bool, message: str, **data: Any) -> None:
         emit_json(data)
     else:
         echo(message)
-
-
-def seconds_option(ctx: click.Context, param: click.Parameter, value: str | None) -> float | None:
-    """A click callback: a positive duration as bare seconds ("30") or with a unit ("2 min")."""
-    if value is None:
-        return None
-    from optcoll.errors import InputError
-    from optcoll.units import parse_time
-
-    try:
-        seconds = float(value)
-    except ValueError:
-        try:
-            seconds = parse_time(value, allow_zero=False)
-        except InputError as exc:
-            raise click.BadParameter(exc.one_line()) from None
-    if not 0 < seconds < float("inf"):
-        raise click.BadParameter("must be a positive number of seconds")
-    return seconds

@@ -9,9 +9,12 @@ import numpy as np
 from optcoll import limits
 from optcoll.collectives.collective import Collective
 from optcoll.errors import InputError
+from optcoll.instances.budget import Budget
 from optcoll.machines.machine import Machine
 
 OCCUPANCIES = ("link", "serialization")
+#: Relative tolerance under which B_e / B_min counts as a whole number in the step model.
+STEP_WEIGHT_TOLERANCE = 1e-9
 
 
 @dataclass(frozen=True)
@@ -58,6 +61,27 @@ class TimeModel:
         extra = self.reduce_cost * chunk_bytes
         return LinkTiming(transit + extra if reduce and extra else transit, busy, extra)
 
+    def step_timing(self, machine: Machine, chunk_bytes: float) -> "StepTiming":
+        """The one owner of the step model's costs (DESIGN.md §5): a step lasts α, the largest
+        link latency (a synchronous step waits for the slowest link), plus r·b/B_min for its r
+        rounds; a link of bandwidth B carries w = B/B_min chunks per round, so every w must be a
+        whole number (else an InputError naming the first link that is not)."""
+        weight = np.zeros(0, dtype=np.int64)
+        if machine.num_links:
+            ratio = machine.link_bandwidth / machine.link_bandwidth.min()
+            weight = np.rint(ratio)
+            bad = np.flatnonzero(np.abs(ratio - weight) > STEP_WEIGHT_TOLERANCE * ratio)
+            if bad.size:
+                e = int(bad[0])
+                raise InputError(
+                    f"the step model needs every link bandwidth to be an integer multiple of the smallest "
+                    f"({machine.link_bandwidth.min():g} B/s); link {e} ({machine.label(int(machine.link_src[e]))}->"
+                    f"{machine.label(int(machine.link_dst[e]))}) has {ratio[e]:.6g} times that",
+                    field="links.bandwidth")
+        return StepTiming(float(machine.link_latency.max(initial=0.0)),
+                          chunk_bytes / float(machine.link_bandwidth.min(initial=np.inf)),
+                          weight.astype(np.int64))
+
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "occupancy": self.occupancy, "send_ports": self.send_ports,
                 "recv_ports": self.recv_ports, "reduce_cost": self.reduce_cost}
@@ -73,7 +97,6 @@ def check_chunk_copies(ranks: int, chunks: int) -> None:
 
 
 #: CP-SAT's own limits on its worker count and (a 32-bit integer) its random seed.
-MAX_THREADS, MAX_SEED = 10_000, 2**31 - 1
 
 
 @dataclass(frozen=True, eq=False)
@@ -87,14 +110,18 @@ class LinkTiming:
     reduce_extra: float = 0.0
 
 
-@dataclass(frozen=True)
-class Budget:
-    """What a producer may spend: wall-clock seconds, threads, and the seed for anything random
-    (at most ``MAX_THREADS`` and ``MAX_SEED``: what every solver backend accepts, CP-SAT's limits)."""
+@dataclass(frozen=True, eq=False)
+class StepTiming:
+    """From ``TimeModel.step_timing``: seconds per step (``alpha``) and per round (``per_round``),
+    and the chunks per round each link carries (``weight``)."""
 
-    time_limit: float = 60.0
-    threads: int = 2
-    seed: int = 0
+    alpha: float
+    per_round: float
+    weight: np.ndarray
+
+    def cost(self, steps: float, rounds: float) -> float:
+        """S·α + R·b/B_min, in the verifier's arithmetic."""
+        return steps * self.alpha + rounds * self.per_round
 
 
 @dataclass(frozen=True, eq=False)

@@ -40,7 +40,8 @@ import numpy as np
 from optcoll.collectives.builtins import KINDS, canonical_kind, make_collective, make_custom
 from optcoll.errors import InputError
 from optcoll.inputfiles import known_keys, read_toml
-from optcoll.instances.instance import MAX_SEED, MAX_THREADS, Budget, Instance, TimeModel, check_chunk_copies
+from optcoll.instances.budget import MAX_SEED, MAX_THREADS, Budget, parse_seconds
+from optcoll.instances.instance import Instance, TimeModel, check_chunk_copies
 from optcoll.machines.catalog import load_machine
 from optcoll.units import parse_size, parse_time
 
@@ -190,7 +191,7 @@ def instance_from_dict(data: dict[str, Any], source: str, base_dir: Path,
     budget_table = _table(data, "budget", _BUDGET_KEYS, source)
     time_limit = budget_table.get("time_limit", "60 s")
     with _located(source, "budget.time_limit"):
-        limit = parse_time(time_limit, allow_zero=False)
+        limit = parse_seconds(time_limit, "budget.time_limit", bare=False)
     budget = Budget(limit, _int(budget_table, "threads", "budget", source, 2, 1, MAX_THREADS),
                     _int(budget_table, "seed", "budget", source, 0, 0, MAX_SEED))
     name = inst.get("name", default_name)

@@ -153,6 +153,8 @@ def render_description(info: dict[str, Any]) -> str:
     switches = info["switches"]
     flagged = [f"{s['name']} ({', '.join(k for k in ('multicast', 'reduce') if s[k])})"
                for s in switches if s["multicast"] or s["reduce"]]
+    if len(flagged) > 3:
+        flagged = flagged[:2] + [f"... {len(flagged) - 2} more"]
     def plural(k: int, word: str, suffix: str = "s") -> str:
         return f"{k} {word}{suffix if k != 1 else ''}"
 

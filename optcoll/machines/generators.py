@@ -27,31 +27,13 @@ from typing import Any
 import networkx as nx
 
 from optcoll.errors import InputError
+from optcoll.machines.checks import check_bandwidth, check_int, check_latency
+from optcoll.machines.clusters import Network, NodeGroup, cluster, cluster_kind
 from optcoll.machines.machine import Machine, MachineBuilder, check_size
 from optcoll.machines.describe import bandwidth_text
 from optcoll.units import format_time
 
-# -- argument checks (Python callers get the same field-named errors as model files) ---------------
-
-
-def _int(name: str, value: Any, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise InputError(f"must be an integer, got {value!r}", field=name)
-    if value < minimum:
-        raise InputError(f"must be at least {minimum}, got {value}", field=name)
-    return value
-
-
-def _bandwidth(name: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
-        raise InputError(f"must be a positive finite bandwidth in bytes/s, got {value!r}", field=name)
-    return float(value)
-
-
-def _latency(name: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < math.inf:
-        raise InputError(f"must be a non-negative finite latency in seconds, got {value!r}", field=name)
-    return float(value)
+# -- argument checks (see checks.py) ------------------------------------------------------------
 
 
 def _per_dim(name: str, value: Any, ndim: int, check: Callable[[str, Any], float]) -> list[float]:
@@ -68,7 +50,7 @@ def _dims(value: Any, ndim: int | None = None) -> list[int]:
         raise InputError(f"must be a non-empty list of sizes, got {value!r}", field="dims")
     if ndim is not None and len(value) != ndim:
         raise InputError(f"must list {ndim} sizes, got {len(value)}", field="dims")
-    dims = [_int(f"dims[{d}]", v, 1) for d, v in enumerate(value)]
+    dims = [check_int(f"dims[{d}]", v, 1) for d, v in enumerate(value)]
     if math.prod(dims) < 2:
         raise InputError(f"a network needs at least 2 NPUs, got {'x'.join(map(str, dims))}", field="dims")
     return dims
@@ -137,8 +119,8 @@ def _grid_xy(coords: Sequence[float], dims: Sequence[int]) -> tuple[float, float
 
 def ring(n: int, bandwidth: float, latency: float, *, bidirectional: bool = True) -> Machine:
     """NPU i → i+1 (mod n), and back when bidirectional. n = 2 is one cable either way."""
-    n = _int("n", n, 2)
-    bandwidth, latency = _bandwidth("bandwidth", bandwidth), _latency("latency", latency)
+    n = check_int("n", n, 2)
+    bandwidth, latency = check_bandwidth("bandwidth", bandwidth), check_latency("latency", latency)
     both = bidirectional or n == 2
     kind = "bidirectional" if bidirectional else "unidirectional"
     b = MachineBuilder(f"ring{n}" if bidirectional else f"uniring{n}", n,
@@ -151,8 +133,8 @@ def ring(n: int, bandwidth: float, latency: float, *, bidirectional: bool = True
 
 def line(n: int, bandwidth: float, latency: float) -> Machine:
     """NPUs 0 – 1 – ... – n-1 with bidirectional cables (a ring with one cable cut)."""
-    n = _int("n", n, 2)
-    bandwidth, latency = _bandwidth("bandwidth", bandwidth), _latency("latency", latency)
+    n = check_int("n", n, 2)
+    bandwidth, latency = check_bandwidth("bandwidth", bandwidth), check_latency("latency", latency)
     b = MachineBuilder(f"line{n}", n, f"line of {n} NPUs, {_link_text([bandwidth], [latency])}")
     for u, v in _chain(range(n), wrap=False):
         b.add_link(u, v, bandwidth=bandwidth, latency=latency, bidirectional=True)
@@ -162,8 +144,8 @@ def line(n: int, bandwidth: float, latency: float) -> Machine:
 
 def fully_connected(n: int, bandwidth: float, latency: float) -> Machine:
     """A direct link between every ordered pair of NPUs."""
-    n = _int("n", n, 2)
-    bandwidth, latency = _bandwidth("bandwidth", bandwidth), _latency("latency", latency)
+    n = check_int("n", n, 2)
+    bandwidth, latency = check_bandwidth("bandwidth", bandwidth), check_latency("latency", latency)
     check_size(n, n * (n - 1))  # quadratic: refuse before adding millions of links one by one
     b = MachineBuilder(f"fc{n}", n, f"fully connected {n} NPUs, {_link_text([bandwidth], [latency])}")
     for i, j in combinations(range(n), 2):
@@ -192,8 +174,8 @@ def _switch_flags(multicast: bool, reduce: bool) -> str:
 def switch(n: int, bandwidth: float, latency: float, *, multicast: bool = False,
            reduce: bool = False, links_per_npu: int = 1) -> Machine:
     """n NPUs each cabled to one switch ``sw``: NPU→NPU is two hops (2·latency)."""
-    n, count = _int("n", n, 2), _int("links_per_npu", links_per_npu, 1)
-    bandwidth, latency = _bandwidth("bandwidth", bandwidth), _latency("latency", latency)
+    n, count = check_int("n", n, 2), check_int("links_per_npu", links_per_npu, 1)
+    bandwidth, latency = check_bandwidth("bandwidth", bandwidth), check_latency("latency", latency)
     cables = f"{count} cables" if count > 1 else "a cable"
     text = (f"{n} NPUs on one switch{_switch_flags(multicast, reduce)}, {cables} each of "
             f"{_link_text([bandwidth], [latency])}")
@@ -214,8 +196,8 @@ def nvswitch(n: int = 8, bandwidth: float = 6 * NVLINK2_BANDWIDTH, latency: floa
     Each GPU's NVLinks to the fabric are aggregated into one link per direction of ``bandwidth``
     (NCCL stripes a transfer over all of them); ``multicast``/``reduce`` model NVLS (H100 onward).
     """
-    n = _int("n", n, 2)
-    bandwidth, latency = _bandwidth("bandwidth", bandwidth), _latency("latency", latency)
+    n = check_int("n", n, 2)
+    bandwidth, latency = check_bandwidth("bandwidth", bandwidth), check_latency("latency", latency)
     text = (f"{n} GPUs on an NVSwitch fabric{_switch_flags(multicast, reduce)}, "
             f"GPU<->switch {_link_text([bandwidth], [latency])}")
     return _star(f"nvswitch{n}", text, n, bandwidth, latency, switch_label="nvswitch",
@@ -235,8 +217,8 @@ def dgx2(bandwidth: float = 6 * NVLINK2_BANDWIDTH, latency: float = NVLINK_LATEN
 
 def _grid(dims: Any, bandwidth: Any, latency: Any, *, wrap: bool, ndim: int | None = None) -> Machine:
     dims = _dims(dims, ndim)
-    bws = _per_dim("bandwidth", bandwidth, len(dims), _bandwidth)
-    lats = _per_dim("latency", latency, len(dims), _latency)
+    bws = _per_dim("bandwidth", bandwidth, len(dims), check_bandwidth)
+    lats = _per_dim("latency", latency, len(dims), check_latency)
     shape = "x".join(map(str, dims))
     family = "torus" if wrap else "mesh"
     hetero = not (_same(bws) and _same(lats))
@@ -268,8 +250,8 @@ def torus(dims: Sequence[int], bandwidth: float | Sequence[float], latency: floa
 
 def hypercube(dim: int, bandwidth: float, latency: float) -> Machine:
     """2^dim NPUs, i cabled to i XOR 2^k for every bit k: the diameter is ``dim`` hops."""
-    dim = _int("dim", dim, 1)
-    bandwidth, latency = _bandwidth("bandwidth", bandwidth), _latency("latency", latency)
+    dim = check_int("dim", dim, 1)
+    bandwidth, latency = check_bandwidth("bandwidth", bandwidth), check_latency("latency", latency)
     n = 1 << dim
     b = MachineBuilder(f"hypercube{dim}", n,
                        f"binary hypercube of 2^{dim} = {n} NPUs, {_link_text([bandwidth], [latency])}")
@@ -301,7 +283,7 @@ _DGX1_POSITIONS = ((0.0, 2.0), (2.0, 2.0), (0.0, 0.0), (2.0, 0.0),
 
 def dgx1(bandwidth: float = NVLINK2_BANDWIDTH, latency: float = NVLINK_LATENCY) -> Machine:
     """DGX-1 (V100): 8 GPUs, 6 NVLinks each; a double NVLink is two parallel links per direction."""
-    bandwidth, latency = _bandwidth("bandwidth", bandwidth), _latency("latency", latency)
+    bandwidth, latency = check_bandwidth("bandwidth", bandwidth), check_latency("latency", latency)
     b = MachineBuilder("dgx1", 8, "DGX-1 (V100) hybrid cube-mesh: 8 GPUs, 6 NVLinks each (some "
                        f"doubled), {_link_text([bandwidth], [latency])}",
                        [f"gpu{i}" for i in range(8)])
@@ -316,60 +298,62 @@ def dgx1(bandwidth: float = NVLINK2_BANDWIDTH, latency: float = NVLINK_LATENCY) 
 # -- multi-node ------------------------------------------------------------------------------------
 
 
+INTRA_FABRICS = ("nvswitch", "full_mesh")
+
+
+def _node_fabric(intra: str, gpus: int, bandwidth: float, latency: float, multicast: bool,
+                 reduce: bool) -> Machine:
+    """One server of ``multinode``: ``bandwidth`` is each GPU's total per direction."""
+    if intra not in INTRA_FABRICS:
+        raise InputError(f"unknown intra-node fabric {intra!r}; one of {', '.join(INTRA_FABRICS)}",
+                         field="intra")
+    if intra == "full_mesh" and (multicast or reduce):
+        raise InputError("multicast/reduce are NVSwitch (NVLS) features: use intra = \"nvswitch\"",
+                         field="intra")
+    if gpus == 1:
+        return MachineBuilder("gpu", 1).build()
+    if intra == "nvswitch":
+        return nvswitch(gpus, bandwidth, latency, multicast=multicast, reduce=reduce)
+    return fully_connected(gpus, bandwidth / (gpus - 1), latency)
+
+
 def multinode(nodes: int, gpus_per_node: int, *, nvlink_bandwidth: float, nvlink_latency: float,
               nic_bandwidth: float, nic_latency: float, gpus_per_nic: int = 1,
               pcie_bandwidth: float | None = None, pcie_latency: float = 0.0,
-              multicast: bool = False, reduce: bool = False) -> Machine:
-    """``nodes`` servers of ``gpus_per_node`` GPUs; NPU id = node·gpus_per_node + gpu.
+              multicast: bool = False, reduce: bool = False, intra: str = "nvswitch") -> Machine:
+    """``nodes`` servers of ``gpus_per_node`` GPUs on one switch ``spine``; NPU id =
+    node·gpus_per_node + gpu. A ``clusters.cluster`` with one group and a ``leaf`` network.
 
-    Inside a server the GPUs sit on an NVSwitch fabric (switch ``n<k>.nvswitch``, NVLS flags
-    ``multicast``/``reduce``). Between servers every NIC has one cable to a non-blocking ``spine``
-    switch. With one GPU per NIC the GPU's own cable is the NIC link; with ``gpus_per_nic`` > 1 the
-    NIC is a switch node ``n<k>.nic<j>`` reached over PCIe (``pcie_bandwidth`` defaults to the NIC
-    bandwidth, so the shared NIC is the bottleneck). Single-GPU servers get no NVSwitch and a
-    single server gets no spine.
+    ``nvlink_bandwidth`` is each GPU's total NVLink bandwidth per direction. ``intra`` =
+    "nvswitch": the GPUs sit on an NVSwitch fabric (switch ``n<k>.nvswitch``, NVLS flags
+    ``multicast``/``reduce``); "full_mesh": every GPU pair has one link carrying an equal share
+    (e.g. 4 A100s with 4 NVLinks per pair: 300 GB/s per GPU, 100 GB/s per pair). NIC j serves
+    GPUs j·gpus_per_nic ..; with one GPU per NIC the GPU's own cable is the NIC link, otherwise
+    the NIC is a switch node ``n<k>.nic<j>`` reached over PCIe (``pcie_bandwidth`` defaults to the
+    NIC bandwidth, so the shared NIC is the bottleneck). Single-GPU servers get no NVLink fabric;
+    a single server gets no NICs and no spine.
     """
-    nodes, gpn = _int("nodes", nodes, 1), _int("gpus_per_node", gpus_per_node, 1)
-    gpn_nic = _int("gpus_per_nic", gpus_per_nic, 1)
+    nodes, gpn = check_int("nodes", nodes, 1), check_int("gpus_per_node", gpus_per_node, 1)
+    gpn_nic = check_int("gpus_per_nic", gpus_per_nic, 1)
     if nodes * gpn < 2:
         raise InputError("a network needs at least 2 GPUs", field="gpus_per_node")
     if gpn % gpn_nic:
         raise InputError(f"must divide gpus_per_node ({gpn}), got {gpn_nic}", field="gpus_per_nic")
-    nv_bw = _bandwidth("nvlink_bandwidth", nvlink_bandwidth)
-    nv_lat = _latency("nvlink_latency", nvlink_latency)
-    nic_bw, nic_lat = _bandwidth("nic_bandwidth", nic_bandwidth), _latency("nic_latency", nic_latency)
-    pcie_bw = nic_bw if pcie_bandwidth is None else _bandwidth("pcie_bandwidth", pcie_bandwidth)
-    pcie_lat = _latency("pcie_latency", pcie_latency)
+    nv_bw = check_bandwidth("nvlink_bandwidth", nvlink_bandwidth)
+    nv_lat = check_latency("nvlink_latency", nvlink_latency)
+    nic_bw, nic_lat = check_bandwidth("nic_bandwidth", nic_bandwidth), check_latency("nic_latency", nic_latency)
+    pcie_bw = None if pcie_bandwidth is None else check_bandwidth("pcie_bandwidth", pcie_bandwidth)
+    pcie_lat = check_latency("pcie_latency", pcie_latency)
+    node = _node_fabric(intra, gpn, nv_bw, nv_lat, multicast, reduce)
     nics = gpn // gpn_nic
-    b = MachineBuilder(f"cluster{nodes}x{gpn}", nodes * gpn,
-                       f"{nodes} nodes x {gpn} GPUs: NVSwitch {_link_text([nv_bw], [nv_lat])} inside, "
-                       f"{nics} NIC(s) per node at {_link_text([nic_bw], [nic_lat])} to a spine switch",
-                       [f"n{k}g{g}" for k in range(nodes) for g in range(gpn)])
-    spine = b.add_switch("spine") if nodes > 1 else None
-    width = gpn + 1
-    for k in range(nodes):
-        gpus = range(k * gpn, (k + 1) * gpn)
-        b.positions.update((v, (k * width + g, 0.0)) for g, v in enumerate(gpus))
-        if gpn > 1:
-            fabric = b.add_switch(f"n{k}.nvswitch", multicast=multicast, reduce=reduce)
-            b.positions[fabric] = (k * width + (gpn - 1) / 2, 1.5)
-            for v in gpus:
-                b.add_link(v, fabric, bandwidth=nv_bw, latency=nv_lat, bidirectional=True)
-        if spine is None:
-            continue
-        for j in range(nics):
-            group = gpus[j * gpn_nic:(j + 1) * gpn_nic]
-            if gpn_nic == 1:
-                b.add_link(group[0], spine, bandwidth=nic_bw, latency=nic_lat, bidirectional=True)
-                continue
-            nic = b.add_switch(f"n{k}.nic{j}")
-            b.positions[nic] = (k * width + j * gpn_nic + (gpn_nic - 1) / 2, -1.0)
-            for v in group:
-                b.add_link(v, nic, bandwidth=pcie_bw, latency=pcie_lat, bidirectional=True)
-            b.add_link(nic, spine, bandwidth=nic_bw, latency=nic_lat, bidirectional=True)
-    if spine is not None:
-        b.positions[spine] = ((nodes * width - 2) / 2, -2.5)
-    return b.build()
+    fabric = "NVSwitch" if intra == "nvswitch" else "NVLink full mesh"
+    inside = f"{nodes} nodes x {gpn} GPUs: {fabric} {_link_text([nv_bw], [nv_lat])} inside"
+    text = (f"{inside}, {nics} NIC(s) per node at {_link_text([nic_bw], [nic_lat])} to a spine switch"
+            if nodes > 1 else f"{inside}; a single node: no NICs or network")
+    group = NodeGroup(node, nodes, tuple(tuple(range(j * gpn_nic, (j + 1) * gpn_nic)) for j in range(nics)),
+                      nic_bw, nic_lat, pcie_bw if gpn_nic == 1 or pcie_bw is not None else None, pcie_lat)
+    return cluster([group], Network("leaf"), name=f"cluster{nodes}x{gpn}", description=text,
+                   leaf_label="spine")
 
 
 # -- ASTRA-sim multi-dimensional networks ----------------------------------------------------------
@@ -401,9 +385,9 @@ def _astra_dim(d: int, dim: AstraDim) -> AstraDim:
                          field=f"{where}.topology")
     if (dim.multicast or dim.reduce) and topo != "Switch":
         raise InputError(f"multicast/reduce apply to Switch dimensions only, not {topo}", field=where)
-    return AstraDim(topo, _int(f"{where}.npus_count", dim.npus_count, 1),
-                    _bandwidth(f"{where}.bandwidth", dim.bandwidth),
-                    _latency(f"{where}.latency", dim.latency), dim.multicast, dim.reduce)
+    return AstraDim(topo, check_int(f"{where}.npus_count", dim.npus_count, 1),
+                    check_bandwidth(f"{where}.bandwidth", dim.bandwidth),
+                    check_latency(f"{where}.latency", dim.latency), dim.multicast, dim.reduce)
 
 
 def _astra_layout(spec: list[AstraDim]) -> list[tuple[float, float]]:
@@ -511,7 +495,7 @@ def from_networkx(graph: nx.Graph, *, name: str | None = None, bandwidth: float 
     defaults = {"bandwidth": bandwidth, "latency": latency}
     for u, v, attrs in graph.edges(data=True):
         values = {}
-        for key, check in (("bandwidth", _bandwidth), ("latency", _latency)):
+        for key, check in (("bandwidth", check_bandwidth), ("latency", check_latency)):
             value = attrs.get(key, defaults[key])
             if value is None:
                 raise InputError(f"edge {u!r}-{v!r} has no {key} attribute and no default was given",
@@ -526,7 +510,8 @@ def from_networkx(graph: nx.Graph, *, name: str | None = None, bandwidth: float 
 # -- registry for model files ----------------------------------------------------------------------
 
 #: Parameter types a model file may use; modelfile.py converts TOML values by these names.
-PARAM_TYPES = ("int", "ints", "bool", "bandwidth", "latency", "bandwidths", "latencies", "astra_dims")
+PARAM_TYPES = ("int", "ints", "bool", "str", "ratio", "bandwidth", "latency", "bandwidths", "latencies",
+               "astra_dims", "node_groups")
 REQUIRED = object()
 
 
@@ -596,13 +581,21 @@ GENERATORS: dict[str, GeneratorSpec] = {spec.kind: spec for spec in [
     _spec("nvswitch", nvswitch, "n GPUs on NVSwitch", Param("n", "int", 8, "number of GPUs"),
           Param("bandwidth", "bandwidth", 6 * NVLINK2_BANDWIDTH, "GPU<->NVSwitch per direction"),
           Param("latency", "latency", NVLINK_LATENCY, "per hop"), _MC, _RED),
-    _spec("multinode", multinode, "servers of GPUs on NVSwitch, NICs to a spine switch",
+    _spec("multinode", multinode, "servers of GPUs on NVSwitch or an NVLink mesh, NICs to one switch",
           Param("nodes", "int"), Param("gpus_per_node", "int"),
-          Param("nvlink_bandwidth", "bandwidth", doc="GPU<->NVSwitch per direction"),
+          Param("nvlink_bandwidth", "bandwidth", doc="per GPU and direction, all its NVLinks"),
           Param("nvlink_latency", "latency"), Param("nic_bandwidth", "bandwidth"),
           Param("nic_latency", "latency"), Param("gpus_per_nic", "int", 1),
           Param("pcie_bandwidth", "bandwidth", None, "GPU<->shared NIC; default: NIC bandwidth"),
-          Param("pcie_latency", "latency", 0.0), _MC, _RED),
+          Param("pcie_latency", "latency", 0.0), _MC, _RED,
+          Param("intra", "str", "nvswitch", "intra-node fabric: nvswitch or full_mesh (equal share per pair)")),
+    _spec("cluster", cluster_kind, "groups of nodes (any model) joined by NICs: rail, leaf or fat tree",
+          Param("groups", "node_groups", doc="[[topology.groups]] tables: nodes, node (a model), nic_gpus, "
+                "nic_bandwidth, nic_latency, pcie_bandwidth, pcie_latency"),
+          Param("network", "str", "rail", "rail, leaf or fat_tree"),
+          Param("network_latency", "latency", None, "per leaf<->spine link"),
+          Param("oversubscription", "ratio", 1.0, "leaf uplink = the leaf's NIC bandwidth / this"),
+          Param("nodes_per_leaf", "int", None, "fat tree: nodes sharing a leaf")),
     _spec("astra", astra, "ASTRA-sim multi-dimensional network (dimension 0 fastest)",
           Param("dims", "astra_dims", doc="[[topology.dims]] tables: topology, npus_count, "
                 "bandwidth, latency (+ multicast, reduce for Switch)")),

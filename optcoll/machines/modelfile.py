@@ -43,6 +43,22 @@ Failures, applied after building (NPU indices and switch names as built)::
 ``[u, v]`` removes every link between u and v in both directions; a table removes ``count``
 links (default: all) src → dst, and dst → src too unless ``bidirectional = false``.
 
+Any number may carry its source (``sources.py``): ``[sources.<key>]`` tables cite documents and a
+value written ``{ value = "450 GB/s", per = "direction", source = "<key>", note = "..." }`` names
+one. ``[figures]`` states the per-NPU bandwidth the sources give (``figures.py``)::
+
+    [figures]
+    scale_up = { value = "450 GB/s", per = "direction", source = "dgx-h100" }
+    scale_out = "50 GB/s"              # optional: NIC ports per NPU
+
+A cluster (``kind = "cluster"``, ``clusters.py``) lists groups of nodes, each a model of its own::
+
+    [[topology.groups]]
+    nodes = 4
+    node = "dgxh100"                   # built-in name, or a path relative to this file
+    nic_bandwidth = "400 Gbit/s"       # one NIC per GPU unless nic_gpus = [[0, 1], ...] says more
+    nic_latency = "2 us"
+
 Every value with a unit is a string ("50 GiB/s", "400 Gbit/s", "0.5 us"): a bare number is an
 error. Every problem is an ``InputError`` naming the file and the field path; unknown keys are
 errors too, so a typo is never silently ignored, and so are machines beyond the ``nodes``/``links``
@@ -56,20 +72,30 @@ import difflib
 import math
 import os
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import tomli_w
 
 from optcoll.errors import InputError
 from optcoll.inputfiles import join, kind_of, known_keys, read_toml
+from optcoll.machines.clusters import NodeGroup
+from optcoll.machines.figures import Figures, faster_than_figures
 from optcoll.machines.generators import GENERATORS, AstraDim, GeneratorSpec
 from optcoll.machines.machine import Machine, MachineBuilder, check_size
 from optcoll.machines.nccl_latency import NcclLatency, is_preset
 from optcoll.machines.nccl_latency import resolve as resolve_nccl
+from optcoll.machines.sources import Provenance, unwrap_sources
 from optcoll.units import parse_bandwidth, parse_time
 
-_TOP = ("machine", "topology", "switches", "links", "failures")
+_TOP = ("machine", "topology", "switches", "links", "failures", "sources", "figures")
+_FIGURES = ("scale_up", "scale_out")
+_GROUP = ("nodes", "node", "nic_gpus", "nic_bandwidth", "nic_latency", "pcie_bandwidth", "pcie_latency")
+#: How deep models may refer to models (a cluster's node being a cluster ...): far beyond any use,
+#: low enough that a file naming itself is one clear error.
+MAX_MODEL_DEPTH = 4
 _MACHINE = ("name", "description", "npus", "labels", "positions")
 _SWITCH = ("name", "multicast", "reduce")
 _LINK = ("src", "dst", "bandwidth", "latency", "count", "bidirectional")
@@ -85,11 +111,25 @@ def check_machine_size(nodes: int, links: int, *, source: str | None, field: str
         raise exc.located(source, field) from None
 
 
-class _Reader:
-    """Typed access to TOML values; every failure names ``source`` and the field path."""
+@dataclass(frozen=True)
+class MachineModel:
+    """A model file as read: the machine, where its numbers come from, and the per-NPU
+    bandwidth figures its sources give (``None`` when it states none)."""
 
-    def __init__(self, source: str):
+    machine: Machine
+    provenance: Provenance = Provenance()
+    figures: Figures | None = None
+
+
+class _Reader:
+    """Typed access to TOML values; every failure names ``source`` and the field path. Node models
+    a cluster names are read through ``resolve`` and kept in ``node_models``."""
+
+    def __init__(self, source: str, resolve: Callable[[str, str], MachineModel] | None = None):
         self.source = source
+        self.resolve = resolve
+        self.node_models: list[MachineModel] = []
+        self.node_groups: list[NodeGroup] = []
         #: NCCL latency presets used: resolved preset -> the fields that named it.
         self.presets: dict[NcclLatency, list[str]] = {}
 
@@ -148,6 +188,19 @@ class _Reader:
         return [f"latency {preset.describe()}; used by {', '.join(paths)}"
                 for preset, paths in self.presets.items()]
 
+    def number(self, value: Any, path: str) -> float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise self.error(path, f"must be a number, got {kind_of(value)} {value!r}")
+        return float(value)
+
+    def node_model(self, ref: Any, path: str) -> MachineModel:
+        if self.resolve is None:
+            raise self.error(path, "models cannot name other models here")
+        try:
+            return self.resolve(self.str(ref, path), path)
+        except InputError as exc:
+            raise exc.located(self.source, path) from None
+
     def node(self, value: Any, path: str, num_npus: int, switches: dict[str, int]) -> int:
         """An NPU index or a switch name, as a node id."""
         if isinstance(value, str):
@@ -187,9 +240,37 @@ def _astra_dims(r: _Reader, value: Any, path: str) -> list[AstraDim]:
     return dims
 
 
+def _node_groups(r: _Reader, value: Any, path: str) -> list[NodeGroup]:
+    groups = []
+    for i, item in enumerate(r.list(value, path)):
+        where = f"{path}[{i}]"
+        table = r.table(item, where, _GROUP, ("nodes", "node"))
+        model = r.node_model(table["node"], f"{where}.node")
+        r.node_models.append(model)
+        nic_gpus = None
+        if "nic_gpus" in table:
+            nic_gpus = tuple(tuple(r.int(gpu, f"{where}.nic_gpus[{j}][{k}]")
+                                   for k, gpu in enumerate(r.list(nic, f"{where}.nic_gpus[{j}]")))
+                             for j, nic in enumerate(r.list(table["nic_gpus"], f"{where}.nic_gpus")))
+        optional = {key: parse(table[key], f"{where}.{key}")
+                    for key, parse in (("nic_bandwidth", r.bandwidth), ("nic_latency", r.latency),
+                                       ("pcie_bandwidth", r.bandwidth), ("pcie_latency", r.latency))
+                    if key in table}
+        groups.append(NodeGroup(model.machine, r.int(table["nodes"], f"{where}.nodes"), nic_gpus,
+                                **optional))
+    r.node_groups = groups
+    return groups
+
+
 def _convert(r: _Reader, type_: str, value: Any, path: str) -> Any:
     if type_ == "int":
         return r.int(value, path)
+    if type_ == "str":
+        return r.str(value, path)
+    if type_ == "ratio":
+        return r.number(value, path)
+    if type_ == "node_groups":
+        return _node_groups(r, value, path)
     if type_ == "ints":
         return [r.int(v, f"{path}[{i}]") for i, v in enumerate(r.list(value, path))]
     if type_ == "bool":
@@ -295,7 +376,8 @@ def _explicit(r: _Reader, data: dict[str, Any], machine: dict[str, Any], name: s
 # -- failures --------------------------------------------------------------------------------------
 
 
-def _failed(r: _Reader, machine: Machine, failures: Any) -> Machine:
+def _failed(r: _Reader, machine: Machine, failures: Any) -> tuple[Machine, list[int]]:
+    """The machine without the failed parts, and the surviving NPUs' old ids."""
     table = r.table(failures, "failures", _FAILURES)
     switches = {s.label: machine.num_npus + i for i, s in enumerate(machine.switches)}
     npus = []
@@ -328,18 +410,51 @@ def _failed(r: _Reader, machine: Machine, failures: Any) -> Machine:
                 raise r.error(where, f"{have} working link(s) {machine.label(a)} -> "
                                      f"{machine.label(b)} to fail")
             removed.update(alive[:count])
-    return machine.without(links=sorted(removed), npus=npus) if removed or npus else machine
+    survivors = [v for v in range(machine.num_npus) if v not in npus]
+    return (machine.without(links=sorted(removed), npus=npus) if removed or npus else machine), survivors
 
 
 # -- entry points ----------------------------------------------------------------------------------
 
 
-def machine_from_dict(data: dict[str, Any], source: str, default_name: str = "machine") -> Machine:
-    """Builds the machine a parsed model file describes."""
-    r = _Reader(source)
+def _plain_figures(r: _Reader, table: Any, npus: int) -> Figures:
+    r.table(table, "figures", _FIGURES, ("scale_up",))
+    out = r.bandwidth(table["scale_out"], "figures.scale_out") if "scale_out" in table else 0.0
+    return Figures.uniform(npus, r.bandwidth(table["scale_up"], "figures.scale_up"), out)
+
+
+def _cluster_figures(r: _Reader) -> Figures | None:
+    """Per GPU: its node model's scale-up figure, plus what it can send into its NICs."""
+    if any(model.figures is None for model in r.node_models):
+        return None
+    multi = sum(group.nodes for group in r.node_groups) > 1
+    parts = []
+    for group, model in zip(r.node_groups, r.node_models):
+        out = np.zeros(group.node.num_npus)
+        for served in group.nics if multi else ():
+            out[list(served)] += group.port_bandwidth(served)
+        parts += [Figures(model.figures.scale_up, out)] * group.nodes
+    return Figures.concat(parts)
+
+
+def _checked_figures(r: _Reader, machine: Machine, figures: Figures) -> Figures:
+    problems = faster_than_figures(machine, figures)
+    if problems:
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise r.error("figures", f"{machine.name} is faster than its sources: {problems[0]}{more}")
+    return figures
+
+
+def model_from_dict(data: dict[str, Any], source: str, default_name: str = "machine", *,
+                    base_dir: str | os.PathLike | None = None, depth: int = 0) -> MachineModel:
+    """The model a parsed model file describes: machine, provenance and figures. ``base_dir``
+    resolves relative paths of the node models a cluster names."""
+    r = _Reader(source, _resolver(Path(base_dir) if base_dir is not None else None, depth))
     r.table(data, "", _TOP)
+    data, provenance = unwrap_sources(data, source)
     machine = r.table(data.get("machine", {}), "machine", _MACHINE)
     name = r.str(machine["name"], "machine.name") if "name" in machine else default_name
+    kind = None
     if "topology" in data:
         for key in ("switches", "links"):
             if key in data:
@@ -348,20 +463,67 @@ def machine_from_dict(data: dict[str, Any], source: str, default_name: str = "ma
             if key in machine:
                 raise r.error(f"machine.{key}", "is for explicit graphs; [topology] sets it")
         built = _generated(r, data["topology"]).renamed(name)
+        kind = data["topology"]["kind"]
     elif "npus" in machine:
         built = _explicit(r, data, machine, name)
     else:
         raise r.error("", "needs either a [topology] table (a generator call) or machine.npus with [[links]]")
     if "description" in machine:
         built = built.renamed(name, r.str(machine["description"], "machine.description"))
+    if kind == "cluster":
+        if "figures" in data:
+            raise r.error("figures", "a cluster's figures come from its node models and NICs")
+        figures = _cluster_figures(r)
+        provenance = provenance.merged(*(model.provenance.prefixed(f"topology.groups[{i}].node")
+                                         for i, model in enumerate(r.node_models)))
+    else:
+        figures = _plain_figures(r, data["figures"], built.num_npus) if "figures" in data else None
     if "failures" in data:
-        built = _failed(r, built, data["failures"])
-    return built.with_sources(*r.sources()) if r.presets else built
+        built, survivors = _failed(r, built, data["failures"])
+        if figures is not None:
+            figures = Figures(figures.scale_up[survivors], figures.scale_out[survivors])
+    if figures is not None:
+        figures = _checked_figures(r, built, figures)
+    extra = _machine_sources(r)
+    return MachineModel(built.with_sources(*extra) if extra else built, provenance, figures)
+
+
+def _machine_sources(r: _Reader) -> list[str]:
+    """Where the numbers not written as plain values came from (NCCL latency presets), this file's
+    and then, once each, its node models'."""
+    out = r.sources()
+    for model in r.node_models:
+        out += [f"{model.machine.name}: {line}" for line in model.machine.sources
+                if f"{model.machine.name}: {line}" not in out]
+    return out
+
+
+def machine_from_dict(data: dict[str, Any], source: str, default_name: str = "machine") -> Machine:
+    """Builds the machine a parsed model file describes (``model_from_dict`` for the rest)."""
+    return model_from_dict(data, source, default_name).machine
+
+
+def _resolver(base_dir: Path | None, depth: int) -> Callable[[str, str], MachineModel]:
+    """Reads a model a cluster names: a built-in name, or a path relative to ``base_dir``."""
+    def resolve(ref: str, path: str) -> MachineModel:
+        if depth + 1 >= MAX_MODEL_DEPTH:
+            raise InputError(f"models name models more than {MAX_MODEL_DEPTH} deep (does {ref!r} "
+                             "name itself?)")
+        from optcoll.machines.catalog import model_path  # the catalog reads model files
+
+        return load_model_file(model_path(ref, base_dir), depth=depth + 1)
+    return resolve
+
+
+def load_model_file(path: str | os.PathLike, *, depth: int = 0) -> MachineModel:
+    """Reads a TOML model file; its name defaults to the file name without ``.toml``."""
+    path = Path(path)
+    return model_from_dict(read_toml(path), str(path), path.stem, base_dir=path.parent, depth=depth)
 
 
 def load_machine_file(path: str | os.PathLike) -> Machine:
-    """Reads a TOML model file; its name defaults to the file name without ``.toml``."""
-    return machine_from_dict(read_toml(path), str(path), Path(path).stem)
+    """The machine of a TOML model file (``load_model_file`` for its sources and figures)."""
+    return load_model_file(path).machine
 
 
 # -- writing ---------------------------------------------------------------------------------------

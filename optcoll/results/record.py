@@ -58,14 +58,19 @@ def meets(time: float, bound: float) -> bool:
     return abs(time - bound) <= MEET_TOLERANCE * max(abs(time), abs(bound), 1e-30)
 
 
-def _verified_time(instance: Instance, schedule: Schedule, producer: str):
-    from optcoll.verify import verify
+def verified(instance: Instance, schedule: Schedule, producer: str):
+    """The shared verifier's verdict on a producer's schedule (every path to a number about a
+    schedule goes through here); ``ScheduleRejected``, with the first violation as
+    ``.violation``, names the producer and the instance."""
+    from optcoll.verify import require_valid
 
-    verification = verify(instance.machine, instance.collective, schedule, instance.model)
-    if not verification.valid:
-        raise ScheduleRejected(f"{producer} produced an invalid schedule for {instance.name}: "
-                               f"{verification.violation.message}")
-    return verification
+    try:
+        return require_valid(instance.machine, instance.collective, schedule, instance.model)
+    except ScheduleRejected as rejected:
+        error = ScheduleRejected(f"{producer} produced an invalid schedule for {instance.name}: "
+                                 f"{rejected.violation.message}")
+        error.violation = rejected.violation  # type: ignore[attr-defined]
+        raise error from None
 
 
 def evaluate_schedule(instance: Instance, producer: str, schedule: Schedule, wall_time: float,
@@ -73,7 +78,7 @@ def evaluate_schedule(instance: Instance, producer: str, schedule: Schedule, wal
     """A heuristic's schedule, verified, against the best analytic lower bound."""
     from optcoll.bounds import best_lower_bound
 
-    verification = _verified_time(instance, schedule, producer)
+    verification = verified(instance, schedule, producer)
     bound = best_lower_bound(instance.machine, instance.collective, instance.model)
     status = "optimal" if instance.model.kind == "timed" and meets(verification.time, bound.value) \
         else "heuristic"
@@ -98,7 +103,7 @@ def evaluate_outcome(instance: Instance, producer: str, outcome: SolverOutcome) 
     if outcome.schedule is None:
         status = outcome.status if outcome.status in ("infeasible", "unknown") else "unknown"
         return Result(status=status, time=None, lower_bound=bound, lower_bound_source=source, **base)
-    verification = _verified_time(instance, outcome.schedule, producer)
+    verification = verified(instance, outcome.schedule, producer)
     time = verification.time
     if bound is not None and time < bound * (1 - MEET_TOLERANCE) - 1e-15:
         raise ScheduleRejected(f"{producer}: verified time {time} is below the proven lower bound "

@@ -60,15 +60,20 @@ class Schedule:
                         self.step[order], self.rounds, self.meta)
 
     @staticmethod
-    def concat(first: "Schedule", second: "Schedule", offset: float) -> "Schedule":
-        """``second`` shifted by ``offset`` seconds after ``first`` (timed schedules)."""
-        if first.rounds is not None or second.rounds is not None:
-            raise ValueError("concat joins timed schedules")
+    def concat(first: "Schedule", second: "Schedule", offset: float = 0.0) -> "Schedule":
+        """``second`` after ``first``: a timed ``second`` shifted by ``offset`` seconds; a step
+        ``second``'s steps after ``first``'s (its rounds follow first's; ``offset`` must be 0)."""
+        if first.model != second.model:
+            raise ValueError("concat joins two timed or two step schedules")
+        steps = first.model == "step"
+        if steps and offset:
+            raise ValueError("step schedules follow each other by steps, not by an offset")
         return Schedule(np.concatenate([first.chunk, second.chunk]),
                         np.concatenate([first.link, second.link]),
                         np.concatenate([first.start, second.start + offset]),
                         np.concatenate([first.op, second.op]),
-                        np.concatenate([first.step, second.step]), None,
+                        np.concatenate([first.step, second.step + first.num_steps]),
+                        first.rounds + second.rounds if steps else None,
                         {**first.meta, **second.meta})
 
 

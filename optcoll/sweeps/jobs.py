@@ -8,10 +8,11 @@ so one bad instance never stops a sweep.
 Producers:
 
 - ``bounds``: every analytic lower bound (``optcoll.bounds.lower_bounds``).
-- ``synth``: a synthesizer from the registry, best of ``runs`` seeds from ``seed0``.
-- ``exact``: the exact solver of the instance's model (timed: ``solve_timed``; step:
-  ``solve_step``) with ``solver``, ``time_limit``, ``threads``, ``seed`` and, when given,
-  ``max_memory`` (a model over it is refused: the job fails with the estimate as its reason).
+- ``synth``: a synthesizer from the registry, best of ``runs`` seeds from ``seed0``
+  (``optcoll.producers.run.synthesized``).
+- ``exact``: the exact solver of the instance's model (``optcoll.producers.run.exact``) with
+  ``solver`` and the limits ``Budget.to_params`` packs (``time_limit``, ``threads``, ``seed``
+  and, when given, ``max_memory``: a model over it is refused).
 - ``pareto``: the step model's Pareto front up to ``max_chunks`` chunks per rank.
 - ``check``: a user's synthesizer (``synth``, an ``optcoll check`` spec) run with a time limit
   (``time_limit``) and verified (``optcoll.producers.external.worker``); the record says what went wrong.
@@ -116,36 +117,24 @@ def _bounds(job: Job) -> tuple[dict[str, Any], None]:
 
 
 def _synth(job: Job) -> tuple[dict[str, Any], dict[str, Any]]:
-    from optcoll.producers.registry import best_of, get_synthesizer
-    from optcoll.results.record import evaluate_schedule
+    from optcoll.producers import run
 
-    inst = job.spec.instance
-    algo, runs, seed0 = job.params["algo"], job.params["runs"], job.params["seed0"]
-    start = time.perf_counter()
-    schedule, times = best_of(inst, get_synthesizer(algo), runs, seed0)
-    wall = time.perf_counter() - start
-    result = evaluate_schedule(inst, algo, schedule, wall, dict(job.params))
-    return ({"status": result.status, "result": result.to_dict(), "times": [float(t) for t in times],
-             "best_seed": schedule.meta.get("best_seed"), "wall_time": wall},
-            _schedule_dict(job, schedule))
+    params = job.params
+    produced = run.synthesized(job.spec.instance, params["algo"], params["runs"], params["seed0"], dict(params))
+    return ({"status": produced.result.status, "result": produced.result.to_dict(), "times": list(produced.times),
+             "best_seed": produced.schedule.meta.get("best_seed"), "wall_time": produced.result.wall_time},
+            _schedule_dict(job, produced.schedule))
 
 
 def _exact(job: Job) -> tuple[dict[str, Any], dict[str, Any] | None]:
-    from optcoll.results.record import evaluate_outcome
+    from optcoll.instances.budget import Budget
+    from optcoll.producers import run
 
-    inst = job.spec.instance
-    options = {k: job.params[k] for k in ("solver", "time_limit", "threads", "seed")}
-    options["max_memory"] = job.params.get("max_memory")
-    if inst.model.kind == "step":
-        from optcoll.producers.exact.step import solve_step
-        outcome = solve_step(inst, **options)
-    else:
-        from optcoll.producers.exact.timed import solve_timed
-        outcome = solve_timed(inst, **options)
-    result = evaluate_outcome(inst, f"exact-{outcome.model}", outcome)
-    body = {"status": result.status, "result": result.to_dict(), "solver_status": outcome.status,
+    produced = run.exact(job.spec.instance, solver=job.params["solver"], budget=Budget.from_params(job.params))
+    outcome = produced.outcome
+    body = {"status": produced.result.status, "result": produced.result.to_dict(), "solver_status": outcome.status,
             "wall_time": outcome.wall_time}
-    schedule = _schedule_dict(job, outcome.schedule) if outcome.schedule is not None else None
+    schedule = _schedule_dict(job, produced.schedule) if produced.schedule is not None else None
     return body, schedule
 
 
@@ -169,10 +158,11 @@ def _pareto(job: Job) -> tuple[dict[str, Any], None]:
     from optcoll.producers.exact.step.chunking import rechunk
     from optcoll.verify import require_valid
 
+    from optcoll.instances.budget import Budget
+
     inst = job.spec.instance
     front = pareto_front(inst, job.params["max_chunks"], solver=job.params["solver"],
-                         time_limit=job.params["time_limit"], threads=job.params["threads"],
-                         seed=job.params["seed"], max_memory=job.params.get("max_memory"))
+                         budget=Budget.from_params(job.params))
     rows = []
     for point in front.points:
         collective = rechunk(inst.collective, point.chunks)

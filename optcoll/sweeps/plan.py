@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from optcoll.errors import InputError
+from optcoll.instances.budget import Budget, checked_count, checked_seconds
 from optcoll.sweeps.jobs import Job
 from optcoll.instances.suite import InstanceSpec, Suite, size_label
 
@@ -30,8 +31,16 @@ class Settings:
     def __post_init__(self) -> None:
         if self.runs is not None and self.runs < 1:
             raise InputError(f"must be at least 1, got {self.runs}", field="runs")
-        if self.time_limit is not None and not self.time_limit > 0:
-            raise InputError(f"must be positive, got {self.time_limit}", field="time_limit")
+        if self.time_limit is not None:
+            checked_seconds(self.time_limit, "time_limit")
+        for name in ("threads", "max_memory"):
+            if getattr(self, name) is not None:
+                checked_count(getattr(self, name), name)
+
+    def budget(self, spec: InstanceSpec) -> Budget:
+        """The instance's [budget] with the limits given here in its place."""
+        return spec.instance.budget.overridden(time_limit=self.time_limit, threads=self.threads,
+                                               seed=self.seed, max_memory=self.max_memory)
 
 
 def synthesizer_names() -> list[str]:
@@ -49,19 +58,10 @@ def synth_job(spec: InstanceSpec, algo: str, runs: int, seed: int) -> Job:
 
 
 def exact_job(spec: InstanceSpec, settings: Settings) -> Job:
-    budget = spec.instance.budget
-    return Job(spec, "exact", {
-        "solver": settings.solver,
-        "time_limit": float(settings.time_limit if settings.time_limit is not None else budget.time_limit),
-        "threads": settings.threads if settings.threads is not None else budget.threads,
-        "seed": seed_for(spec, settings), **memory_param(settings)})
-
-
-def memory_param(settings: Settings) -> dict[str, int]:
-    """The memory limit as a job parameter, only when one was given: a refused model is a
-    failed job, and a larger limit must be a different job (key) so that it runs again, while
-    the default leaves the keys of earlier runs as they were."""
-    return {} if settings.max_memory is None else {"max_memory": settings.max_memory}
+    """The exact solve with the limits packed once (``Budget.to_params``): the memory limit only
+    when one was given, so a larger one is a different job (key) that runs again, while the
+    default leaves the keys of earlier runs as they were."""
+    return Job(spec, "exact", {"solver": settings.solver, **settings.budget(spec).to_params()})
 
 
 def seed_for(spec: InstanceSpec, settings: Settings) -> int:
@@ -104,7 +104,5 @@ def pareto_jobs(suite: Suite, settings: Settings) -> list[Job]:
     if plot is None or not settings.exact:
         return []
     spec = suite.spec(plot.instance)
-    limit = settings.time_limit if settings.time_limit is not None else spec.instance.budget.time_limit
     return [Job(spec, "pareto", {"max_chunks": plot.max_chunks, "solver": PARETO_SOLVER,
-                                 "time_limit": float(limit), "threads": spec.instance.budget.threads,
-                                 "seed": seed_for(spec, settings), **memory_param(settings)})]
+                                 **settings.budget(spec).to_params()})]

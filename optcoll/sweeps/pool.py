@@ -19,6 +19,7 @@ import sys
 import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 
 from optcoll.producers.exact import memory
@@ -28,6 +29,30 @@ from optcoll.sweeps.jobs import WORKER_LOST, Job, JobResult, execute, failed
 Deadline = Callable[[Job], "float | None"]
 #: Seconds a worker asked to stop (SIGTERM) has before it is killed.
 STOP_GRACE = 2.0
+
+
+@dataclass(frozen=True)
+class Grace:
+    """The one grace policy of the process harnesses: a job with time limit T is stopped (its
+    process killed) factor·T + seconds after it started. A producer overruns its limit a little
+    while it returns its best answer and bound; one stuck in native code never returns."""
+
+    factor: float
+    seconds: float
+
+    def after(self, time_limit: float | None) -> float | None:
+        return None if time_limit is None else self.factor * float(time_limit) + self.seconds
+
+    def __call__(self, job: Job) -> float | None:
+        return self.after(job.params.get("time_limit"))
+
+
+#: optcoll's own producers in a sweep (model building and the return path may take a while).
+SWEEP_GRACE = Grace(2.0, 60.0)
+#: A user's synthesizer in ``optcoll check``: interrupted at its limit, killed soon after.
+USER_CODE_GRACE = Grace(1.5, 5.0)
+#: One rung of the exact benchmark: T + max(30 s, T/10) for the limits it is run with.
+BENCH_GRACE = Grace(1.1, 30.0)
 
 
 def _context():

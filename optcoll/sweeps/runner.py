@@ -11,12 +11,10 @@ from typing import Any
 
 from optcoll.sweeps.cache import Damaged, ResultCache
 from optcoll.sweeps.jobs import FAILED, WORKER_LOST, Job
-from optcoll.sweeps.pool import run_in_process, run_local
+from optcoll.sweeps.pool import SWEEP_GRACE, run_in_process, run_local
 from optcoll.sweeps.progress import Progress
 from optcoll.sweeps.recheck import recheck
 
-#: A job with a time limit T is stopped after GRACE_FACTOR·T + GRACE_SECONDS (local pool only).
-GRACE_FACTOR, GRACE_SECONDS = 2.0, 60.0
 
 
 @dataclass(frozen=True)
@@ -53,11 +51,6 @@ class SweepStats:
                  for reason, labels in ranked[:3]]
         more = f"; and {len(ranked) - 3} other reasons" if len(ranked) > 3 else ""
         return f"{self.failed} of {self.total} jobs failed: {'; '.join(parts)}{more}"
-
-
-def hard_deadline(job: Job) -> float | None:
-    limit = job.params.get("time_limit")
-    return None if limit is None else GRACE_FACTOR * float(limit) + GRACE_SECONDS
 
 
 def run_sweep(jobs: Sequence[Job], cache: ResultCache, *, workers: int = 1, cluster: Any = None,
@@ -99,7 +92,7 @@ def run_sweep(jobs: Sequence[Job], cache: ResultCache, *, workers: int = 1, clus
         elif workers == 0:
             stream = run_in_process(pending)
         else:
-            stream = run_local(pending, workers, hard_deadline)
+            stream = run_local(pending, workers, SWEEP_GRACE)
         for job, result in stream:
             if result.record.get("error") != WORKER_LOST:
                 cache.put(job.key, result.record, result.schedule)

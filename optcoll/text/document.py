@@ -1,12 +1,16 @@
 """A report as a list of blocks, rendered once each to Markdown, HTML and terminal text.
 
-Blocks are headings, paragraphs, tables and figures; one content builder produces them and the
-renderers below never decide *what* to show, only how. HTML is self-contained: figures are
-inlined SVG, the style sheet is inline, nothing is fetched.
+Every Markdown or HTML file optcoll writes (gap reports, check summaries, benchmark files, the
+AxoNN and ASTRA comparisons) is built from these blocks: headings, paragraphs, tables, bullet
+lists (an item may fold away a preformatted detail) and figures. A content builder decides *what*
+to show; the renderers below decide only how, with one escaping rule each: in Markdown, table
+cells and list items escape pipes and fold line breaks (``md_text``); HTML escapes everything. Text in paragraphs, headings and items may carry `code` and **bold** spans.
+HTML is self-contained: figures are inlined SVG, the style sheet is inline, nothing is fetched.
 """
 from __future__ import annotations
 
 import html
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -32,17 +36,49 @@ class Table:
 
 
 @dataclass(frozen=True)
+class Item:
+    text: str
+    detail: str = ""  # preformatted, folded away (a traceback, a command's output)
+
+
+@dataclass(frozen=True)
+class Bullets:
+    items: tuple[Item, ...]
+
+
+@dataclass(frozen=True)
 class Figure:
     name: str  # file name of the SVG, e.g. "gaps.svg"
     caption: str
     svg: str
 
 
-Block = Heading | Paragraph | Table | Figure
+Block = Heading | Paragraph | Table | Bullets | Figure
 
 
-def _md_cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+def table(headers: Sequence[object], rows: Sequence[Sequence[object]], align_right: Sequence[int] = ()) -> Table:
+    """A ``Table`` of any printable cells."""
+    return Table(tuple(str(h) for h in headers), tuple(tuple(str(c) for c in row) for row in rows),
+                 tuple(align_right))
+
+
+def bullets(*texts: str) -> Bullets:
+    return Bullets(tuple(Item(t) for t in texts))
+
+
+def md_text(text: str) -> str:
+    """The one Markdown escaping rule, for table cells and list items: pipes escaped (also inside
+    code spans, as GitHub's tables need), line breaks folded into spaces."""
+    return text.replace("|", "\\|").replace("\r", " ").replace("\n", " ")
+
+
+def code_span(text: str) -> str:
+    """Inline code that survives any backticks inside it (its fence is one longer than the
+    longest run of them)."""
+    if "`" not in text:
+        return f"`{text}`"
+    fence = "`" * (max(len(run) for run in re.findall(r"`+", text)) + 1)
+    return f"{fence} {text} {fence}"
 
 
 def to_markdown(blocks: Sequence[Block]) -> str:
@@ -54,9 +90,17 @@ def to_markdown(blocks: Sequence[Block]) -> str:
             out += [block.text, ""]
         elif isinstance(block, Table):
             marks = ["---:" if i in block.align_right else "---" for i in range(len(block.headers))]
-            out += ["| " + " | ".join(_md_cell(h) for h in block.headers) + " |",
+            out += ["| " + " | ".join(md_text(h) for h in block.headers) + " |",
                     "|" + "|".join(marks) + "|"]
-            out += ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in block.rows]
+            out += ["| " + " | ".join(md_text(c) for c in row) + " |" for row in block.rows]
+            out.append("")
+        elif isinstance(block, Bullets):
+            for item in block.items:
+                out.append(f"- {md_text(item.text)}")
+                if item.detail:
+                    out += ["  <details><summary>detail</summary>", "", "  ```text"]
+                    out += [f"  {line.replace('```', '` ` `')}" for line in item.detail.splitlines()]
+                    out += ["  ```", "  </details>"]
             out.append("")
         else:
             out += [f"![{block.caption}]({block.name})", "", f"*{block.caption}*", ""]
@@ -64,9 +108,16 @@ def to_markdown(blocks: Sequence[Block]) -> str:
 
 
 def _inline(text: str) -> str:
-    """Escapes text and turns `code` spans into <code>."""
+    """Escapes text and turns `code` spans into <code> and **bold** ones into <b>."""
     parts = html.escape(text).split("`")
-    return "".join(f"<code>{p}</code>" if i % 2 else p for i, p in enumerate(parts))
+    return "".join(f"<code>{p}</code>" if i % 2 else _bold(p) for i, p in enumerate(parts))
+
+
+def _bold(text: str) -> str:
+    parts = text.split("**")
+    if len(parts) % 2 == 0:  # an unpaired ** is left as it is
+        return text
+    return "".join(f"<b>{p}</b>" if i % 2 else p for i, p in enumerate(parts))
 
 
 _STYLE = """body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:2em auto;max-width:78em;
@@ -94,11 +145,22 @@ def to_html(blocks: Sequence[Block], title: str) -> str:
                                 else f"<td>{_inline(c)}</td>" for i, c in enumerate(row))
                 out.append(f"<tr>{cells}</tr>")
             out.append("</tbody></table>")
+        elif isinstance(block, Bullets):
+            out.append("<ul>")
+            for item in block.items:
+                detail = (f"<details><summary>detail</summary><pre>{html.escape(item.detail)}</pre></details>"
+                          if item.detail else "")
+                out.append(f"<li>{_inline(item.text)}{detail}</li>")
+            out.append("</ul>")
         else:
             svg = block.svg[block.svg.find("<svg"):]  # drop the XML prologue inside HTML
             out.append(f"<figure>{svg}<figcaption>{html.escape(block.caption)}</figcaption></figure>")
     out.append("</body></html>")
     return "\n".join(out) + "\n"
+
+
+def _plain(text: str) -> str:
+    return text.replace("`", "").replace("**", "")
 
 
 def to_text(blocks: Sequence[Block]) -> str:
@@ -107,9 +169,14 @@ def to_text(blocks: Sequence[Block]) -> str:
         if isinstance(block, Heading):
             out += [block.text, ""]
         elif isinstance(block, Paragraph):
-            out += [block.text.replace("`", ""), ""]
+            out += [_plain(block.text), ""]
         elif isinstance(block, Table):
             out += [text_table(block.headers, block.rows), ""]
+        elif isinstance(block, Bullets):
+            for item in block.items:
+                out.append(f"- {_plain(item.text)}")
+                out += [f"    {line}" for line in item.detail.splitlines()]
+            out.append("")
         else:
             out += [f"[figure {block.name}: {block.caption}]", ""]
     return "\n".join(out).rstrip() + "\n"

@@ -11,29 +11,15 @@ import numpy as np
 
 from optcoll.collectives.collective import Collective
 from optcoll.errors import InputError
-from optcoll.instances.instance import TimeModel
+from optcoll.instances.instance import STEP_WEIGHT_TOLERANCE, TimeModel
 from optcoll.machines.machine import Machine
 from optcoll.schedules.schedule import Schedule
 from optcoll.verify.problem import Finding, PRIORITY
 from optcoll.verify.result import Violation
 
-WEIGHT_TOLERANCE = 1e-9
-
-
 def link_weights(machine: Machine) -> np.ndarray:
-    """Relative bandwidth w_e = B_e / B_min of every link, as whole numbers."""
-    if machine.num_links == 0:
-        return np.zeros(0, dtype=np.int64)
-    ratio = machine.link_bandwidth / machine.link_bandwidth.min()
-    weight = np.rint(ratio)
-    bad = np.flatnonzero(np.abs(ratio - weight) > WEIGHT_TOLERANCE * ratio)
-    if bad.size:
-        e = int(bad[0])
-        raise InputError(f"the step model needs every link bandwidth to be a whole multiple of the "
-                         f"smallest; link {e} ({machine.label(int(machine.link_src[e]))}->"
-                         f"{machine.label(int(machine.link_dst[e]))}) has {ratio[e]:.6g} times it",
-                         field="schedule.rounds")
-    return weight.astype(np.int64)
+    """Relative bandwidth w_e = B_e / B_min of every link, as whole numbers (the time model's)."""
+    return TimeModel(kind="step").step_timing(machine, 0.0).weight
 
 
 def bad_rounds(schedule: Schedule) -> Finding | None:
@@ -51,9 +37,8 @@ def step_starts(machine: Machine, collective: Collective, rounds: tuple[int, ...
 
     Rounds below 1 (an invalid schedule) are counted as 1 so statistics stay defined.
     """
-    alpha = float(machine.link_latency.max(initial=0.0))
-    per_round = collective.chunk_bytes / float(machine.link_bandwidth.min(initial=np.inf))
-    lengths = alpha + np.maximum(np.asarray(rounds, dtype=float), 1.0) * per_round
+    timing = TimeModel(kind="step").step_timing(machine, collective.chunk_bytes)
+    lengths = timing.cost(1.0, np.maximum(np.asarray(rounds, dtype=float), 1.0))
     return np.concatenate([[0.0, 0.0], np.cumsum(lengths)])
 
 
@@ -79,7 +64,7 @@ def step_to_timed(machine: Machine, collective: Collective, schedule: Schedule) 
         raise InputError(f"step_to_timed needs one round per step, got rounds {list(schedule.rounds)}",
                          field="schedule.rounds")
     if machine.num_links and not np.allclose(machine.link_bandwidth, machine.link_bandwidth[0],
-                                             rtol=WEIGHT_TOLERANCE, atol=0.0):
+                                             rtol=STEP_WEIGHT_TOLERANCE, atol=0.0):
         raise InputError("step_to_timed needs every link to have the same bandwidth",
                          field="machine.links")
     tau = float(step_starts(machine, collective, (1,))[-1])

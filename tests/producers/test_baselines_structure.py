@@ -7,7 +7,8 @@ from optcoll.machines import generators as g
 from optcoll.producers import spread
 from optcoll.producers.baselines.algorithms import double_trees
 from optcoll.producers.baselines.dims import grid_dims
-from optcoll.producers.baselines.listsched import Timeline, list_schedule
+from optcoll.producers.baselines.listsched import list_schedule
+from optcoll.producers.calendar import Runs, Windows, earliest_start, reserve
 from optcoll.producers.baselines.rings import disjoint_rings, find_ring, ring_order
 from producer_cases import GIB, instance, link_time, verified
 
@@ -84,16 +85,17 @@ def test_double_binary_trees(n):
         assert not leaves[0] & leaves[1]
 
 
-def test_timeline_fills_gaps():
-    line = Timeline()
-    line.book(0.0, 1.0)
-    line.book(3.0, 1.0)
-    assert line.earliest(0.5, 1.0) == 1.0
-    assert line.earliest(0.5, 2.5) == 4.0
-    two = Timeline(capacity=2)
-    two.book(0.0, 2.0)
-    two.book(0.0, 1.0)
-    assert two.earliest(0.0, 1.0) == 1.0
+def test_the_calendar_fills_gaps():
+    link = Runs()
+    reserve([(link, 0.0, 1.0)], 0.0)
+    reserve([(link, 0.0, 1.0)], 3.0)
+    assert earliest_start([(link, 0.0, 1.0)], 0.5) == 1.0
+    assert earliest_start([(link, 0.0, 2.5)], 0.5) == 4.0
+    two = Windows(capacity=2)
+    reserve([(two, 0.0, 2.0)], 0.0)
+    reserve([(two, 0.0, 1.0)], 0.0)
+    assert earliest_start([(two, 0.0, 1.0)], 0.0) == 1.0
+    assert earliest_start([(link, 0.0, 1.0), (two, 0.0, 1.0)], 0.0) == 1.0  # both must be free
 
 
 def test_stages_wait_for_everything_a_rank_did_before():

@@ -143,7 +143,8 @@ def test_results_must_come_last(tmp_path):
         write_results(path, {"status": "bounded"})
 
 
-@pytest.mark.parametrize("name", ["quick", "standard", "frontier"])
+@pytest.mark.parametrize("name", ["quick", "standard", "frontier",
+                                  pytest.param("machines", marks=pytest.mark.slow)])  # 10 s CPU: 65k-chunk schedules
 def test_recorded_truth_of_builtin_suites_holds(name):
     """Every instance has recorded truth; every stored schedule re-verifies at its recorded time;
     every recorded and analytic bound is ≤ every recorded time (no solving)."""

@@ -12,7 +12,7 @@ from sweep_helpers import small_suite, write_instance
 
 
 def test_builtin_suites_load(tmp_path):
-    for name in ("quick", "standard", "frontier"):
+    for name in ("quick", "standard", "frontier", "machines"):
         suite = find_suite(name)
         assert suite.specs
         for spec in suite.specs:

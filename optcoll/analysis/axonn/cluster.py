@@ -8,14 +8,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
 from functools import cached_property
-from pathlib import Path
+from typing import Any
 
 from optcoll.errors import InputError
 from optcoll.inputfiles import read_toml
-from optcoll.machines.catalog import models_dir
+from optcoll.machines.catalog import model_path
 from optcoll.machines.generators import GENERATORS, multinode
 from optcoll.machines.machine import Machine
 from optcoll.machines.modelfile import machine_from_dict
+from optcoll.machines.sources import unwrap_sources
 from optcoll.units import parse_bandwidth, parse_time
 
 _PARSE = {"bandwidth": parse_bandwidth, "latency": parse_time}
@@ -39,6 +40,7 @@ class Cluster:
     pcie_latency: float = 0.0
     multicast: bool = False
     reduce: bool = False
+    intra: str = "nvswitch"
     name: str = ""
 
     def __post_init__(self) -> None:
@@ -60,7 +62,7 @@ class Cluster:
     @property
     def intra_bandwidth(self) -> float:
         """What one GPU can send into its node's NVLink fabric (B/s): a ring inside a node runs
-        at this rate on a switch fabric."""
+        at this rate on a switch fabric (on a full mesh only with one ring per peer)."""
         return self.nvlink_bandwidth
 
     @property
@@ -83,22 +85,16 @@ class Cluster:
         return replace(self, nodes=gpus // self.gpus_per_node)
 
 
-def _model_path(ref: str) -> Path:
-    if ref.endswith(".toml") or "/" in ref or "\\" in ref:
-        return Path(ref)
-    return models_dir() / f"{ref}.toml"
-
-
 def cluster_from_model(ref: str, gpus: int | None = None) -> Cluster:
     """A ``Cluster`` from a machine-model file (path or built-in name) whose ``[topology]`` is a
     ``multinode`` generator call; ``gpus`` (when given) replaces its node count."""
-    path = _model_path(ref)
+    path = model_path(ref)
     source = str(path)
     try:
-        data = read_toml(path)
+        data: dict[str, Any] = read_toml(path)
     except InputError as exc:  # the --machine option names it
         raise exc.located(field="machine") from None
-    topology = data.get("topology")
+    topology = unwrap_sources(data, source)[0].get("topology")
     if not isinstance(topology, dict) or topology.get("kind") != "multinode":
         raise InputError("the AxoNN analysis needs a cluster of nodes: [topology] kind = \"multinode\"",
                          source=source, field="topology.kind")

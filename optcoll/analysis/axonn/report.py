@@ -16,6 +16,8 @@ from optcoll.analysis.axonn.ranking import (MODELS, ConfigResult, Ranking, evalu
 from optcoll.analysis.axonn.ringmodel import SHARING
 from optcoll.errors import InputError
 from optcoll.fileio import write_text_atomic
+from optcoll.text.document import Block, Heading, Paragraph, Table, bullets, to_markdown
+from optcoll.text.document import table as doc_table
 from optcoll.units import format_bandwidth, format_size
 
 _TITLES = {"ring": "ring model", "bound": "bound", "schedule": "schedule",
@@ -26,44 +28,47 @@ def _ms(seconds: float | None) -> str:
     return "–" if seconds is None else f"{seconds * 1e3:.4g}"
 
 
-def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
-    return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header),
-            *("| " + " | ".join(row) + " |" for row in rows)]
+def _fabric(cluster: Cluster) -> str:
+    if cluster.intra == "nvswitch":
+        return "NVSwitch"
+    share = cluster.nvlink_bandwidth / max(cluster.gpus_per_node - 1, 1)
+    return f"full mesh, {format_bandwidth(share)} per GPU pair"
 
 
 def _setup(cluster: Cluster, layer: TransformerLayer, sharing: str,
            evaluator: NetworkEvaluator | None, order: str, table: BandwidthTable | None) -> list[str]:
     c = cluster
-    lines = [f"- Cluster **{c.name or c.machine.name}**: {c.nodes} nodes × {c.gpus_per_node} GPUs "
-             f"= {c.gpus} GPUs; NVLink {format_bandwidth(c.nvlink_bandwidth)} per GPU per direction; "
+    lines = [f"Cluster **{c.name or c.machine.name}**: {c.nodes} nodes × {c.gpus_per_node} GPUs "
+             f"= {c.gpus} GPUs; NVLink {format_bandwidth(c.nvlink_bandwidth)} per GPU per direction "
+             f"({_fabric(c)}); "
              f"{c.gpus_per_node // c.gpus_per_nic} NIC(s) per node at {format_bandwidth(c.nic_bandwidth)} "
              f"(node injection {format_bandwidth(c.node_injection_bandwidth)}); latencies NVLink "
              f"{c.nvlink_latency * 1e6:g} us, NIC {c.nic_latency * 1e6:g} us per hop.",
-             f"- Layer: {layer.describe()}.",
-             f"- Placement: rank order {order} (fastest first; AxoNN's: X inside a node first).",
-             f"- Ring model (AxoNN): AG/RS (p−1)/p·M/β, AR 2(p−1)/p·M/β; " + (
+             f"Layer: {layer.describe()}.",
+             f"Placement: rank order {order} (fastest first; AxoNN's: X inside a node first).",
+             "Ring model (AxoNN): AG/RS (p−1)/p·M/β, AR 2(p−1)/p·M/β; " + (
                  f"β = NVLink bandwidth inside a node, else node injection shared by rule **{sharing}**."
                  if table is None else f"β from the {table.describe()}, by group size and level "
                  "(rank distance between members); configurations it has no entry for are skipped."),
-             "- Times are per layer and training step, in ms, summed over the layer's collectives "
+             "Times are per layer and training step, in ms, summed over the layer's collectives "
              "(count × time), as AxoNN's model sums them."]
     if evaluator is None:
-        lines.append("- Bounds and schedules: not computed (ring model only).")
+        lines.append("Bounds and schedules: not computed (ring model only).")
         return lines
-    lines.append(f"- Network numbers: optcoll's timed model (occupancy {evaluator.model.occupancy}), "
+    lines.append(f"Network numbers: optcoll's timed model (occupancy {evaluator.model.occupancy}), "
                  f"C = {evaluator.chunks_per_rank} chunks per rank. *bound*: best proven lower "
                  "bound with every group of the dimension running at once (*alone*: one group by "
                  "itself).")
     if evaluator.schedules:
-        lines.append(f"- *schedule*: best verified schedule of {', '.join(evaluator.producers)} "
+        lines.append(f"*schedule*: best verified schedule of {', '.join(evaluator.producers)} "
                      f"(seed {evaluator.seed}); concurrent groups are one combined collective, so "
                      "they really share NICs and the spine.")
     else:
-        lines.append("- Schedules: not computed (bounds only).")
+        lines.append("Schedules: not computed (bounds only).")
     return lines
 
 
-def _ranking_table(ranking: Ranking, models: list[str], top: int | None) -> list[str]:
+def _ranking_table(ranking: Ranking, models: list[str], top: int | None) -> Table:
     ranks = {m: ranking.positions(m) for m in models}
     header = ["X×Y×Z×D", *(f"{_TITLES[m]} (ms)" for m in models),
               *(f"rank: {_TITLES[m]}" for m in models if m != "ring")]
@@ -72,31 +77,31 @@ def _ranking_table(ranking: Ranking, models: list[str], top: int | None) -> list
         shape = result.grid.shape
         rows.append([result.grid.label(), *(_ms(result.total(m)) for m in models),
                      *(str(ranks[m][shape]) for m in models if m != "ring")])
-    return _table(["ring rank", *header], [[str(k), *row] for k, row in enumerate(rows, 1)])
+    return doc_table(["ring rank", *header], [[str(k), *row] for k, row in enumerate(rows, 1)])
 
 
 def _findings(ranking: Ranking, models: list[str]) -> list[str]:
     lines = []
     for m in models:
         best = ranking.ranked(m)[0]
-        lines.append(f"- Best under {_TITLES[m]}: {best.grid.label()} ({_ms(best.total(m))} ms).")
+        lines.append(f"Best under {_TITLES[m]}: {best.grid.label()} ({_ms(best.total(m))} ms).")
     ring_best = ranking.ranked("ring")[0].grid.shape
     for m in models:
         if m != "ring":
-            lines.append(f"- The ring model's pick is #{ranking.positions(m)[ring_best]} of "
+            lines.append(f"The ring model's pick is #{ranking.positions(m)[ring_best]} of "
                          f"{len(ranking.results)} under {_TITLES[m]}.")
     if "bound" in models:
         below = [r for r in ranking.results if r.total("ring") < r.total("bound")]  # type: ignore[operator]
-        lines.append(f"- The ring model promises less than the proven lower bound (too optimistic) "
+        lines.append(f"The ring model promises less than the proven lower bound (too optimistic) "
                      f"for {len(below)} of {len(ranking.results)} configurations.")
     if "schedule" in models:
         gaps = [r.total("schedule") / r.total("bound") for r in ranking.results]  # type: ignore[operator]
-        lines.append(f"- Verified schedule / bound: {min(gaps):.3g}× to {max(gaps):.3g}× "
+        lines.append(f"Verified schedule / bound: {min(gaps):.3g}× to {max(gaps):.3g}× "
                      "(the gap the greedy leaves, or the bound's slack).")
     return lines
 
 
-def _breakdown(result: ConfigResult) -> list[str]:
+def _breakdown(result: ConfigResult) -> Table:
     header = ["layer", "collective", "dim", "p", "groups", "M", "count", "β", "ring (ms)",
               "bound alone", "bound", "schedule alone", "schedule", "by", "bound from"]
     rows = []
@@ -108,7 +113,7 @@ def _breakdown(result: ConfigResult) -> list[str]:
                      *(_ms(r.time(k)) for k in ("bound-isolated", "bound", "schedule-isolated",
                                                 "schedule")),
                      (m.producer or "–") if m else "–", m.bound_name if m else "–"])
-    return _table(header, rows)
+    return doc_table(header, rows)
 
 
 def axonn_report(cluster: Cluster, layer: TransformerLayer, *, path: str | os.PathLike | None = None,
@@ -123,40 +128,41 @@ def axonn_report(cluster: Cluster, layer: TransformerLayer, *, path: str | os.Pa
     if sharing not in SHARING:
         raise InputError(f"unknown sharing rule {sharing!r}; known: {', '.join(SHARING)}",
                          field="sharing")
-    lines = [f"# AxoNN 4D configurations on {cluster.name or cluster.machine.name}, {cluster.gpus} GPUs",
-             "", *_setup(cluster, layer, sharing, evaluator, order, table), ""]
+    blocks: list[Block] = [
+        Heading(f"AxoNN 4D configurations on {cluster.name or cluster.machine.name}, {cluster.gpus} GPUs", 1),
+        bullets(*_setup(cluster, layer, sharing, evaluator, order, table))]
     if shape is not None:
         chosen = evaluate(cluster, layer, parse_shape(shape, order), sharing=sharing,
                           evaluator=evaluator, table=table)
         models = [m for m in MODELS if chosen.total(m) is not None]
-        lines += [f"## Configuration {chosen.grid.label()}", "",
-                  *(f"- {_TITLES[m]}: {_ms(chosen.total(m))} ms" for m in models), ""]
+        blocks += [Heading(f"Configuration {chosen.grid.label()}"),
+                   bullets(*(f"{_TITLES[m]}: {_ms(chosen.total(m))} ms" for m in models))]
     else:
         partial = measure_top is not None and evaluator is not None
         ranking = rank_configurations(cluster, layer, sharing=sharing,
                                       evaluator=None if partial else evaluator,
                                       min_tensor_parallel=min_tensor_parallel, order=order, table=table)
         shown = "all" if top is None or top >= len(ranking.results) else f"top {top}"
-        lines += ["## Ranking", "",
-                  f"{len(ranking.results)} configurations with X·Y·Z ≥ {min_tensor_parallel} "
-                  f"({shown} shown, ordered by the ring model).", "",
-                  *_ranking_table(ranking, ranking.models(), top), ""]
+        blocks += [Heading("Ranking"),
+                   Paragraph(f"{len(ranking.results)} configurations with X·Y·Z ≥ {min_tensor_parallel} "
+                             f"({shown} shown, ordered by the ring model)."),
+                   _ranking_table(ranking, ranking.models(), top)]
         if partial:
             picked = ranking.ranked("ring")[:measure_top]
             ranking = Ranking(tuple(evaluate(cluster, layer, r.grid, sharing=sharing,
                                              evaluator=evaluator, table=table) for r in picked), ())
-            lines += [f"## The ring model's {len(picked)} best on the network", "",
-                      "Measuring every configuration on this network takes too long; these are the "
-                      "ring model's favourites, re-ranked.", "",
-                      *_ranking_table(ranking, ranking.models(), None), ""]
-        lines += [*_findings(ranking, ranking.models()), ""]
+            blocks += [Heading(f"The ring model's {len(picked)} best on the network"),
+                       Paragraph("Measuring every configuration on this network takes too long; these are "
+                                 "the ring model's favourites, re-ranked."),
+                       _ranking_table(ranking, ranking.models(), None)]
+        blocks.append(bullets(*_findings(ranking, ranking.models())))
         if ranking.skipped:
-            lines += ["Not runnable by AxoNN (divisibility, or no measured bandwidth):", "",
-                      *(f"- {grid.label()}: {why}" for grid, why in ranking.skipped), ""]
+            blocks += [Paragraph("Not runnable by AxoNN (divisibility, or no measured bandwidth):"),
+                       bullets(*(f"{grid.label()}: {why}" for grid, why in ranking.skipped))]
         chosen = ranking.ranked("ring")[0]
-        lines += [f"## Breakdown of the ring model's pick, {chosen.grid.label()}", ""]
-    lines += [*_breakdown(chosen), ""]
-    text = "\n".join(lines)
+        blocks.append(Heading(f"Breakdown of the ring model's pick, {chosen.grid.label()}"))
+    blocks.append(_breakdown(chosen))
+    text = to_markdown(blocks)
     if path is not None:
         write_text_atomic(path, text)
     return text

@@ -17,7 +17,7 @@ what makes a flow list correct by construction (the shared verifier still checks
   delivery arrived (a copy replaces, so the order of deliveries matters; reductions commute).
 
 Each transfer then takes the earliest start its data, its link (gaps left by earlier transfers are
-filled, ``listsched.Timeline``) and the port limits allow; among parallel links the one that
+filled, ``optcoll.producers.calendar``) and the port limits allow; among parallel links the one that
 delivers first. A logical transfer between nodes without a direct link follows a shortest path
 (by delay) whose relays must be switches: they get a copy, the last hop carries the op. An NPU
 cannot relay a partial in the timed model (every arrival at an NPU replaces or adds to its own

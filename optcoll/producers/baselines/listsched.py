@@ -19,7 +19,6 @@ this module maps it onto the physical network:
 """
 from __future__ import annotations
 
-from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 
 import numpy as np
@@ -27,49 +26,9 @@ from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import dijkstra
 
 from optcoll.producers.base import NotApplicable
+from optcoll.producers.calendar import Need, Runs, Windows, earliest_start, reserve
 from optcoll.producers.spread import COPY, EXCLUSIVE, SpreadProblem
 from optcoll.schedules.schedule import Schedule, from_arrays
-
-
-class Timeline:
-    """Busy intervals of one resource that holds ``capacity`` transfers at once."""
-
-    def __init__(self, capacity: int = 1):
-        self.capacity = capacity
-        self.starts: list[float] = []
-        self.ends: list[float] = []
-
-    def earliest(self, t: float, duration: float) -> float:
-        """The earliest time ≥ t at which [time, time + duration) fits."""
-        if self.capacity == 1:
-            starts, ends = self.starts, self.ends
-            i = bisect_right(starts, t) - 1
-            if i >= 0 and ends[i] > t:
-                t = ends[i]
-            i += 1
-            while i < len(starts) and starts[i] < t + duration:
-                t = max(t, ends[i])
-                i += 1
-            return t
-        while True:
-            window = [(s, e) for s, e in zip(self.starts, self.ends) if s < t + duration and e > t]
-            if len(window) < self.capacity or self._peak(window, t) < self.capacity:
-                return t
-            t = min(e for _, e in window)
-
-    @staticmethod
-    def _peak(window: list[tuple[float, float]], t: float) -> int:
-        points = sorted([(max(s, t), 1) for s, _ in window] + [(e, -1) for _, e in window])
-        peak = level = 0
-        for _, step in points:
-            level += step
-            peak = max(peak, level)
-        return peak
-
-    def book(self, t: float, duration: float) -> None:
-        i = bisect_left(self.starts, t)
-        self.starts.insert(i, t)
-        self.ends.insert(i, t + duration)
 
 
 class Routes:
@@ -106,44 +65,38 @@ class Routes:
 
 
 class Calendar:
-    """When each link and each NPU's send/receive ports are busy: the earliest start of a transfer
-    on a link that its link and both ports allow, and booking it."""
+    """When each link and each NPU's send/receive ports are busy (the shared calendar,
+    ``optcoll.producers.calendar``): the earliest start of a transfer on a link that its link and
+    both ports allow, and booking it."""
 
     def __init__(self, problem: SpreadProblem):
         self.machine = problem.machine
         self.busy = problem.busy.tolist()
         self.limits = {"send": problem.send_ports, "recv": problem.recv_ports}
-        self.links: dict[int, Timeline] = {}
-        self.ports: dict[tuple[str, int], Timeline] = {}
+        self.links: dict[int, Runs] = {}
+        self.ports: dict[tuple[str, int], Windows] = {}
 
-    def _port(self, side: str, v: int) -> Timeline | None:
+    def _port(self, side: str, v: int) -> Windows | None:
         limit = self.limits[side]
         if not limit or v >= self.machine.num_npus:
             return None
-        line = self.ports.get((side, v))
-        if line is None:
-            line = self.ports[(side, v)] = Timeline(limit)
-        return line
+        windows = self.ports.get((side, v))
+        if windows is None:
+            windows = self.ports[(side, v)] = Windows(limit)
+        return windows
 
-    def earliest(self, e: int, ready: float) -> tuple[float, list[Timeline]]:
-        """The earliest start ≥ ready on link e, and the resources to book at it."""
+    def earliest(self, e: int, ready: float) -> tuple[float, list[Need]]:
+        """The earliest start ≥ ready on link e, and what to book at it."""
         a, b = int(self.machine.link_src[e]), int(self.machine.link_dst[e])
-        line = self.links.get(e)
-        if line is None:
-            line = self.links[e] = Timeline()
-        resources = [r for r in (line, self._port("send", a), self._port("recv", b)) if r is not None]
-        t = ready
-        while True:
-            moved = t
-            for r in resources:
-                moved = r.earliest(moved, self.busy[e])
-            if moved == t:
-                return t, resources
-            t = moved
+        link = self.links.get(e)
+        if link is None:
+            link = self.links[e] = Runs()
+        needs: list[Need] = [(r, 0.0, self.busy[e]) for r in (link, self._port("send", a), self._port("recv", b))
+                             if r is not None]
+        return earliest_start(needs, ready), needs
 
-    def book(self, e: int, t: float, resources: list[Timeline]) -> None:
-        for r in resources:
-            r.book(t, self.busy[e])
+    def book(self, e: int, t: float, needs: list[Need]) -> None:
+        reserve(needs, t)
 
 
 class ListScheduler:

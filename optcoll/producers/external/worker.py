@@ -36,7 +36,8 @@ def _invalid(kind: str, message: str, **where: Any) -> dict[str, Any]:
 
 
 def _verdict(spec: InstanceSpec, produced: Produced) -> dict[str, Any]:
-    from optcoll.verify import verify
+    from optcoll.errors import ScheduleRejected
+    from optcoll.results.record import verified
 
     # A fresh copy of the instance: the synthesizer was handed the cached one and could have
     # changed its arrays in place.
@@ -46,13 +47,13 @@ def _verdict(spec: InstanceSpec, produced: Produced) -> dict[str, Any]:
         return _invalid("model", f"the instance is in the {instance.model.kind} model, but the "
                         f"schedule is a {schedule.model}-model schedule")
     try:
-        verification = verify(instance.machine, instance.collective, schedule, instance.model)
+        verification = verified(instance, schedule, produced.source)
+    except ScheduleRejected as rejected:
+        violation = dataclasses.asdict(rejected.violation)
+        return _invalid(violation.pop("kind"), violation.pop("message"), **violation)
     except Exception as exc:  # noqa: BLE001 - e.g. arrays of the wrong shape built by hand
         return {"status": "error", "message": f"the verifier could not read the schedule: "
                 f"{type(exc).__name__}: {exc}"}
-    if not verification.valid:
-        violation = dataclasses.asdict(verification.violation)
-        return _invalid(violation.pop("kind"), violation.pop("message"), **violation)
     if produced.problems:
         more = f" (and {len(produced.problems) - 1} more)" if len(produced.problems) > 1 else ""
         return {**_invalid("msccl", f"the MSCCL file does not run as optcoll's model of it: "

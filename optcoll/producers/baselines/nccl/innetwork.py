@@ -34,7 +34,7 @@ from optcoll.producers.base import NotApplicable
 from optcoll.producers.baselines.flows import Flow
 from optcoll.producers.baselines.nccl.topology import NcclTopology, nccl_topology
 from optcoll.producers.baselines.nccl.tree import double_tree, tree_depths
-from optcoll.schedules.schedule import COPY, REDUCE
+from optcoll.schedules.schedule import REDUCE
 
 
 def _nvls_fabrics(topo: NcclTopology, name: str) -> list[int]:

@@ -28,11 +28,15 @@ have reached v.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from optcoll.producers.exact.allreduce.problem import DirectProblem
 from optcoll.producers.exact.memory import ModelSize
+
+if TYPE_CHECKING:  # symmetric.py builds on this module
+    from optcoll.producers.exact.allreduce.symmetric import Orbit
 
 #: Terms per variable in the size estimate below (a carried bit's three rows and its share of the
 #: receiver's; a holding bit's five rows; counted on built models: ring8, DGX-1 C = 1 and 2,

@@ -18,7 +18,7 @@ from optcoll.producers.exact.allreduce.problem import DirectProblem
 from optcoll.producers.exact.allreduce.symmetric import Orbit
 from optcoll.producers.exact.allreduce.transfers import RouteTransfers, partial_sums
 from optcoll.producers.exact.memory import ModelSize, require_fits
-from optcoll.producers.exact.timed.linear import run_cpsat
+from optcoll.producers.exact.toolkit import run_cpsat
 
 #: (incumbent epochs or None, proven bound epochs or None), told as they improve.
 Progress = Callable[[int | None, int | None], None]

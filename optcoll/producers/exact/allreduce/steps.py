@@ -16,22 +16,25 @@ import time
 from collections.abc import Callable
 
 from optcoll.bounds import best_lower_bound
+from optcoll.instances.budget import Budget
 from optcoll.instances.instance import Instance
 from optcoll.producers.exact.allreduce.problem import step_problem
 from optcoll.producers.exact.allreduce.solve import solve
 from optcoll.producers.exact.allreduce.transfers import to_schedule
 from optcoll.producers.exact.memory import ModelTooLarge
-from optcoll.producers.exact.timed.linear import solver_version
+from optcoll.producers.exact.toolkit import solver_version
 from optcoll.results.outcome import SolverOutcome
 
 #: (wall seconds, incumbent step cost or None, proven bound or None)
 Progress = Callable[[float, float | None, float | None], None]
 
 
-def least_steps(instance: Instance, *, steps: int | None, time_limit: float, threads: int, seed: int,
-                progress: Progress | None = None, max_memory: int | None = None) -> SolverOutcome:
-    """The least S (``steps``: that S only) of a direct AllReduce with one round per step."""
+def least_steps(instance: Instance, *, steps: int | None, budget: Budget,
+                progress: Progress | None = None) -> SolverOutcome:
+    """The least S (``steps``: that S only) of a direct AllReduce with one round per step, within
+    ``budget``'s time limit, threads, seed and memory limit."""
     began = time.perf_counter()
+    time_limit, threads, seed, max_memory = budget.time_limit, budget.threads, budget.seed, budget.max_memory
     problem = step_problem(instance)
     per_step = problem.quantum
     analytic = best_lower_bound(instance.machine, instance.collective, instance.model)

@@ -1,20 +1,21 @@
 """Writing the step encoding for other solvers: .smt2 (z3's SCCL-style encoding, for cvc5 and
-friends), .lp/.mps (the linear encoding as a MIP, for Gurobi, CPLEX, HiGHS...), .pbtxt/.pb (the
-same as a CP-SAT model)."""
+friends), and the linear encoding through the toolkit's one exporter: .lp/.mps (a MIP, for
+Gurobi, CPLEX, HiGHS...), .pbtxt/.pb (the same as a CP-SAT model)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
 
 from optcoll.errors import InputError
-from optcoll.fileio import write_file_atomic, write_text_atomic
+from optcoll.fileio import write_text_atomic
 from optcoll.instances.instance import Instance
-from optcoll.producers.exact.step.backends import build_cpsat, build_mip
 from optcoll.producers.exact.step.inversion import plan
 from optcoll.producers.exact.step.linear import encode
 from optcoll.producers.exact.step.smt import SmtEncoding
+from optcoll.producers.exact.toolkit import export
+from optcoll.producers.exact.toolkit.export import FORMATS as LINEAR_FORMATS
 
-FORMATS = (".smt2", ".lp", ".mps", ".pbtxt", ".pb")
+FORMATS = (".smt2", *LINEAR_FORMATS)
 
 
 @dataclass(frozen=True)
@@ -62,20 +63,6 @@ def export_step_model(instance: Instance, steps: int, rounds: int, path: str | P
     enc = encode(problem, steps, steps, rounds)
     if enc is None:
         raise InputError(f"no schedule fits {steps} steps", field="steps")
-    if suffix in (".lp", ".mps"):
-        solver = build_mip(enc, "scip")
-        text = solver.ExportModelAsLpFormat(False) if suffix == ".lp" else \
-            solver.ExportModelAsMpsFormat(False, False)
-        write_text_atomic(path, text)
-    elif suffix == ".pbtxt":
-        write_text_atomic(path, str(build_cpsat(enc)[0].proto))
-    else:
-        model, _ = build_cpsat(enc)
-        write_file_atomic(path, lambda tmp: _write_proto(model, tmp))  # binary: the name ends in .tmp
+    export(enc.model, path, name="optcoll_step")
     return StepExportInfo(str(path), suffix[1:], steps, rounds, chosen.inverted,
-                          len(enc.model.lb), len(enc.model.rows))
-
-
-def _write_proto(model, tmp: Path) -> None:
-    if not model.ExportToFile(str(tmp)):
-        raise OSError(f"CP-SAT could not write {tmp}")
+                          enc.model.num_vars, enc.model.matrix()[0].shape[0])

@@ -7,13 +7,11 @@ reduction into the receiver. A step schedule of the combining collective read ba
 schedule of the dual with the same steps and rounds, and a lean dual schedule (each node receives
 a chunk once and only if it needs or forwards it) read backwards sends every contribution exactly
 once, so both have the same optimum. In the dual a switch may copy iff it reduces in the original.
-AllReduce is ReduceScatter then AllGather (``split_allreduce``), steps concatenated.
+AllReduce is ReduceScatter then AllGather (``toolkit.allreduce``), steps concatenated.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-
-import numpy as np
 
 from optcoll.collectives.builtins import dual
 from optcoll.collectives.collective import Collective
@@ -52,13 +50,3 @@ def plan(machine: Machine, collective: Collective) -> Plan:
             f"either reduce or forward each arrival once; switch {bad[0]!r} multicasts without "
             f"reducing (it would overwrite one partial with the next)")
     return Plan(step_problem(machine.reversed(), dual(collective), copy_flag="reduce"), True)
-
-
-def concatenated(first: Schedule, second: Schedule, **meta) -> Schedule:
-    """``second``'s steps after ``first``'s: the step schedule of one phase then the other."""
-    shift = first.num_steps
-    return Schedule(np.concatenate([first.chunk, second.chunk]), np.concatenate([first.link, second.link]),
-                    np.concatenate([first.start, second.start]), np.concatenate([first.op, second.op]),
-                    np.concatenate([first.step, second.step + shift]),
-                    tuple(first.rounds or ()) + tuple(second.rounds or ()),
-                    {**first.meta, **second.meta, **meta})

@@ -1,9 +1,9 @@
 """The step model as an integer linear program, solved by CP-SAT or by a MIP solver.
 
-One encoding, two kinds of solver: the model is written once into ``LinearModel`` (integer
-variables, linear rows, a linear objective) and translated to OR-Tools CP-SAT or to pywraplp
-(SCIP, HiGHS). The z3 encoding (smt.py) is an independent SCCL-style formulation; agreement of
-the two is the cross-check.
+One encoding, every linear backend: the model is written once into the toolkit's
+``LinearModel`` (integer variables, linear rows, a linear objective), which CP-SAT, HiGHS and
+SCIP all read (``optcoll.producers.exact.toolkit``). The z3 encoding (smt.py) is an independent
+SCCL-style formulation; agreement of the two is the cross-check.
 
 Variables for S steps: ``have[c, v, s]`` (copying node v may send chunk c from step s+1),
 ``x[c, e, s]`` (copies of c crossing edge e in step s: 0/1 into a copying node, a count into a
@@ -15,7 +15,7 @@ in step s; every destination has its chunk after step S; lo ≤ Σ r ≤ hi. Obj
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -23,47 +23,10 @@ from optcoll.producers.exact.memory import ModelSize
 from optcoll.producers.exact.step.problem import StepProblem
 from optcoll.producers.exact.step.solution import StepSolution
 from optcoll.producers.exact.step.symmetry import Entry
+from optcoll.producers.exact.toolkit.lex import Affine, lex_leq
+from optcoll.producers.exact.toolkit.model import LinearModel
 
 Terms = list[tuple[int, int]]  # (variable, coefficient)
-
-
-@dataclass
-class LinearModel:
-    """Integer variables with bounds, rows lo ≤ Σ coef·var ≤ hi (None = unbounded), min objective."""
-
-    lb: list[int] = field(default_factory=list)
-    ub: list[int] = field(default_factory=list)
-    names: list[str] = field(default_factory=list)
-    rows: list[tuple[Terms, int | None, int | None]] = field(default_factory=list)
-    objective: Terms = field(default_factory=list)
-    hint: dict[int, int] = field(default_factory=dict)
-
-    def var(self, lb: int, ub: int, name: str) -> int:
-        self.lb.append(lb)
-        self.ub.append(ub)
-        self.names.append(name)
-        return len(self.lb) - 1
-
-    def add(self, terms: Terms, lo: int | None = None, hi: int | None = None) -> None:
-        self.rows.append((terms, lo, hi))
-
-    def lex_leq(self, pairs: list[tuple[tuple[Terms, int], tuple[Terms, int]]], big: int) -> None:
-        """a ≤lex b for expressions (terms, constant) whose differences lie within ±(big − 1).
-
-        Prefix-equal flags e_k and strict flags d_k: while the prefix is equal (e_{k−1} = 1),
-        position k is either equal (e_k) or strictly smaller (d_k); afterwards nothing is asked.
-        """
-        prev: int | None = None  # None: the empty prefix, equal by definition
-        for k, ((ta, ca), (tb, cb)) in enumerate(pairs):
-            diff = ta + [(v, -c) for v, c in tb]
-            const = ca - cb
-            eq, lt = self.var(0, 1, f"lex_eq{k}"), self.var(0, 1, f"lex_lt{k}")
-            self.add([(eq, 1), (lt, 1)] + ([(prev, -1)] if prev is not None else []),
-                     0 if prev is not None else 1, 0 if prev is not None else 1)
-            self.add(diff + [(eq, big)], None, big - const)
-            self.add([(v, -c) for v, c in diff] + [(eq, big)], None, big + const)
-            self.add(diff + [(lt, big)], None, big - 1 - const)
-            prev = eq
 
 
 @dataclass
@@ -76,7 +39,7 @@ class StepEncoding:
     have: dict[tuple[int, int, int], int]  # (chunk, node, step) → variable (absent: constant)
     rounds: list[int]
 
-    def decode(self, values: list[int]) -> StepSolution:
+    def decode(self, values) -> StepSolution:
         rows = [(c, e, s) for (c, e, s), var in self.x.items() for _ in range(int(round(values[var])))]
         return StepSolution.from_rows([int(round(values[r])) for r in self.rounds], rows)
 
@@ -121,8 +84,9 @@ def encode(problem: StepProblem, steps: int, lo: int, hi: int,
     S = steps
     m = LinearModel()
     rounds = [m.var(1, hi - (S - 1), f"r{s}") for s in range(1, S + 1)]
-    m.add([(r, 1) for r in rounds], lo, hi)
-    m.objective = [(r, 1) for r in rounds]
+    m.row([(r, 1) for r in rounds], lo, hi)
+    m.minimise([(r, 1) for r in rounds])
+    upper: dict[int, int] = {}  # x variable -> its upper bound
     x: dict[tuple[int, int, int], int] = {}
     have: dict[tuple[int, int, int], int] = {}
     src, dst, weight = problem.edge_src, problem.edge_dst, problem.edge_weight
@@ -155,8 +119,9 @@ def encode(problem: StepProblem, steps: int, lo: int, hi: int,
                     continue
                 bound = 1 if problem.copies[v] else min(int(weight[e]) * max_r, lacking)
                 var = x[c, e, s] = m.var(0, bound, f"x{c}_{e}_{s}")
+                upper[var] = bound
                 if guard is not None:
-                    m.add([(var, 1), (guard, -bound)], None, 0)  # sends only what it has
+                    m.row([(var, 1), (guard, -bound)], None, 0)  # sends only what it has
                 if problem.copies[v]:
                     received[v].append(var)
                 else:
@@ -173,25 +138,25 @@ def encode(problem: StepProblem, steps: int, lo: int, hi: int,
                 terms = [(var, 1)] + [(i, -1) for i in incoming]
                 if prev is not None:
                     terms.append((prev, -1))
-                    m.add([(prev, 1), (var, -1)], None, 0)  # keeps what it has
-                m.add(terms, None, 0)
+                    m.row([(prev, 1), (var, -1)], None, 0)  # keeps what it has
+                m.row(terms, None, 0)
             stocked |= arrived_plain
         for v in problem.needers[c]:
             if (c, v, S) not in have:
                 return None  # unreachable in S steps
         for into in received.values():
             if len(into) > 1:
-                m.add([(i, 1) for i in into], None, 1)  # received at most once
+                m.row([(i, 1) for i in into], None, 1)  # received at most once
     _plain_switch_rows(problem, m, x, S)
     by_edge_step: dict[tuple[int, int], list[int]] = defaultdict(list)
     for (c, e, s), var in x.items():
         by_edge_step[e, s].append(var)
     for (e, s), vars_ in by_edge_step.items():
-        if sum(m.ub[v] for v in vars_) > int(weight[e]):
-            m.add([(v, 1) for v in vars_] + [(rounds[s - 1], -int(weight[e]))], None, 0)
-    for pairs in lex:
-        m.lex_leq([(_arrival(a, S, have, problem), _arrival(b, S, have, problem)) for a, b in pairs],
-                  S + 2)
+        if sum(upper[v] for v in vars_) > int(weight[e]):
+            m.row([(v, 1) for v in vars_] + [(rounds[s - 1], -int(weight[e]))], None, 0)
+    for pairs in lex:  # arrival steps lie in 0..S+1
+        lex_leq(m, Affine.of_terms([_arrival(a, S, have, problem) for a, _ in pairs]),
+                Affine.of_terms([_arrival(b, S, have, problem) for _, b in pairs]), S + 1)
     return StepEncoding(m, S, x, have, rounds)
 
 
@@ -207,7 +172,7 @@ def _plain_switch_rows(problem: StepProblem, m: LinearModel, x: dict, S: int) ->
             into[c, v].append((s, var))
     for (c, k), sends in out_of.items():
         for s in sorted({t for t, _ in sends}):
-            m.add([(var, 1) for t, var in sends if t <= s]
+            m.row([(var, 1) for t, var in sends if t <= s]
                   + [(var, -1) for t, var in into[c, k] if t <= s - 1], None, 0)
 
 

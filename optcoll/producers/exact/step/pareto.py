@@ -9,20 +9,20 @@ R/C meets the rounds lower bound (bandwidth-optimal) or every C is dropped; both
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from fractions import Fraction
 
 from optcoll.producers.exact.memory import ModelTooLarge
-from optcoll.producers.exact.step.backends import Backend, Settings
+from optcoll.producers.exact.step.backends import Backend
 from optcoll.producers.exact.step.bounds import RoundsBound
 from optcoll.producers.exact.step.chunking import refine
 from optcoll.producers.exact.step.greedy import greedy_solution
-from optcoll.producers.exact.step.inversion import Plan, concatenated
+from optcoll.producers.exact.step.inversion import Plan
 from optcoll.producers.exact.step.search import LEX_PREFIX, Progress
 from optcoll.producers.exact.step.solution import StepSolution, stretched
 from optcoll.producers.exact.step.symmetry import automorphisms, lex_constraints
+from optcoll.producers.exact.toolkit import Clock
 from optcoll.schedules.schedule import Schedule
 
 
@@ -59,13 +59,15 @@ class Front:
 
 
 def frontier(prepare: Callable[[int], Plan], max_chunks: int, bound: RoundsBound, backend: Backend,
-             settings: Settings, *, symmetry: bool, progress: Progress | None = None,
-             started: float | None = None) -> Front:
+             clock: Clock, *, symmetry: bool, progress: Progress | None = None) -> Front:
     """The front for C = 1..``max_chunks``, ``prepare(C)`` giving C's plan: the points found
-    before any limit. The time limit runs from ``started`` (default: now) and covers each C's
-    setup (plan, symmetry constraints, greedy start), made only when C is first asked."""
-    started = time.perf_counter() if started is None else started
-    deadline = started + settings.time_limit
+    before any limit. The clock's limits cover each C's setup (plan, symmetry constraints,
+    greedy start), made only when C is first asked."""
+
+    def check_clock() -> None:
+        if clock.left() <= 0:
+            raise KeyboardInterrupt if clock.interrupted else TimeoutError
+
     chunks = range(1, max_chunks + 1)
     plans: dict[int, Plan] = {}
     lex: dict[int, list] = {}
@@ -73,8 +75,7 @@ def frontier(prepare: Callable[[int], Plan], max_chunks: int, bound: RoundsBound
 
     def ready(C: int) -> Plan:
         if C not in plans:
-            if time.perf_counter() >= deadline:
-                raise TimeoutError
+            check_clock()
             plans[C] = prepare(C)
             lex[C] = lex_constraints(plans[C].problem, automorphisms(plans[C].problem), LEX_PREFIX) \
                 if symmetry else []
@@ -106,11 +107,8 @@ def frontier(prepare: Callable[[int], Plan], max_chunks: int, bound: RoundsBound
                 if lo > hi:  # hi is the greedy's R when there is no target, so never here then
                     active.discard(C)
                     continue
-                remaining = deadline - time.perf_counter()
-                if remaining <= 0:
-                    raise TimeoutError
-                result = backend.minimise_rounds(problem, S, lo, hi, hint=hint, lex=lex[C],
-                                                 settings=replace(settings, time_limit=remaining))
+                check_clock()
+                result = backend.minimise_rounds(problem, S, lo, hi, hint=hint, lex=lex[C], clock=clock)
                 settled &= result.status in ("optimal", "infeasible")
                 if result.solution is not None:
                     last[C] = result.solution
@@ -122,12 +120,13 @@ def frontier(prepare: Callable[[int], Plan], max_chunks: int, bound: RoundsBound
                 points.append(_point(plans[C], solution, C, q, settled, bound))
                 best, at_s = q, None
                 if progress is not None:
-                    progress(time.perf_counter() - started, float(q), float(bound.value))
+                    progress(clock.root.elapsed(), float(q), float(bound.value))
             S += 1
     except TimeoutError:
-        stopped = f"the time limit ({settings.time_limit:g} s) at S = {S}" + \
+        stopped = f"{clock.limit_reached()} at S = {S}" + \
             (f" (C = 1..{len(plans)} set up)" if len(plans) < max_chunks else "")
     except KeyboardInterrupt:
+        clock.interrupt()
         stopped = f"interrupted at S = {S}"
     except ModelTooLarge as refused:
         stopped = f"the memory limit at S = {S}: {refused.detail}"
@@ -167,9 +166,9 @@ def sum_fronts(first: Front, second: Front, alpha: float, beta: float, bound: Fr
         if points and q >= points[-1].rounds_per_chunk:
             continue  # no better than a point with as few steps
         rounds = int(q * chunks)
-        schedule = concatenated(refine(a.schedule, chunks // a.chunks), refine(b.schedule, chunks // b.chunks),
-                                producer="exact-step-pareto", chunks_per_rank=chunks,
-                                family="reducescatter+allgather")
+        schedule = Schedule.concat(refine(a.schedule, chunks // a.chunks), refine(b.schedule, chunks // b.chunks)
+                                   ).with_meta(producer="exact-step-pareto", chunks_per_rank=chunks,
+                                               family="reducescatter+allgather")
         points.append(ParetoPoint(steps, rounds, chunks, q, steps * alpha + float(q) * beta,
                                   f"{steps}·α + {rounds}/{chunks}·b₁/B_min", complete and a.proven and b.proven,
                                   q <= bound, schedule))

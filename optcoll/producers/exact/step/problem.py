@@ -16,10 +16,9 @@ import numpy as np
 
 from optcoll.collectives.collective import ChunkSets, Collective
 from optcoll.errors import InputError
+from optcoll.instances.instance import TimeModel
 from optcoll.machines.machine import Machine
 
-#: Relative tolerance under which B_e / B_min counts as an integer.
-RATIO_TOLERANCE = 1e-9
 #: Distance meaning "unreachable" in integer distance arrays.
 FAR = 1 << 30
 
@@ -114,25 +113,11 @@ def step_problem(machine: Machine, collective: Collective, *, copy_flag: str = "
     return _build(machine, collective, copies)
 
 
-def _link_weights(machine: Machine) -> np.ndarray:
+def _build(machine: Machine, collective: Collective, copies: np.ndarray) -> StepProblem:
     if machine.num_links == 0:
         raise InputError(f"machine {machine.name!r} has no links", field="links")
-    bw = machine.link_bandwidth
-    ratio = bw / bw.min()
-    weight = np.rint(ratio)
-    bad = np.flatnonzero(np.abs(ratio - weight) > RATIO_TOLERANCE * ratio)
-    if bad.size:
-        e = int(bad[0])
-        raise InputError(
-            f"the step model needs every link bandwidth to be an integer multiple of the smallest "
-            f"({bw.min():g} B/s); link {e} ({machine.label(int(machine.link_src[e]))}->"
-            f"{machine.label(int(machine.link_dst[e]))}) has {ratio[e]:.6g} times that",
-            field="links.bandwidth")
-    return weight.astype(np.int64)
-
-
-def _build(machine: Machine, collective: Collective, copies: np.ndarray) -> StepProblem:
-    link_weight = _link_weights(machine)
+    timing = TimeModel(kind="step").step_timing(machine, collective.chunk_bytes)
+    link_weight = timing.weight
     pairs: dict[tuple[int, int], list[int]] = {}
     for e, (u, v) in enumerate(zip(machine.link_src.tolist(), machine.link_dst.tolist())):
         pairs.setdefault((u, v), []).append(e)
@@ -160,9 +145,7 @@ def _build(machine: Machine, collective: Collective, copies: np.ndarray) -> Step
                              f"holders {sorted(machine.label(h) for h in holders[c])}",
                              field="collective")
     return StepProblem(machine, collective, copies, edge_src, edge_dst, edge_weight, edge_links,
-                       link_weight, float(machine.link_latency.max()),
-                       float(collective.chunk_bytes / machine.link_bandwidth.min()),
-                       holders, needers, dist_from, dist_to)
+                       link_weight, timing.alpha, timing.per_round, holders, needers, dist_from, dist_to)
 
 
 def _nearest(hops: np.ndarray, sets: ChunkSets, *, rows: bool) -> np.ndarray:

@@ -12,17 +12,17 @@ and rounds bounds up to the greedy one-round-per-step schedule, which makes it t
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from optcoll.producers.exact.memory import ModelTooLarge
-from optcoll.producers.exact.step.backends import Backend, RoundsResult, Settings
+from optcoll.producers.exact.step.backends import Backend, RoundsResult
 from optcoll.producers.exact.step.bounds import problem_rounds_bound
 from optcoll.producers.exact.step.greedy import greedy_solution
 from optcoll.producers.exact.step.problem import StepProblem
 from optcoll.producers.exact.step.solution import StepSolution, stretched
 from optcoll.producers.exact.step.symmetry import automorphisms, lex_constraints
+from optcoll.producers.exact.toolkit import Clock
 
 #: (wall seconds, incumbent cost or None, proven lower bound or None), told as they change.
 Progress = Callable[[float, float | None, float | None], None]
@@ -45,26 +45,32 @@ class Found:
 
 
 class Search:
-    """One problem, one backend, one wall-clock budget shared by every backend call."""
+    """One problem, one backend, one clock shared by every backend call."""
 
-    def __init__(self, problem: StepProblem, backend: Backend, settings: Settings, *,
-                 symmetry: bool, progress: Progress | None = None, started: float | None = None):
-        self.problem, self.backend, self.settings = problem, backend, settings
-        self.started = time.perf_counter() if started is None else started
-        self.deadline = self.started + settings.time_limit
+    def __init__(self, problem: StepProblem, backend: Backend, clock: Clock, *,
+                 symmetry: bool, progress: Progress | None = None):
+        self.problem, self.backend, self.clock = problem, backend, clock
         self.progress = progress
         self.bound = problem_rounds_bound(problem)
         self.rounds_floor = self.bound.rounds(problem.collective.chunks_per_rank)
         self.lex = lex_constraints(problem, automorphisms(problem), LEX_PREFIX) if symmetry else []
         self.asked: list[str] = []
 
-    def remaining(self) -> float:
-        return self.deadline - time.perf_counter()
+    def out_of_time(self, found: Found, steps: int) -> bool:
+        """Whether the clock has run out (or Ctrl-C stopped it) before asking about ``steps``."""
+        if self.clock.left() > 0:
+            return False
+        if not self.clock.interrupted:
+            found.notes.append(f"{self.clock.limit_reached()} reached before S = {steps}")
+        return True
+
+    def note_interrupt(self, found: Found) -> None:
+        if self.clock.interrupted:
+            found.notes.append("interrupted: returning the best schedule so far and the proven bound")
 
     def ask(self, steps: int, lo: int, hi: int, hint: StepSolution | None) -> RoundsResult:
-        settings = replace(self.settings, time_limit=max(0.05, self.remaining()))
         result = self.backend.minimise_rounds(self.problem, steps, lo, hi, hint=hint, lex=self.lex,
-                                              settings=settings)
+                                              clock=self.clock)
         self.asked.append(f"S={steps} R in [{lo}, {hi}]: {result.status}"
                           + (f" R={result.solution.total_rounds}" if result.solution else "")
                           + f" (R >= {result.bound})")
@@ -81,7 +87,7 @@ class Search:
             return None
 
     def record(self, found: Found, incumbent: float | None, bound: float | None) -> None:
-        row = (time.perf_counter() - self.started, incumbent, bound)
+        row = (self.clock.root.elapsed(), incumbent, bound)
         if not found.trace or found.trace[-1][1:] != row[1:]:
             found.trace.append(row)
             if self.progress is not None:
@@ -97,9 +103,10 @@ class Search:
         best: StepSolution | None = None
         best_cost = math.inf
         open_bounds: list[float] = []  # lower bounds of the S values not settled
-        start = greedy_solution(p)
+        start: StepSolution | None = None
         S = first
         try:
+            start = greedy_solution(p)
             while S <= last:
                 candidate = stretched(p, best or start, S)
                 if candidate.total_rounds <= cap and p.cost(S, candidate.total_rounds) < best_cost:
@@ -108,9 +115,8 @@ class Search:
                 hi = min(cap, self._rounds_below(best_cost, S))
                 if lo > hi:
                     break  # lo only grows and hi only shrinks with S: nothing better anywhere
-                if self.remaining() <= 0:
+                if self.out_of_time(found, S):
                     open_bounds.append(p.cost(S, lo))
-                    found.notes.append(f"time limit reached before S = {S}")
                     break
                 result = self.ask_within_memory(S, lo, hi, candidate, found)
                 if result is None:
@@ -124,8 +130,9 @@ class Search:
                             min(open_bounds + [best_cost, p.cost(S + 1, max(S + 1, self.rounds_floor))]))
                 S += 1
         except KeyboardInterrupt:
-            found.notes.append("interrupted: returning the best schedule so far and the proven bound")
+            self.clock.interrupt()
             open_bounds.append(p.cost(S, max(S, self.rounds_floor)))
+        self.note_interrupt(found)
         found.solution = best
         bounds = open_bounds + ([best_cost] if best is not None else [])
         found.lower_bound = min(bounds) if bounds else None
@@ -144,19 +151,19 @@ class Search:
     def least_steps(self, steps: int | None = None) -> Found:
         """SCCL's least steps: the least S with one round per step (``steps`` fixes S)."""
         p, found = self.problem, Found()
-        unit = greedy_solution(p, 1)
         per_step = p.alpha + p.beta
         first = max(p.latency_bound, self.rounds_floor, steps or 0)
-        last = steps if steps is not None else max(first, unit.steps)
         unsettled: int | None = None  # the least S neither solved nor proven infeasible
         best: StepSolution | None = None
+        unit: StepSolution | None = None
         try:
+            unit = greedy_solution(p, 1)
+            last = steps if steps is not None else max(first, unit.steps)
             for S in range(first, last + 1):
                 if S >= unit.steps:
                     best = stretched(p, unit, S)
                     break
-                if self.remaining() <= 0:
-                    found.notes.append(f"time limit reached before S = {S}")
+                if self.out_of_time(found, S):
                     unsettled = S if unsettled is None else unsettled
                     break
                 result = self.ask_within_memory(S, S, S, None, found)
@@ -171,10 +178,11 @@ class Search:
                 self.record(found, unit.steps * per_step,
                             (unsettled if unsettled is not None else S + 1) * per_step)
         except KeyboardInterrupt:
-            found.notes.append("interrupted: returning the best schedule so far and the proven bound")
+            self.clock.interrupt()
             unsettled = first if unsettled is None else unsettled
+        self.note_interrupt(found)
         if best is None and steps is None:
-            best = unit  # the time ran out: the greedy schedule is still a valid answer
+            best = unit  # the time ran out: the greedy schedule is still a valid answer (if made)
         low = unsettled if unsettled is not None else (best.steps if best is not None else None)
         found.solution = best
         found.lower_bound = None if low is None else low * per_step

@@ -11,17 +11,18 @@ at most what arrived by step s−1) extend it. The least R is found by bisection
 """
 from __future__ import annotations
 
-import time as clock
 from collections import defaultdict
 
 import numpy as np
 import z3
 
 from optcoll.producers.exact.memory import ModelSize, require_fits
-from optcoll.producers.exact.step.backends import RoundsResult, Settings
+from optcoll.producers.exact.step.backends import RoundsResult
 from optcoll.producers.exact.step.problem import StepProblem
 from optcoll.producers.exact.step.solution import StepSolution, cleaned
 from optcoll.producers.exact.step.symmetry import Entry
+from optcoll.producers.exact.toolkit import Clock, solver_version
+from optcoll.producers.exact.toolkit.interrupt import run_interruptibly
 
 
 def size(problem: StepProblem, steps: int) -> ModelSize:
@@ -135,9 +136,15 @@ class SmtEncoding:
         for (e, s), terms in load.items():
             self.solver.add(z3.Sum(terms) <= int(p.edge_weight[e]) * self.rounds[s - 1])
 
-    def check(self, rounds_cap: int, timeout: float) -> z3.CheckSatResult:
-        self.solver.set("timeout", max(1, int(timeout * 1000)))
-        return self.solver.check(self.total <= rounds_cap)
+    def check(self, rounds_cap: int, clock: Clock) -> z3.CheckSatResult:
+        """Whether some solution has R ≤ ``rounds_cap``, within the clock's time left; a Ctrl-C
+        interrupts z3 (the toolkit's handling) and answers unknown, the clock then says so."""
+        self.solver.set("timeout", max(1, int(clock.left() * 1000)))
+        answer: list[z3.CheckSatResult] = []
+        if run_interruptibly(lambda: answer.append(self.solver.check(self.total <= rounds_cap)),
+                             self.solver.ctx.interrupt):
+            clock.interrupt()
+        return answer[0] if answer else z3.unknown
 
     def decode(self) -> StepSolution:
         model = self.solver.model()
@@ -167,17 +174,16 @@ class Z3Backend:
     name = "z3"
 
     def version(self) -> str:
-        return f"z3 {z3.get_version_string()}"
+        return solver_version("z3")
 
     def minimise_rounds(self, problem: StepProblem, steps: int, lo: int, hi: int, *,
                         hint: StepSolution | None, lex: list[list[tuple[Entry, Entry]]],
-                        settings: Settings) -> RoundsResult:
+                        clock: Clock) -> RoundsResult:
         """Bisection on R (z3 gets no hint: its answers stay independent of the other encoding)."""
         if lo > hi:
             return RoundsResult("infeasible", None, hi + 1)
-        deadline = clock.monotonic() + settings.time_limit
-        z3.set_param("smt.random_seed", settings.seed)
-        require_fits(size(problem, steps), self.name, 1, settings.max_memory)
+        z3.set_param("smt.random_seed", clock.budget.seed)
+        require_fits(size(problem, steps), self.name, 1, clock.budget.max_memory)
         enc = SmtEncoding(problem, steps, hi, lex)
         if not enc.feasible:
             return RoundsResult("infeasible", None, hi + 1)
@@ -187,7 +193,7 @@ class Z3Backend:
             cap = upper if best is None else (lo + upper - 1) // 2 if lo < upper else None
             if cap is None:
                 break
-            answer = enc.check(cap, deadline - clock.monotonic())
+            answer = enc.check(cap, clock)
             if answer == z3.sat:
                 best = enc.decode()
                 upper = best.total_rounds
@@ -197,7 +203,7 @@ class Z3Backend:
                 lo = cap + 1
             else:
                 break
-            if clock.monotonic() >= deadline:
+            if clock.left() <= 0:
                 break
         if best is None:
             return RoundsResult("unknown", None, lo)

@@ -14,14 +14,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from itertools import islice
 
-import networkx as nx
+import numpy as np
 
 from optcoll.producers.exact.step.problem import StepProblem
+from optcoll.producers.exact.toolkit.symmetry import ChunkRoles, ColouredGraph
 
-#: At most this many automorphisms are enumerated (any subset is sound; VF2 can be slow on large
-#: very symmetric graphs) and only on graphs up to this many nodes.
+#: At most this many automorphisms are enumerated (any subset is sound).
 MAX_AUTOMORPHISMS = 48
-MAX_NODES = 64
 
 Entry = tuple[int, int]  # (chunk, node) of the arrival-time vector T
 
@@ -34,40 +33,39 @@ class Symmetry:
     chunks: tuple[int, ...]
 
 
+def _roles(problem: StepProblem) -> ChunkRoles:
+    held = np.zeros((problem.num_chunks, problem.num_nodes), dtype=bool)
+    need = np.zeros_like(held)
+    for c, (holders, needers) in enumerate(zip(problem.holders, problem.needers)):
+        held[c, list(holders)] = True
+        need[c, list(needers)] = True
+    return ChunkRoles(held, need)
+
+
 def automorphisms(problem: StepProblem, limit: int = MAX_AUTOMORPHISMS) -> list[Symmetry]:
     """Non-identity capacity- and kind-preserving node relabellings that map the collective to
-    itself, with their chunk relabellings, in VF2's deterministic order."""
-    if problem.num_nodes > MAX_NODES or limit <= 0:
+    itself, with their chunk relabellings (the toolkit's finder, in its deterministic order)."""
+    if limit <= 0:
         return []
-    graph = nx.DiGraph()
-    for v in range(problem.num_nodes):
-        graph.add_node(v, kind=(problem.machine.is_switch(v), bool(problem.copies[v])))
-    for u, v, w in zip(problem.edge_src.tolist(), problem.edge_dst.tolist(), problem.edge_weight.tolist()):
-        graph.add_edge(u, v, w=w)
-    matcher = nx.algorithms.isomorphism.DiGraphMatcher(
-        graph, graph, node_match=lambda a, b: a["kind"] == b["kind"],
-        edge_match=lambda a, b: a["w"] == b["w"])
-    signatures = _signatures(problem)
-    by_signature: dict[tuple, list[int]] = {}
-    for c, sig in enumerate(signatures):
-        by_signature.setdefault(sig, []).append(c)
+    roles = _roles(problem)
+    colours = [(problem.machine.is_switch(v), bool(problem.copies[v]), *counts)
+               for v, counts in enumerate(roles.node_colours())]
+    edges = {(u, v): w for u, v, w in zip(problem.edge_src.tolist(), problem.edge_dst.tolist(),
+                                           problem.edge_weight.tolist())}
+    identity = np.arange(problem.num_nodes)
     found = []
-    for mapping in islice(matcher.isomorphisms_iter(), limit + 1):
-        nodes = tuple(mapping[v] for v in range(problem.num_nodes))
-        if nodes == tuple(range(problem.num_nodes)):
+    for node in islice(ColouredGraph(colours, edges).automorphisms(), limit + 1):
+        if np.array_equal(node, identity):
             continue
-        chunks = _chunk_map(nodes, signatures, by_signature)
+        chunks = roles.chunk_map(node)
         if chunks is not None:
-            found.append(Symmetry(nodes, chunks))
+            found.append(Symmetry(tuple(node.tolist()), tuple(chunks.tolist())))
     return found[:limit]
 
 
 def interchangeable(problem: StepProblem) -> list[list[int]]:
     """Classes (in chunk order) of two or more chunks with the same holders and destinations."""
-    classes: dict[tuple, list[int]] = {}
-    for c, sig in enumerate(_signatures(problem)):
-        classes.setdefault(sig, []).append(c)
-    return [members for members in classes.values() if len(members) > 1]
+    return _roles(problem).interchangeable()
 
 
 def lex_constraints(problem: StepProblem, symmetries: list[Symmetry],
@@ -103,22 +101,3 @@ def lex_constraints(problem: StepProblem, symmetries: list[Symmetry],
         if pairs:
             out.append(pairs[:prefix])
     return out
-
-
-def _signatures(problem: StepProblem) -> list[tuple]:
-    pre, post = problem.collective.pre, problem.collective.post
-    return [(tuple(pre.of(c).tolist()), tuple(post.of(c).tolist())) for c in range(problem.num_chunks)]
-
-
-def _chunk_map(nodes: tuple[int, ...], signatures: list[tuple],
-               by_signature: dict[tuple, list[int]]) -> tuple[int, ...] | None:
-    """The chunk relabelling induced by a node relabelling (k-th of a class to k-th), or None."""
-    chunks = [0] * len(signatures)
-    for sig, members in by_signature.items():
-        image = tuple(tuple(sorted(nodes[v] for v in part)) for part in sig)
-        targets = by_signature.get(image)
-        if targets is None or len(targets) != len(members):
-            return None
-        for c, d in zip(members, targets):
-            chunks[c] = d
-    return tuple(chunks)

@@ -19,7 +19,7 @@ import numpy as np
 
 from optcoll.producers.exact.memory import ModelSize
 from optcoll.producers.exact.timed.grid import Grid
-from optcoll.producers.exact.timed.linear import Progress, SolveResult, run_cpsat
+from optcoll.producers.exact.toolkit.backends import Progress, SolveResult, run_cpsat
 from optcoll.producers.exact.timed.listsched import Transfers
 from optcoll.producers.exact.timed.problem import TimedProblem
 from optcoll.producers.exact.timed.reach import reach
@@ -207,6 +207,6 @@ def hint(model: ContinuousModel, transfers: Transfers) -> bool:
 
 
 def solve(model: ContinuousModel, *, time_limit: float, threads: int, seed: int,
-          progress: Progress | None) -> SolveResult:
+          progress: Progress | None, work_limit: float | None = None) -> SolveResult:
     return run_cpsat(model.cp, time_limit=time_limit, threads=threads, seed=seed, progress=progress,
-                     has_objective=True)
+                     has_objective=True, work_limit=work_limit)

@@ -24,7 +24,7 @@ import numpy as np
 
 from optcoll.producers.exact.memory import ModelSize
 from optcoll.producers.exact.timed.grid import Grid
-from optcoll.producers.exact.timed.linear import INF, LinearModel
+from optcoll.producers.exact.toolkit.model import INF, LinearModel
 from optcoll.producers.exact.timed.listsched import Transfers
 from optcoll.producers.exact.timed.problem import TimedProblem
 from optcoll.producers.exact.timed.reach import Reach

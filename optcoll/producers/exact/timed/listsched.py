@@ -1,6 +1,5 @@
-"""List scheduling on a ``Grid``: link/port calendars, retiming a transfer order, a greedy router.
-
-One mechanism serves three jobs, in integer epochs or float seconds alike:
+"""List scheduling on a ``Grid`` with the shared link/port calendar: retiming a transfer order, a
+greedy router. In integer epochs or float seconds alike:
 
 * ``retime``: given transfers in a valid order, start each as early as causality and the
   calendars allow. The original start stays feasible for every transfer (by induction: all
@@ -14,11 +13,11 @@ One mechanism serves three jobs, in integer epochs or float seconds alike:
 from __future__ import annotations
 
 import heapq
-from bisect import bisect_right, insort
 from dataclasses import dataclass
 
 import numpy as np
 
+from optcoll.producers.calendar import Need, Runs, Windows, earliest_start, reserve
 from optcoll.producers.exact.timed.grid import Grid
 from optcoll.producers.exact.timed.problem import TimedProblem
 from optcoll.producers.exact.timed.reach import reach
@@ -45,86 +44,20 @@ class Transfers:
         return float((self.start + grid.delay[self.link]).max(initial=0))
 
 
-class _Windows:
-    """Busy windows of one resource of some capacity (1 for a link, the port count for an NPU)."""
-
-    def __init__(self, capacity: int):
-        self.capacity = capacity
-        self.starts: list[float] = []
-        self.ends: list[float] = []
-        self.pairs: list[tuple[float, float]] = []
-
-    def blocked_until(self, lo: float, hi: float) -> float | None:
-        """None if a window [lo, hi) fits; else the earliest start ≥ lo worth trying next.
-
-        Coverage is highest at lo or at a window start inside (lo, hi). Where it is full, no
-        start before the first end of the windows covering that point can fit.
-        """
-        if hi <= lo or not self.pairs:
-            return None
-        for p in [lo, *(s for s in self.starts[bisect_right(self.starts, lo):] if s < hi)]:
-            if bisect_right(self.starts, p) - bisect_right(self.ends, p) >= self.capacity:
-                return min(e for s, e in self.pairs if s <= p < e)
-        return None
-
-    def add(self, lo: float, hi: float) -> None:
-        if hi > lo:
-            insort(self.starts, lo)
-            insort(self.ends, hi)
-            self.pairs.append((lo, hi))
-
-
-class _Runs:
-    """Busy time of a resource of capacity 1 (a link) as disjoint runs, touching windows merged.
-
-    Same answers as ``_Windows(1)``, but a transfer waiting behind a long busy stretch jumps to
-    its end at once instead of stepping window by window, which made retiming quadratic in the
-    transfers per link (it dominated exact solves of large tori).
-    """
-
-    def __init__(self) -> None:
-        self.starts: list[float] = []
-        self.ends: list[float] = []
-
-    def blocked_until(self, lo: float, hi: float) -> float | None:
-        if hi <= lo:
-            return None
-        i = bisect_right(self.starts, lo) - 1
-        if i >= 0 and self.ends[i] > lo:
-            return self.ends[i]
-        if i + 1 < len(self.starts) and self.starts[i + 1] < hi:
-            return self.ends[i + 1]
-        return None
-
-    def add(self, lo: float, hi: float) -> None:
-        if hi <= lo:
-            return
-        i = bisect_right(self.starts, lo)
-        if i > 0 and self.ends[i - 1] >= lo:
-            i -= 1
-            lo, hi = self.starts[i], max(hi, self.ends[i])
-            del self.starts[i], self.ends[i]
-        while i < len(self.starts) and self.starts[i] <= hi:
-            hi = max(hi, self.ends[i])
-            del self.starts[i], self.ends[i]
-        self.starts.insert(i, lo)
-        self.ends.insert(i, hi)
-
-
 class Calendar:
-    """Reservations of links and NPU ports on one grid."""
+    """Reservations of links and NPU ports on one grid (``optcoll.producers.calendar``)."""
 
     def __init__(self, problem: TimedProblem, grid: Grid):
         self.problem, self.grid = problem, grid
-        self.links = [_Runs() for _ in range(problem.num_links)]
-        self.send = [_Windows(problem.send_ports) if problem.send_ports and problem.port_limited[v] else None
+        self.links = [Runs() for _ in range(problem.num_links)]
+        self.send = [Windows(problem.send_ports) if problem.send_ports and problem.port_limited[v] else None
                      for v in range(problem.num_nodes)]
-        self.recv = [_Windows(problem.recv_ports) if problem.recv_ports and problem.port_limited[v] else None
+        self.recv = [Windows(problem.recv_ports) if problem.recv_ports and problem.port_limited[v] else None
                      for v in range(problem.num_nodes)]
 
-    def _resources(self, e: int) -> list[tuple[_Windows | _Runs, float, float]]:
+    def _needs(self, e: int) -> list[Need]:
         g, u, v = self.grid, int(self.problem.src[e]), int(self.problem.dst[e])
-        out = [(self.links[e], 0.0, float(g.busy[e]))]
+        out: list[Need] = [(self.links[e], 0.0, float(g.busy[e]))]
         for ports in (self.send[u], self.recv[v]):
             if ports is not None:
                 out.append((ports, float(g.port_lo[e]), float(g.port_hi[e])))
@@ -132,22 +65,10 @@ class Calendar:
 
     def fit(self, e: int, ready: float) -> float:
         """Earliest start ≥ ready at which link e and its NPUs' ports are free."""
-        t = ready
-        resources = self._resources(e)
-        moved = True
-        while moved:
-            moved = False
-            for windows, lo, hi in resources:
-                until = windows.blocked_until(t + lo, t + hi)
-                if until is not None:
-                    t, moved = until - lo, True
-                    while t + lo < until:  # float rounding must not leave the window overlapping
-                        t = float(np.nextafter(t, np.inf))
-        return t
+        return earliest_start(self._needs(e), ready)
 
     def reserve(self, e: int, start: float) -> None:
-        for windows, lo, hi in self._resources(e):
-            windows.add(start + lo, start + hi)
+        reserve(self._needs(e), start)
 
 
 class _Holdings:

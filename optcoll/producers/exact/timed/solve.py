@@ -15,21 +15,24 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from optcoll.bounds import best_lower_bound
-from optcoll.collectives.builtins import split_allreduce
 from optcoll.errors import InputError
+from optcoll.instances.budget import Budget
 from optcoll.instances.instance import Instance
 from optcoll.producers import compose
 from optcoll.producers.base import NotApplicable
-from optcoll.producers.exact.memory import ModelTooLarge, checked_limit, require_fits
-from optcoll.results.outcome import SolverOutcome
-from optcoll.producers.exact.timed import continuous, expanded, linear
+from optcoll.producers.exact.memory import ModelTooLarge, require_fits
+from optcoll.producers.exact.timed import continuous, expanded
 from optcoll.producers.exact.timed.grid import MAX_UNITS_PER_LINK, Grid, choose_grids, fine_grid, seconds_grid
 from optcoll.producers.exact.timed.listsched import Transfers, greedy, retime
 from optcoll.producers.exact.timed.problem import TimedProblem, direct_problem, dual_problem
 from optcoll.producers.exact.timed.reach import egress_bound, ingress_bound, latency_bound, reach
 from optcoll.producers.exact.timed.reverse import essential, from_schedule, to_schedule
-from optcoll.producers.exact.timed.search import Budget, search
+from optcoll.producers.exact.timed.search import search
+from optcoll.producers.exact.toolkit import Clock, check_solver, export, solver_version
+from optcoll.producers.exact.toolkit.allreduce import compose_allreduce
+from optcoll.producers.exact.toolkit.backends import settled
 from optcoll.producers.registry import get_synthesizer
+from optcoll.results.outcome import SolverOutcome
 from optcoll.schedules.schedule import Schedule
 from optcoll.units import format_time
 
@@ -44,8 +47,7 @@ REGISTRY_GREEDIES = ("tacos", "tacos+")
 CONTINUOUS_SHARE = 0.5
 UPPER_SHARE = 0.5
 FORMULATIONS = ("auto", "expanded", "continuous")
-#: Seconds left to the AllGather part of an AllReduce once the ReduceScatter part was interrupted.
-INTERRUPTED_PART_TIME = 0.05
+EXPORT_FORMATS = (".mps", ".lp", ".pbtxt", ".pb")
 #: Share of an AllReduce's time for ReduceScatter then AllGather; the direct model gets the rest.
 FAMILY_SHARE = 0.5
 
@@ -127,71 +129,61 @@ def start_on_grid(instance: Instance, problem: TimedProblem, grid: Grid, bound: 
 
 
 def solve_timed(instance: Instance, *, solver: str = "cpsat", quantum: float | None = None,
-                time_limit: float = 60.0, threads: int = 2, seed: int = 0, hint: Schedule | None = None,
-                progress: Progress | None = None, formulation: str = "auto",
-                max_memory: int | None = None) -> SolverOutcome:
+                time_limit: float | None = None, threads: int | None = None, seed: int | None = None,
+                hint: Schedule | None = None, progress: Progress | None = None, formulation: str = "auto",
+                max_memory: int | None = None, budget: Budget | None = None) -> SolverOutcome:
     """The optimal makespan in the timed model (DESIGN.md sections 5-6), or the best schedule
     found and a proven lower bound when time runs out or Ctrl-C is pressed.
 
     ``quantum`` (seconds) overrides the time-expanded grid; by default the exact common unit of
     the link times when it is coarse enough, else one chunk on the fastest link (then rounded-up
     and rounded-down grids bracket the optimum). ReduceScatter and Reduce are solved by
-    inversion; AllReduce as ReduceScatter then AllGather (optimal within that family).
+    inversion; AllReduce as ReduceScatter then AllGather (``toolkit.allreduce``).
 
     ``formulation``: "expanded" (time-expanded, any solver), "continuous" (exact intervals,
     CP-SAT) or "auto": the time-expanded model on an exact grid; when the grid rounds and the
     solver is CP-SAT, the continuous model first and the rounded grids after it.
 
-    ``max_memory`` (bytes) caps each model's estimated memory (default: a share of the memory
-    available, see memory.py); a model over it is not built, and, as when time runs out, the
-    result is the best schedule so far with the bound proven so far (the refusals are in the
-    notes and in ``params["refused"]``).
+    Limits: ``budget`` (default: the instance's), with ``time_limit``, ``threads``, ``seed`` and
+    ``max_memory`` replacing its fields when given. The time limit covers the whole solve (start
+    schedules, symmetry detection, model building, solver calls). ``max_memory`` (bytes) caps each
+    model's estimated memory (default: a share of the memory available, see memory.py); a model
+    over it is not built, and, as when time runs out, the result is the best schedule so far with
+    the bound proven so far (the refusals are in the notes and in ``params["refused"]``).
     """
-    if solver not in linear.SOLVERS:
-        raise InputError(f"unknown solver {solver!r}; use one of {', '.join(linear.SOLVERS)}", field="solver")
-    if not (time_limit > 0 and math.isfinite(time_limit)):
-        raise InputError(f"must be a positive number of seconds, got {time_limit!r}", field="time_limit")
-    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
-        raise InputError(f"must be a positive integer, got {threads!r}", field="threads")
+    budget = (budget or instance.budget).overridden(time_limit=time_limit, threads=threads, seed=seed,
+                                                    max_memory=max_memory)
+    check_solver(solver, budget.work_limit)
     if formulation not in FORMULATIONS:
         raise InputError(f"unknown formulation {formulation!r}; use one of {', '.join(FORMULATIONS)}",
                          field="formulation")
-    max_memory = checked_limit(max_memory)
-    start = time.perf_counter()
+    clock = Clock(budget)
     if instance.collective.kind == "allreduce":
-        return _allreduce(instance, solver, quantum, time_limit, threads, seed, progress, start, formulation,
-                          max_memory)
-    return _solve(instance, solver, quantum, start + time_limit, threads, seed, hint,
-                  _Trace(start, progress), start, time_limit, formulation, max_memory)
+        def part(sub: Instance, part_clock: Clock) -> SolverOutcome:
+            return _Run(sub, solver, part_clock, _Trace(clock.start, progress)).solve(quantum, None, formulation)
 
-
-def _solve(instance: Instance, solver: str, quantum: float | None, deadline: float, threads: int, seed: int,
-           hint: Schedule | None, trace: _Trace, start: float, time_limit: float,
-           formulation: str = "auto", max_memory: int | None = None) -> SolverOutcome:
-    run = _Run(instance, solver, deadline, threads, seed, trace, start, time_limit, max_memory)
-    return run.solve(quantum, hint, formulation)
+        overall = best_lower_bound(instance.machine, instance.collective, instance.model)
+        composed = compose_allreduce(instance, clock.part(FAMILY_SHARE), part, lambda s: compose.makespan(s, instance),
+                                     (float(overall.value), f"{overall.name} bound ({overall.detail})"))
+        return _allreduce(instance, solver, clock, composed)
+    return _Run(instance, solver, clock, _Trace(clock.start, progress)).solve(quantum, hint, formulation)
 
 
 class _Run:
     """One solve of one (possibly dual) problem: the incumbent in true seconds, the best proven
     bound, and the phases that improve them. Ctrl-C anywhere ends the phases, never the run."""
 
-    def __init__(self, instance: Instance, solver: str, deadline: float, threads: int, seed: int,
-                 trace: _Trace, start: float, time_limit: float, max_memory: int | None):
-        self.instance, self.solver, self.deadline = instance, solver, deadline
-        self.threads, self.seed, self.trace, self.start = threads, seed, trace, start
-        self.max_memory = max_memory
+    def __init__(self, instance: Instance, solver: str, clock: Clock, trace: _Trace):
+        self.instance, self.solver, self.clock, self.trace = instance, solver, clock, trace
         self.problem = _problem(instance)
         self.true_grid = seconds_grid(self.problem)
         self.notes: list[str] = []
         self.ran: list[str] = []
-        self.params: dict = {"time_limit": time_limit, "threads": threads, "seed": seed,
+        self.params: dict = {**clock.limits(),
                              "chunks_per_rank": instance.collective.chunks_per_rank,
                              "occupancy": instance.model.occupancy, "inverted": self.problem.inverted}
         self.best: Transfers | None = None
         self.bound, self.source = 0.0, "none"
-        self.interrupted = False
-        self.share = 1.0  # of the time left, for the phase about to run
 
     # -- bookkeeping ------------------------------------------------------------------------------
     def makespan(self) -> float:
@@ -214,11 +206,7 @@ class _Run:
         self.trace.record(None, self.bound)
 
     def closed(self) -> bool:
-        return self.interrupted or self.makespan() <= self.bound * (1 + TIME_TOLERANCE) + 1e-15
-
-    def budget(self) -> Budget:
-        end = time.perf_counter() + (self.deadline - time.perf_counter()) * self.share
-        return Budget(self.solver, end, self.threads, self.seed, self.max_memory)
+        return self.clock.left() <= 0 or self.makespan() <= self.bound * (1 + TIME_TOLERANCE) + 1e-15
 
     def outcome(self, status: str) -> SolverOutcome:
         """The result; the quantum is the time-expanded grid's when that formulation ran."""
@@ -226,9 +214,9 @@ class _Run:
         schedule = None
         if self.best is not None:
             schedule = to_schedule(self.problem, self.best, producer="optcoll-timed", solver=self.solver,
-                                   seed=self.seed)
+                                   seed=self.clock.budget.seed)
         return SolverOutcome(status, schedule, self.bound, self.source, "timed", self.solver,
-                             linear.solver_version(self.solver), time.perf_counter() - self.start, q,
+                             solver_version(self.solver), self.clock.elapsed(), q,
                              self.params, tuple(self.trace.rows), tuple(self.notes))
 
     # -- the solve -------------------------------------------------------------------------------
@@ -250,17 +238,18 @@ class _Run:
                                                or (formulation == "auto" and not upper.exact))
         # Phases in order with their share of the time left. When the grid rounds, the exact
         # continuous model goes first: rounded epochs make poor schedules on uneven links.
-        phases: list[tuple[Callable[[], None], float]] = []
+        phases: list[tuple[Callable[[Clock], None], float]] = []
         if use_continuous:
-            phases.append((lambda: self.continuous(fine), CONTINUOUS_SHARE if use_expanded else 1.0))
+            phases.append((lambda clock: self.continuous(fine, clock), CONTINUOUS_SHARE if use_expanded else 1.0))
         if use_expanded:
-            phases.append((lambda: self.expanded(upper), UPPER_SHARE if lower is not None else 1.0))
+            phases.append((lambda clock: self.expanded(upper, clock), UPPER_SHARE if lower is not None else 1.0))
             if lower is not None:
-                phases.append((lambda: self.relaxation(lower), 1.0))
+                phases.append((lambda clock: self.relaxation(lower, clock), 1.0))
         try:
             self.prove(*_analytic_bound(self.instance, problem), searched=False)
             first = ""
-            for name, transfers in _starts(self.instance, problem, self.seed, hint, self.notes, self.bound):
+            for name, transfers in _starts(self.instance, problem, self.clock.budget.seed, hint, self.notes,
+                                           self.bound):
                 try:
                     if self.offer(transfers):
                         first = name
@@ -273,37 +262,36 @@ class _Run:
             for phase, share in phases:
                 if self.closed():
                     break
-                self.share = share
                 ran = len(self.ran)
                 try:
-                    phase()
+                    phase(self.clock.part(share))
                 except ModelTooLarge as refused:  # like a time limit: keep what is proven so far
                     del self.ran[ran:]  # a refused formulation did not run
                     self.notes.append(f"memory limit: {refused.detail}")
                     self.params.setdefault("refused", []).append(refused.detail)
         except KeyboardInterrupt:
-            self.interrupted = True
-        if self.interrupted:
+            self.clock.interrupt()
+        if self.clock.interrupted:
             self.notes.append("interrupted: returning the best schedule so far and the proven bound")
         self.params["formulation"] = "+".join(self.ran) or (
             "none (every model over the memory limit)" if "refused" in self.params
-            else "none (the first schedule meets the bound)")
-        self.params["interrupted"] = self.interrupted
+            else "none (the first schedule meets the bound)" if not self.clock.interrupted
+            else "none (interrupted before any model)")
+        self.params["interrupted"] = self.clock.interrupted
+        self.params.update(self.clock.work_params())
         status = ("optimal" if self.makespan() <= self.bound * (1 + TIME_TOLERANCE) + 1e-15
                   else "feasible" if self.best is not None else "unknown")
         return self.outcome(status)
 
-    def expanded(self, upper: Grid) -> None:
+    def expanded(self, upper: Grid, clock: Clock) -> None:
         """The rounded-up (or exact) grid: schedules, and on an exact grid proofs."""
         self.ran.append("time-expanded")
         self.params.update(quantum=upper.quantum, rounding=upper.rounding)
-        budget = self.budget()
         floor, floor_source = _grid_floor(self.problem, upper, self.bound)
-        up = search(self.problem, upper, floor, floor_source, retime(self.problem, upper, self.best), budget,
-                    lambda inc, low: self.trace.record(
+        up = search(self.problem, upper, floor, floor_source, retime(self.problem, upper, self.best), self.solver,
+                    clock, lambda inc, low: self.trace.record(
                         None if inc is None else upper.seconds(inc),
                         upper.seconds(low) if low is not None and upper.exact else None))
-        self.interrupted |= budget.interrupted
         self.params["epochs"] = up.makespan
         self.notes.extend(up.phases)
         self.offer(up.best)
@@ -311,38 +299,35 @@ class _Run:
             self.prove(upper.seconds(up.floor), f"time-expanded proof on the exact grid ({up.proved_by})",
                        up.searched)
 
-    def relaxation(self, lower: Grid) -> None:
+    def relaxation(self, lower: Grid, clock: Clock) -> None:
         """The rounded-down grid: its optimum times the quantum is a lower bound."""
-        budget = self.budget()
         floor, floor_source = _grid_floor(self.problem, lower, None)
-        down = search(self.problem, lower, floor, floor_source, retime(self.problem, lower, self.best), budget,
-                      lambda inc, low: self.trace.record(None, None if low is None else lower.seconds(low)))
-        self.interrupted |= budget.interrupted
+        down = search(self.problem, lower, floor, floor_source, retime(self.problem, lower, self.best), self.solver,
+                      clock, lambda inc, low: self.trace.record(None, None if low is None else lower.seconds(low)))
         self.notes.extend(f"rounded-down grid: {phase}" for phase in down.phases)
         self.params["relaxation_epochs"] = down.floor
         self.prove(lower.seconds(down.floor), f"relaxation with durations rounded down ({down.proved_by})",
                    down.searched)
 
-    def continuous(self, fine: Grid) -> None:
+    def continuous(self, fine: Grid, clock: Clock) -> None:
         self.ran.append("continuous")
         self.params["unit"] = fine.quantum
-        budget = self.budget()
         assert self.best is not None
         floor = math.ceil(self.bound / fine.quantum * (1 - TIME_TOLERANCE))
-        result, proven = _continuous(self.problem, fine, retime(self.problem, fine, self.best), floor, budget,
+        result, proven = _continuous(self.problem, fine, retime(self.problem, fine, self.best), floor, clock,
                                      self.trace, self.notes)
-        self.interrupted |= budget.interrupted
         if result is not None:
             self.offer(result)
         if proven is not None:
             self.prove(proven, "continuous CP-SAT model in an exact unit", searched=True)
 
 
-def _continuous(problem: TimedProblem, grid: Grid, first: Transfers, floor: int, budget: Budget, trace: _Trace,
+def _continuous(problem: TimedProblem, grid: Grid, first: Transfers, floor: int, clock: Clock, trace: _Trace,
                 notes: list[str]) -> tuple[Transfers | None, float | None]:
     """One continuous-model solve from ``first``: (its best schedule, its proven bound in seconds)."""
     first = essential(problem, first, grid.delay)
     horizon = int(round(first.makespan(grid)))
+    budget = clock.budget
     require_fits(continuous.size(problem, grid, horizon), "cpsat", budget.threads, budget.max_memory)
     model = continuous.build(problem, grid, horizon, min(floor, horizon))
     if not continuous.hint(model, first):
@@ -352,9 +337,10 @@ def _continuous(problem: TimedProblem, grid: Grid, first: Transfers, floor: int,
         trace.record(None if objective is None else grid.seconds(objective),
                      None if bound is None else grid.seconds(math.ceil(bound - 1e-6)))
 
-    res = continuous.solve(model, time_limit=budget.left(), threads=budget.threads, seed=budget.seed,
-                           progress=progress)
-    budget.interrupted |= res.interrupted
+    if clock.left() <= 0:
+        return None, None
+    res = settled(clock, continuous.solve(model, time_limit=clock.left(), threads=budget.threads, seed=budget.seed,
+                                          progress=progress, work_limit=clock.work_left()))
     notes.append(f"continuous model ({len(model.candidates)} optional transfers, unit {grid.quantum:g} s): "
                  f"{res.status} ({res.wall:.2f} s)")
     found = model.decode(res.values) if res.values is not None else None
@@ -365,63 +351,36 @@ def _continuous(problem: TimedProblem, grid: Grid, first: Transfers, floor: int,
     return found, None
 
 
-def _allreduce(instance: Instance, solver: str, quantum: float | None, time_limit: float, threads: int,
-               seed: int, progress: Progress | None, start: float, formulation: str,
-               max_memory: int | None) -> SolverOutcome:
-    """ReduceScatter then AllGather, each solved exactly (the step solver reports the same way),
-    then, unless that meets the bound, the direct AllReduce model (``allreduce.timed``) with the
-    time left, from the best schedule so far.
+def _allreduce(instance: Instance, solver: str, clock: Clock, composed: SolverOutcome) -> SolverOutcome:
+    """After ReduceScatter then AllGather (``composed``), unless it meets the bound, the direct
+    AllReduce model (``allreduce.timed``) with the time left, from that schedule.
 
-    ``params["family_optimal"]`` says whether the ReduceScatter + AllGather schedule is optimal
-    within that family (both parts optimal), ``params["family_lower_bound"]`` is the sum of the
-    parts' bounds; ``params["direct"]`` what the direct model did. The outcome's own bound holds
-    for every AllReduce schedule: an AllReduce schedule is a ReduceScatter schedule and contains an
-    AllGather one, so either part's bound (and optcoll.bounds) bounds it. The progress callback and
-    the trace follow each part in turn.
+    ``params["family_time"]`` keeps the family's own time, ``params["direct"]`` what the direct
+    model did; the bound stays the composed one (it holds for every AllReduce schedule).
     """
-    parts: list[SolverOutcome] = []
-    end = start + time_limit * FAMILY_SHARE
-    for i, part in enumerate(split_allreduce(instance.collective)):
-        sub = Instance(f"{instance.name}:{part.kind}", instance.machine, part, instance.model, instance.budget)
-        share = (end - time.perf_counter()) / (2 - i)
-        if parts and parts[0].params.get("interrupted"):
-            share = INTERRUPTED_PART_TIME  # after Ctrl-C: only the greedy start of the other part
-        parts.append(_solve(sub, solver, quantum, time.perf_counter() + share, threads, seed, None,
-                            _Trace(start, progress), start, share, formulation, max_memory))
-    rs, ag = parts
-    family_optimal = rs.status == ag.status == "optimal"
-    notes = [f"reducescatter: {n}" for n in rs.notes] + [f"allgather: {n}" for n in ag.notes]
-    schedule = None
-    if rs.schedule is not None and ag.schedule is not None:
-        schedule = Schedule.concat(rs.schedule, ag.schedule, compose.makespan(rs.schedule, instance))
-        schedule = schedule.with_meta(family="reducescatter+allgather")
-        notes.append(("optimal" if family_optimal else "best found") + " within the family ReduceScatter "
-                     "then AllGather; the bound holds for every AllReduce schedule")
-    overall = best_lower_bound(instance.machine, instance.collective, instance.model)
-    bound, source = max((rs.lower_bound or 0.0, f"reducescatter part: {rs.lower_bound_source}"),
-                        (ag.lower_bound or 0.0, f"allgather part: {ag.lower_bound_source}"),
-                        (float(overall.value), f"{overall.name} bound ({overall.witness()})"), key=lambda item: item[0])
-    params = {**ag.params, "time_limit": time_limit, "family": "reducescatter+allgather",
-              "family_optimal": family_optimal, "family_lower_bound": (rs.lower_bound or 0.0) + (ag.lower_bound or 0.0),
-              "reducescatter": rs.params, "allgather": ag.params}
+    schedule, bound = composed.schedule, composed.lower_bound
     made = compose.makespan(schedule, instance) if schedule is not None else math.inf
-    params["family_time"] = made if schedule is not None else None
-    interrupted = bool(rs.params.get("interrupted") or ag.params.get("interrupted"))
-    if made > bound * (1 + TIME_TOLERANCE) and not interrupted and solver == "cpsat":
+    params = {**composed.params, "family_time": made if schedule is not None else None}
+    notes = list(composed.notes)
+    if (bound is None or made > bound * (1 + TIME_TOLERANCE)) and not clock.interrupted and solver == "cpsat":
         from optcoll.producers.exact.allreduce.timed import direct_phase  # it builds on this package
 
-        direct = direct_phase(instance, schedule, made, bound, start + time_limit, threads, seed, max_memory)
+        budget = clock.budget
+        direct = direct_phase(instance, schedule, made, bound or 0.0, clock.end, budget.threads, budget.seed,
+                              budget.max_memory)
         notes += direct.notes
         params["direct"] = direct.params
-        params["interrupted"] = interrupted or direct.interrupted
+        if direct.interrupted:
+            clock.interrupt()
+        params["interrupted"] = clock.interrupted
         if direct.schedule is not None and compose.makespan(direct.schedule, instance) < made * (1 - TIME_TOLERANCE):
             schedule, made = direct.schedule, compose.makespan(direct.schedule, instance)
             notes.append("the direct AllReduce schedule beats ReduceScatter then AllGather")
-    status = "unknown" if schedule is None else "feasible"
-    if schedule is not None and made <= bound * (1 + TIME_TOLERANCE):
+    status = composed.status
+    if schedule is not None and bound is not None and made <= bound * (1 + TIME_TOLERANCE):
         status = "optimal"
-    return SolverOutcome(status, schedule, bound, source, "timed", rs.solver, rs.solver_version,
-                         time.perf_counter() - start, ag.quantum, params, rs.trace + ag.trace, tuple(notes))
+    return replace(composed, status=status, schedule=schedule, wall_time=time.perf_counter() - clock.start,
+                   params=params, notes=tuple(notes))
 
 
 @dataclass(frozen=True)
@@ -437,7 +396,7 @@ class ExportInfo:
 
 def export_timed_model(instance: Instance, path: str | Path, *, horizon: int | None = None,
                        quantum: float | None = None) -> ExportInfo:
-    """Writes the time-expanded MIP (minimise the makespan in epochs) as .mps or .lp.
+    """Writes the time-expanded model (minimise the makespan in epochs) as .mps, .lp, .pbtxt or .pb.
 
     ``horizon`` defaults to the greedy schedule's makespan, so the model is feasible; its optimum
     times the quantum is the optimal makespan when the grid is exact (an upper bound otherwise).
@@ -448,9 +407,9 @@ def export_timed_model(instance: Instance, path: str | Path, *, horizon: int | N
         raise InputError("export the reducescatter and allgather parts of an allreduce separately",
                          field="collective")
     suffix = Path(path).suffix.lower()
-    if suffix not in (".mps", ".lp"):
-        raise InputError(f"cannot export the timed model to {Path(path).name!r}: use .mps or .lp",
-                         field="export-model")
+    if suffix not in EXPORT_FORMATS:
+        raise InputError(f"cannot export the timed model to {Path(path).name!r}: use one of "
+                         f"{', '.join(EXPORT_FORMATS)}", field="export-model")
     problem = _problem(instance)
     missing = reach(problem, problem.delay).unreachable(problem)
     if missing is not None:
@@ -468,6 +427,6 @@ def export_timed_model(instance: Instance, path: str | Path, *, horizon: int | N
     if model is None:
         raise InputError(f"no schedule fits {horizon} epochs of {grid.quantum:g} s (some delivery "
                          "path is longer)", field="horizon")
-    linear.export(model.linear, path)
+    export(model.linear, path, name="optcoll_timed")
     return ExportInfo(str(path), horizon, floor, grid.quantum, grid.rounding, model.linear.num_vars,
                       model.linear.num_rows)

@@ -1,0 +1,64 @@
+"""Every limit option takes the same forms on every command — "90" (seconds), "90 s", "2 min" for
+a time, "8 GiB" for memory — and a bad one is one line naming the flag as it was written."""
+from __future__ import annotations
+
+import pytest
+
+from optcoll.errors import InputError
+from optcoll.instances.budget import Budget, parse_bytes, parse_seconds
+
+MISSING = "no-such-file.toml"
+#: (command words, its limit flag); each command fails on MISSING only after parsing its options.
+LIMITS = [
+    (["solve", MISSING], "--time-limit"),
+    (["pareto", MISSING], "--time-limit"),
+    (["report", MISSING], "--time-limit"),
+    (["truth", "update", MISSING], "--time-limit"),
+    (["check", "--synth", "builtin:ring", "--suite", MISSING], "--timeout"),
+    (["bench", "exact", "--families", "no-such-family"], "--time-limit"),
+    (["bench", "exact", "--families", "no-such-family"], "--pareto-limit"),
+]
+IDS = [f"{' '.join(words[:2])} {flag}" for words, flag in LIMITS]
+
+
+@pytest.mark.parametrize("words, flag", LIMITS, ids=IDS)
+@pytest.mark.parametrize("value", ["90", "90 s", "2 min", "0.5"])
+def test_every_time_limit_takes_seconds_and_units(run, words, flag, value):
+    code, _, err = run(*words, flag, value)
+    assert code == 2 and "Invalid value" not in err  # the limit passed; the missing file did not
+    assert "no-such" in err
+
+
+@pytest.mark.parametrize("words, flag", LIMITS, ids=IDS)
+@pytest.mark.parametrize("value, says", [
+    ("2 mins", "needs a unit"), ("0", "must be a positive number of seconds, got '0'"),
+    ("-1 s", "must be positive"), ("soon", "cannot read 'soon' as a time"), ("inf", "got 'inf'")])
+def test_a_bad_time_limit_is_one_line_naming_the_flag(run, words, flag, value, says):
+    code, out, err = run(*words, flag, value)
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
+    assert err.startswith(f"optcoll: error: Invalid value for '{flag}': ") and says in err
+
+
+@pytest.mark.parametrize("words", [["solve", MISSING], ["pareto", MISSING], ["report", MISSING]])
+def test_memory_limits_take_sizes_with_units(run, words):
+    code, _, err = run(*words, "--max-memory", "8 GiB")
+    assert code == 2 and "no-such" in err
+    code, _, err = run(*words, "--max-memory", "8")
+    assert code == 2 and err.startswith("optcoll: error: Invalid value for '--max-memory': size '8' has no unit")
+
+
+def test_the_budget_is_parsed_and_checked_once_and_packs_into_plain_parameters():
+    assert parse_seconds("90", "t") == parse_seconds("1.5 min", "t") == parse_seconds(90, "t") == 90.0
+    assert parse_bytes("1 GiB", "m") == 2**30
+    with pytest.raises(InputError, match="budget.time_limit: expected a time with a unit"):
+        parse_seconds(60, "budget.time_limit", bare=False)  # in files a time carries its unit
+    budget = Budget(30, 1, 4, max_memory=2**30)
+    assert budget.to_params() == {"time_limit": 30.0, "threads": 1, "seed": 4, "max_memory": 2**30}
+    assert Budget.from_params({**budget.to_params(), "solver": "cpsat"}) == budget
+    assert budget.overridden(time_limit=None, threads=2) == Budget(30, 2, 4, max_memory=2**30)
+    for bad, field in (({"time_limit": 0}, "time_limit"), ({"threads": 0}, "threads"),
+                       ({"seed": 1.5}, "seed"), ({"max_memory": -1}, "max_memory"),
+                       ({"work_limit": float("nan")}, "work_limit")):
+        with pytest.raises(InputError) as err:
+            Budget(**bad)
+        assert err.value.field == field
