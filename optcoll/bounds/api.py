@@ -8,6 +8,7 @@ from optcoll.bounds.bound import Bound
 from optcoll.bounds.cutbounds import broadcast_maxflow_bound, cut_bound, split_cuts
 from optcoll.bounds.demand import allreduce_set, check_fits
 from optcoll.bounds.latency import latency_bound
+from optcoll.bounds.mcf import mcf_bound
 from optcoll.bounds.nodes import egress_bound, ingress_bound
 from optcoll.bounds.oneport import one_port_bound
 from optcoll.bounds.volume import capacity_bound
@@ -50,6 +51,7 @@ def lower_bounds(machine: Machine, collective: Collective, model: TimeModel = Ti
              cut_bound(machine, collective, split),
              broadcast_maxflow_bound(machine, collective),
              capacity_bound(machine, collective, timed),
+             mcf_bound(machine, collective, timed),
              one_port_bound(machine, collective, model),
              _allreduce_parts(machine, collective, model),
              *allreduce_bounds(machine, collective, timed, split)]
