@@ -85,14 +85,15 @@ def _verdict(family: float | None, best: float, bound: float, bound_name: str) -
 
 
 def recorded(inst: Instance) -> tuple[float, Schedule, str] | None:
-    """The recorded best schedule of a suite instance asking the same question (machine, ranks,
-    size, C, model), verified here: (time, schedule, where), or None."""
+    """The best recorded schedule of the suite instances asking the same question (machine,
+    ranks, size, C, model), verified here: (time, schedule, where), or None."""
     from optcoll.bundled import bundled_dir
     from optcoll.instances.instancefile import load_instance
     from optcoll.schedules.jsonfile import load_schedule
     from optcoll.verify import require_valid
 
     m, c = inst.machine, inst.collective
+    best = None
     for path in sorted(bundled_dir("instances").glob("*/*allreduce*.toml")):
         other = load_instance(path)
         om, oc = other.machine, other.collective
@@ -104,8 +105,9 @@ def recorded(inst: Instance) -> tuple[float, Schedule, str] | None:
         if same and other.results.get("schedule"):
             schedule = load_schedule(path.parent / other.results["schedule"], om)
             time_ = require_valid(m, c, schedule, inst.model).time
-            return time_, schedule, f"{path.parent.name}/{path.stem}"
-    return None
+            if best is None or time_ < best[0]:
+                best = time_, schedule, f"{path.parent.name}/{path.stem}"
+    return best
 
 
 def question_rows(time_limit: float, schedules: Path | None, echo: Callable[[str], None] = lambda line: None,

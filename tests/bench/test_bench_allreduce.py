@@ -25,3 +25,17 @@ def test_ring4_row_and_its_faster_schedule(tmp_path):
     schedule = load_schedule(tmp_path / "allreduce" / "ring4.json.gz", machine)
     result = verify(machine, make_collective("allreduce", range(4), 4e6, 1), schedule)
     assert result.valid and abs(result.time - 3 * (1e-6 + 1e6 / 1e9)) < 1e-12
+
+
+def test_recorded_takes_the_best_of_the_suites_asking_the_same_question():
+    """DGX-1 C = 2 is asked by the standard suite (settled) and by the machines suite (RS + AG)."""
+    from optcoll.bench.allreduce import CASES, _instance, recorded
+    from optcoll.bundled import bundled_dir
+    from optcoll.instances.instancefile import load_instance
+
+    inst = _instance(next(case for case in CASES if case.label == "dgx1 C=2"), 10.0)
+    times = {suite: load_instance(bundled_dir("instances") / suite / "dgx1-allreduce-c2.toml").results["time"]
+             for suite in ("standard", "machines")}
+    found = recorded(inst)
+    assert found is not None and found[2] == "standard/dgx1-allreduce-c2"
+    assert found[0] == times["standard"] < times["machines"]
