@@ -120,7 +120,7 @@ def test_bounds_never_beat_a_verified_allreduce_on_small_machines(seed, npus, ch
         assert not any(b.assumptions for b in bounds)
 
 
-@pytest.mark.parametrize("suite", ["quick", "standard", "frontier"])
+@pytest.mark.parametrize("suite", ["quick", "standard", "frontier", "machines"])
 def test_bounds_below_every_recorded_allreduce(suite):
     folder = bundled_dir("instances") / suite
     for path in sorted(folder.glob("*allreduce*.toml")):

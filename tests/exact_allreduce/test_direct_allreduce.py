@@ -156,3 +156,25 @@ def test_memory_guard_counts_match_the_built_model():
         terms = sum(len(c.linear.vars) + len(c.enforcement_literal) for c in proto.constraints)
         assert abs(size.variables / len(proto.variables) - 1) < 0.1
         assert abs(size.terms / terms - 1) < 0.25, (machine.name, size.terms, terms)
+
+
+def test_a_model_too_slow_to_build_in_the_time_left_is_not_built(monkeypatch):
+    """A time limit covers the whole solve: a model whose estimated build takes more than its
+    share of the time left is not built, and the direct phase says so (the build rate is set
+    low here so that the 1-minute deadline is too short for every model of ring8)."""
+    import time
+
+    from optcoll.producers.exact.allreduce import solve as direct_solve
+    from optcoll.producers.exact.allreduce.timed import direct_phase
+    from optcoll.producers.registry import get_synthesizer
+
+    inst = Instance("ring8", G.ring(8, 1e9, 1e-6), make_collective("allreduce", range(8), 8e6, 1))
+    problem = timed_problem(inst)
+    with pytest.raises(direct_solve.TooSlowToBuild, match="not built"):
+        solve(problem, 8, 7, time_limit=1e-3, threads=1, seed=0)
+    monkeypatch.setattr(direct_solve, "BUILD_TERMS_PER_SECOND", 1.0)
+    start = get_synthesizer("tacos")(inst, 0)
+    made = verify(inst.machine, inst.collective, start).time
+    phase = direct_phase(inst, start, made, 0.0, time.perf_counter() + 60.0, 1, 0, None)
+    assert phase.schedule is None and "not built" in phase.params["refused"]
+    assert any("symmetric" in note and "not built" in note for note in phase.notes)

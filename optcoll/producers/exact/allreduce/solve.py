@@ -20,6 +20,20 @@ from optcoll.producers.exact.allreduce.transfers import RouteTransfers, partial_
 from optcoll.producers.exact.memory import ModelSize, require_fits
 from optcoll.producers.exact.toolkit import run_cpsat
 
+#: Terms of the direct model built per second, measured on 2 shared cores at load average 9-12:
+#: 107 k/s for DGX-2 C = 1 at 33 epochs (27.4 M terms, 256 s), 115-126 k/s for DGX-1 and the
+#: 4×4 torus, 58 k/s for ring8 (163 k terms).
+BUILD_TERMS_PER_SECOND = 1e5
+#: Share of a solve's time limit its model's estimated build may take (the proto translation, the
+#: presolve and the search need the rest).
+BUILD_SHARE = 0.25
+
+
+class TooSlowToBuild(Exception):
+    """A model whose estimated build time exceeds its share of the time limit; it was not built
+    (a time limit is a limit of the whole solve, DESIGN.md section 6)."""
+
+
 #: (incumbent epochs or None, proven bound epochs or None), told as they improve.
 Progress = Callable[[int | None, int | None], None]
 
@@ -46,6 +60,11 @@ def solve(problem: DirectProblem, horizon: int, floor: int, *, start: RouteTrans
     floor = min(int(floor), int(horizon))
     size = encoding.size(problem, horizon, None if orbit is None else len(orbit.representatives))
     require_fits(size, "cpsat", threads, max_memory)
+    build = size.terms / BUILD_TERMS_PER_SECOND
+    if build > BUILD_SHARE * time_limit:
+        raise TooSlowToBuild(f"the model {size.what} ({size.variables} variables, {size.terms} terms) would take "
+                             f"about {build:.0f} s to build, over {BUILD_SHARE:.0%} of the {time_limit:.0f} s left; "
+                             "not built")
     began = time.perf_counter()
     model = encoding.build(problem, horizon, floor, orbit)
     hinted = _hint(model, start) if start is not None and len(start) and orbit is None else "none"

@@ -19,7 +19,7 @@ from optcoll.bounds import best_lower_bound
 from optcoll.instances.budget import Budget
 from optcoll.instances.instance import Instance
 from optcoll.producers.exact.allreduce.problem import step_problem
-from optcoll.producers.exact.allreduce.solve import solve
+from optcoll.producers.exact.allreduce.solve import TooSlowToBuild, solve
 from optcoll.producers.exact.allreduce.transfers import to_schedule
 from optcoll.producers.exact.memory import ModelTooLarge
 from optcoll.producers.exact.toolkit import solver_version
@@ -73,6 +73,8 @@ def least_steps(instance: Instance, *, steps: int | None, budget: Budget,
                 break
     except ModelTooLarge as refused:
         notes.append(f"memory limit at S = {S}: {refused.detail}")
+    except TooSlowToBuild as slow:
+        notes.append(f"time limit at S = {S}: {slow}")
     except KeyboardInterrupt:
         interrupted = True
     if interrupted:

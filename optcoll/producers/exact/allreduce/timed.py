@@ -23,7 +23,7 @@ from typing import Any
 from optcoll.instances.instance import Instance
 from optcoll.producers.base import NotApplicable
 from optcoll.producers.exact.allreduce.problem import DirectProblem, timed_problem
-from optcoll.producers.exact.allreduce.solve import solve
+from optcoll.producers.exact.allreduce.solve import TooSlowToBuild, solve
 from optcoll.producers.exact.allreduce.symmetric import orbit
 from optcoll.producers.exact.allreduce.transfers import RouteTransfers, from_schedule, to_schedule
 from optcoll.producers.exact.memory import ModelTooLarge
@@ -69,15 +69,19 @@ def direct_phase(instance: Instance, start: Schedule | None, start_time: float, 
         group = orbit(problem, instance) if horizon > floor else None
         if group is not None:
             left = (deadline - time.perf_counter()) * SYMMETRIC_SHARE
-            out, found = solve(problem, floor, floor, orbit=group, time_limit=max(0.05, left),
-                               threads=threads, seed=seed, max_memory=max_memory)
-            phase.interrupted |= out.interrupted
-            phase.notes.append(f"direct AllReduce model, symmetric under a group of {group.order} "
-                               f"({len(group.representatives)} representative chunk(s)), at the bound's "
-                               f"{floor} epochs: {out.status} ({out.wall:.2f} s)")
-            if found is not None:
-                best = found
-                phase.params["symmetric_epochs"] = found.makespan(problem)
+            symmetric = (f"direct AllReduce model, symmetric under a group of {group.order} "
+                         f"({len(group.representatives)} representative chunk(s)), at the bound's {floor} epochs")
+            try:
+                out, found = solve(problem, floor, floor, orbit=group, time_limit=max(0.05, left),
+                                   threads=threads, seed=seed, max_memory=max_memory)
+            except TooSlowToBuild as slow:  # the unrestricted model may still fit the time left
+                phase.notes.append(f"{symmetric}: {slow}")
+            else:
+                phase.interrupted |= out.interrupted
+                phase.notes.append(f"{symmetric}: {out.status} ({out.wall:.2f} s)")
+                if found is not None:
+                    best = found
+                    phase.params["symmetric_epochs"] = found.makespan(problem)
         at_floor = best is not None and best.makespan(problem) <= floor
         if not phase.interrupted and not at_floor and time.perf_counter() < deadline - 0.05:
             out, found = solve(problem, horizon, floor, start=best if best is not None else hint,
@@ -93,6 +97,9 @@ def direct_phase(instance: Instance, start: Schedule | None, start_time: float, 
     except ModelTooLarge as refused:
         phase.notes.append(f"direct AllReduce model: memory limit: {refused.detail}")
         phase.params["refused"] = refused.detail
+    except TooSlowToBuild as slow:
+        phase.notes.append(f"direct AllReduce model: time limit: {slow}")
+        phase.params["refused"] = str(slow)
     except KeyboardInterrupt:
         phase.interrupted = True
     if best is not None:
