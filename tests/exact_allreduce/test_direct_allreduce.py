@@ -178,3 +178,15 @@ def test_a_model_too_slow_to_build_in_the_time_left_is_not_built(monkeypatch):
     phase = direct_phase(inst, start, made, 0.0, time.perf_counter() + 60.0, 1, 0, None)
     assert phase.schedule is None and "not built" in phase.params["refused"]
     assert any("symmetric" in note and "not built" in note for note in phase.notes)
+
+
+def test_a_work_limit_makes_the_allreduce_solve_repeatable():
+    """Under a work limit (CP-SAT deterministic time) the direct phase stops at the same point on
+    any load: two solves give the same schedule and the work spent stays within the limit."""
+    inst = Instance("ring6", G.ring(6, 1e9, 1e-6), make_collective("allreduce", range(6), 6e6, 1),
+                    budget=Budget(600.0, 1, 0, work_limit=5.0))
+    first, second = solve_timed(inst), solve_timed(inst)
+    assert first.params["work"] <= 5.0 + 0.5 and "direct" in first.params
+    assert first.schedule is not None and second.schedule is not None
+    assert verify(inst.machine, inst.collective, first.schedule).time == verify(
+        inst.machine, inst.collective, second.schedule).time

@@ -48,15 +48,16 @@ class DirectOutcome:
     wall: float
     interrupted: bool
     hinted: str  # "complete", "partial" or "none"
+    work: float = 0.0  # CP-SAT deterministic time spent
 
 
 def solve(problem: DirectProblem, horizon: int, floor: int, *, start: RouteTransfers | None = None,
           orbit: Orbit | None = None, time_limit: float, threads: int, seed: int,
-          max_memory: int | None = None, progress: Progress | None = None
+          max_memory: int | None = None, progress: Progress | None = None, work_limit: float | None = None
           ) -> tuple[DirectOutcome, RouteTransfers | None]:
     """Minimise the makespan over [floor, horizon] epochs (a feasibility question when they are
     equal), over every schedule or (``orbit``) the symmetric ones only. Returns the outcome and the
-    best route transfers (None when none was found)."""
+    best route transfers (None when none was found). ``work_limit``: CP-SAT deterministic time."""
     floor = min(int(floor), int(horizon))
     size = encoding.size(problem, horizon, None if orbit is None else len(orbit.representatives))
     require_fits(size, "cpsat", threads, max_memory)
@@ -76,7 +77,7 @@ def solve(problem: DirectProblem, horizon: int, floor: int, *, start: RouteTrans
 
     left = max(0.05, time_limit - (time.perf_counter() - began))
     res = run_cpsat(model.cp, time_limit=left, threads=threads, seed=seed, progress=told,
-                    has_objective=model.makespan is not None)
+                    has_objective=model.makespan is not None, work_limit=work_limit)
     best = decode(model, res.values, orbit) if res.values is not None else None
     if res.status == "infeasible":
         bound = horizon + 1
@@ -86,7 +87,8 @@ def solve(problem: DirectProblem, horizon: int, floor: int, *, start: RouteTrans
         bound = max(floor, math.ceil(res.bound - 1e-6))
     else:
         bound = None
-    outcome = DirectOutcome(bound, res.status, size, time.perf_counter() - began, res.interrupted, hinted)
+    outcome = DirectOutcome(bound, res.status, size, time.perf_counter() - began, res.interrupted, hinted,
+                            res.work)
     return outcome, best
 
 

@@ -43,12 +43,15 @@ class DirectPhase:
     notes: list[str] = field(default_factory=list)
     params: dict[str, Any] = field(default_factory=dict)
     interrupted: bool = False
+    work: float = 0.0  # CP-SAT deterministic time spent
 
 
 def direct_phase(instance: Instance, start: Schedule | None, start_time: float, bound: float,
-                 deadline: float, threads: int, seed: int, max_memory: int | None) -> DirectPhase:
+                 deadline: float, threads: int, seed: int, max_memory: int | None,
+                 work: float | None = None) -> DirectPhase:
     """Search direct AllReduce schedules faster than ``start`` (taking ``start_time`` seconds),
-    down to the proven ``bound``, until ``deadline`` (``time.perf_counter`` seconds)."""
+    down to the proven ``bound``, until ``deadline`` (``time.perf_counter`` seconds) and within
+    ``work`` (CP-SAT deterministic time, shared like the time)."""
     phase = DirectPhase()
     try:
         problem = timed_problem(instance)
@@ -73,21 +76,25 @@ def direct_phase(instance: Instance, start: Schedule | None, start_time: float, 
                          f"({len(group.representatives)} representative chunk(s)), at the bound's {floor} epochs")
             try:
                 out, found = solve(problem, floor, floor, orbit=group, time_limit=max(0.05, left),
-                                   threads=threads, seed=seed, max_memory=max_memory)
+                                   threads=threads, seed=seed, max_memory=max_memory,
+                                   work_limit=None if work is None else work * SYMMETRIC_SHARE)
             except TooSlowToBuild as slow:  # the unrestricted model may still fit the time left
                 phase.notes.append(f"{symmetric}: {slow}")
             else:
                 phase.interrupted |= out.interrupted
+                phase.work += out.work
                 phase.notes.append(f"{symmetric}: {out.status} ({out.wall:.2f} s)")
                 if found is not None:
                     best = found
                     phase.params["symmetric_epochs"] = found.makespan(problem)
         at_floor = best is not None and best.makespan(problem) <= floor
-        if not phase.interrupted and not at_floor and time.perf_counter() < deadline - 0.05:
+        if not phase.interrupted and not at_floor and time.perf_counter() < deadline - 0.05 \
+                and (work is None or work > phase.work):
             out, found = solve(problem, horizon, floor, start=best if best is not None else hint,
                                time_limit=deadline - time.perf_counter(), threads=threads, seed=seed,
-                               max_memory=max_memory)
+                               max_memory=max_memory, work_limit=None if work is None else work - phase.work)
             phase.interrupted |= out.interrupted
+            phase.work += out.work
             phase.notes.append(f"direct AllReduce model ({out.size.variables} variables, {out.size.terms} "
                                f"terms, hint {out.hinted}): {out.status} ({out.wall:.2f} s)")
             phase.params.update(status=out.status, variables=out.size.variables, terms=out.size.terms,

@@ -373,7 +373,9 @@ def _allreduce(instance: Instance, solver: str, clock: Clock, composed: SolverOu
 
         budget = clock.budget
         direct = direct_phase(instance, schedule, made, bound or 0.0, clock.end, budget.threads, budget.seed,
-                              budget.max_memory)
+                              budget.max_memory, clock.work_left())
+        clock.spend_work(direct.work)
+        params.update(clock.work_params())
         notes += direct.notes
         params["direct"] = direct.params
         if direct.interrupted:
