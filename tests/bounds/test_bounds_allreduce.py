@@ -81,7 +81,7 @@ def test_multicast_switch_drops_only_the_egress_forms():
     assert "multicasts" in not_applied(copying, coll) and not_applied(plain, coll) == ""
 
 
-def _direct_schedule(inst: Instance, start, limit: float):
+def _direct_schedule(inst: Instance, start, work: float):
     """The direct model's best schedule from ``start`` (None when it does not apply or is big)."""
     try:
         problem = timed_problem(inst)
@@ -91,7 +91,7 @@ def _direct_schedule(inst: Instance, start, limit: float):
     horizon = math.ceil(t0 / problem.quantum * (1 - 1e-9))
     if horizon > 24:
         return None
-    _, found = solve(problem, horizon, 1, start=from_schedule(problem, start), time_limit=limit,
+    _, found = solve(problem, horizon, 1, start=from_schedule(problem, start), time_limit=60.0, work_limit=work,
                      threads=1, seed=0)
     return None if found is None else to_schedule(problem, found)
 
@@ -109,7 +109,7 @@ def test_bounds_never_beat_a_verified_allreduce_on_small_machines(seed, npus, ch
         start = get_synthesizer("tacos")(inst, seed % 7)
     except NotApplicable:
         return
-    schedules = [start, _direct_schedule(inst, start, 2.0)]
+    schedules = [start, _direct_schedule(inst, start, 2.0)]  # CP-SAT work units: the same search on any load
     bounds = lower_bounds(machine, inst.collective, model)
     for schedule in [s for s in schedules if s is not None]:
         result = verify(machine, inst.collective, schedule, model)
