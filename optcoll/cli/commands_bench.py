@@ -47,9 +47,10 @@ def bench_core(side: int, out: str, as_json: bool) -> None:
 @time_limit_option(default_text="Limit per timed instance and per ladder rung", default=600.0, show_default=True)
 @time_limit_option("--pareto-limit", default_text="Limit of the DGX-1 Pareto front, per solver", default=120.0,
                    show_default=True)
-@click.option("--only", default=None, metavar="fixed|ladder",
+@click.option("--only", default=None, metavar="fixed|ladder|allreduce",
               help="Measure one part (fixed: issue 3's list and the DGX-1 front; ladder: the size "
-                   "ladders) and keep the report's other sections as they are.")
+                   "ladders; allreduce: the direct AllReduce model) and keep the report's other "
+                   "sections as they are.")
 @click.option("--families", default=None, metavar="NAMES",
               help="Ladder families, comma-separated (default: all; a wrong name lists them).")
 @click.option("--out", default="reports/bench-exact.md", show_default=True, type=click.Path(dir_okay=False))
@@ -63,6 +64,19 @@ def bench_exact(time_limit: float, pareto_limit: float, only: str | None, famili
     names = None if families is None else [name.strip() for name in families.split(",") if name.strip()]
     text = run_bench(out, time_limit, pareto_limit, echo=lambda line: echo(line, err=True), only=only,
                      families=names)
+    done(as_json, f"{text}\nwrote {out}", report=text, out=out)
+
+
+@bench.command("allreduce")
+@time_limit_option(default_text="Exact-solver limit per machine", default=120.0, show_default=True)
+@click.option("--out", default="reports/allreduce.md", show_default=True, type=click.Path(dir_okay=False))
+@json_option
+def bench_allreduce(time_limit: float, out: str, as_json: bool) -> None:
+    """Is ReduceScatter then AllGather optimal for AllReduce? Per machine of issue 13, with the
+    faster direct schedules written beside the report."""
+    from optcoll.bench.allreduce import write_report
+
+    text = write_report(out, time_limit, echo=lambda line: echo(line, err=True))
     done(as_json, f"{text}\nwrote {out}", report=text, out=out)
 
 

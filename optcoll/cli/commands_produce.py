@@ -99,13 +99,16 @@ def _with_model(inst, kind: str | None):
 @threads_option
 @seed_option
 @click.option("--quantum", default=None, help="Timed model: time quantum, e.g. '10 us' (default: exact unit).")
+@click.option("--objective", type=click.Choice(["cost", "steps"]), default="cost", show_default=True,
+              help="Step model: least step cost, or SCCL's least steps with one round per step (an "
+                   "AllReduce then is solved directly, with combining semantics).")
 @click.option("--out", type=click.Path(dir_okay=False), help="Write the verified schedule (.json/.json.gz).")
 @click.option("--export-model", type=click.Path(dir_okay=False),
               help="Also write the encoding: .mps/.lp (MIP), .smt2 (z3, step model), .pbtxt (CP-SAT, step).")
 @click.option("--progress/--no-progress", default=True, show_default=True, help="Show incumbent/bound over time.")
 @max_memory_option
 @json_option
-def solve(instance_path, solver, model_kind, time_limit, threads, seed, quantum, out, export_model,
+def solve(instance_path, solver, model_kind, time_limit, threads, seed, quantum, objective, out, export_model,
           progress, max_memory, as_json) -> None:
     """Optimal schedule (or best found plus a proven bound) from an exact solver, verified."""
     from optcoll.instances.instancefile import load_instance
@@ -116,9 +119,11 @@ def solve(instance_path, solver, model_kind, time_limit, threads, seed, quantum,
     inst = _with_model(load_instance(instance_path), model_kind)
     if solver == "z3" and inst.model.kind != "step":
         raise click.UsageError("z3 solves the step model only (use --model step)")
+    if objective != "cost" and inst.model.kind != "step":
+        raise click.UsageError("--objective steps applies to the step model (use --model step)")
     limits = inst.budget.overridden(time_limit=time_limit, threads=threads, seed=seed, max_memory=max_memory)
     produced = run.exact(inst, solver=solver, budget=limits, progress=_progress_printer(progress and not as_json),
-                         quantum=parse_time(quantum) if quantum else None)
+                         quantum=parse_time(quantum) if quantum else None, objective=objective)
     result, outcome = produced.result, produced.outcome
     if out and outcome.schedule is not None:
         save_schedule(out, outcome.schedule, inst.machine)

@@ -56,3 +56,52 @@ def test_exact_benchmark_rows_are_verified_results():
     rows = bench_timed(30.0, cases=[BenchCase("dgx1 C=3", "dgx1", 3), BenchCase("torus4x4 C=1", "torus4x4", 1)])
     assert [row[2] for row in rows] == ["optimal", "optimal"]
     assert rows[0][3] == rows[0][4]  # time meets the proven bound
+
+
+def _write(tmp_path, name, text):
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def test_sccl_whole_buffer_allreduce_is_posed_and_solved_from_the_cli(run, tmp_path):
+    """Every rank holds and needs every chunk (a combining custom collective): least steps with one
+    round per step, from the command line (its cost objective is refused in one line)."""
+    path = _write(tmp_path, "wb.toml", '[instance]\nmachine = "ring4"\ncollective = "custom"\n'
+                  '[custom]\npre = [[0,1,2,3],[0,1,2,3],[0,1,2,3],[0,1,2,3]]\n'
+                  'post = [[0,1,2,3],[0,1,2,3],[0,1,2,3],[0,1,2,3]]\nchunk_size = "1 MiB"\ncombining = true\n')
+    code, text, _ = run("solve", path, "--model", "step", "--objective", "steps", "--no-progress", "--json")
+    data = json.loads(text)
+    assert code == 0 and data["status"] == "optimal" and (data["steps"], data["rounds"]) == (3, 3)
+    code, _, err = run("solve", path, "--model", "step", "--no-progress")
+    assert code == 2 and err.count("\n") == 1 and "--objective steps" in err
+    code, _, err = run("solve", path, "--objective", "steps", "--no-progress")
+    assert code == 2 and "step model" in err
+
+
+@pytest.mark.parametrize("body, words", [
+    ('[instance]\nmachine = "ring4"\ncollective = "allreduce"\nsize = "1 MiB"\nranks = [2]\n',
+     "instance: an allreduce over one rank (2) reduces nothing"),
+    ('[instance]\nmachine = "ring4"\ncollective = "allreduce"\nsize = "1 MiB"\n[model]\nreduce_cost = "-1 ns/B"\n',
+     "model.reduce_cost: time '-1 ns' must be non-negative"),
+])
+def test_bad_allreduce_input_is_one_line_and_exit_2(run, tmp_path, body, words):
+    path = _write(tmp_path, "bad.toml", body)
+    for command in (("bound",), ("solve", "--no-progress"), ("synth",)):
+        code, _, err = run(*command, path)
+        assert code == 2 and err.count("\n") == 1 and words in err and "Traceback" not in err
+
+
+def test_bound_prints_assumptions_and_what_the_machine_rules_out(run, tmp_path):
+    """In-network reduction: the no-INC bounds are not applied (and said so); a non-combining
+    collective on that machine leaves the capability unused, with a note (not an error)."""
+    reduce = _write(tmp_path, "ar.toml", '[instance]\nmachine = "star4_sharp"\ncollective = "allreduce"\nsize = "1 GiB"\n')
+    code, out, _ = run("bound", reduce)
+    assert code == 0 and "allreduce-cut" in out and "allreduce-volume " not in out
+    assert "not applied: allreduce-volume, allreduce-transfers and their egress forms" in out
+    gather = _write(tmp_path, "ag.toml", '[instance]\nmachine = "star4_sharp"\ncollective = "allgather"\nsize = "1 GiB"\n')
+    code, out, _ = run("bound", gather)
+    assert code == 0 and "capability goes unused" in out
+    code, out, _ = run("bound", REPO / "instances" / "standard" / "ring8-allreduce-c1.toml", "--json")
+    rows = {row["name"]: row for row in json.loads(out)}
+    assert rows["allreduce-transfers"]["assumptions"] == ["no in-network reduction (switches do not combine)"]

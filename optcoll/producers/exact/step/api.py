@@ -9,12 +9,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from optcoll.bounds.demand import allreduce_set
 from optcoll.collectives.builtins import split_allreduce
 from optcoll.collectives.collective import Collective
 from optcoll.errors import InputError
 from optcoll.instances.budget import Budget
 from optcoll.instances.instance import Instance, check_chunk_copies
 from optcoll.machines.machine import Machine
+from optcoll.producers.base import NotApplicable
+from optcoll.producers.exact.allreduce.steps import least_steps
 from optcoll.producers.exact.step.backends import Backend, LinearBackend
 from optcoll.producers.exact.step.bounds import RoundsBound, problem_rounds_bound
 from optcoll.producers.exact.step.chunking import rechunk
@@ -54,7 +57,9 @@ def solve_step(instance: Instance, *, solver: str = "cpsat", steps: int | None =
     solutions later and CP-SAT's presolve finds symmetries itself), hence off by default.
     ReduceScatter and Reduce are solved by inversion; AllReduce as ReduceScatter then AllGather
     (``toolkit.allreduce``: its bound is the larger part's, ``params["family_optimal"]`` says
-    whether it is optimal within that family).
+    whether it is optimal within that family). With ``objective="steps"`` an AllReduce (built in,
+    or a custom collective where every rank holds and needs every chunk: SCCL's form) is solved
+    directly with combining semantics (``allreduce.steps``).
     """
     budget = (budget or instance.budget).overridden(time_limit=time_limit, threads=threads, seed=seed,
                                                     max_memory=max_memory)
@@ -68,6 +73,12 @@ def solve_step(instance: Instance, *, solver: str = "cpsat", steps: int | None =
     if objective == "steps" and rounds is not None:
         raise InputError("objective 'steps' fixes one round per step; leave rounds unset", field="rounds")
     check_options(instance.model)
+    if allreduce_set(instance.collective) is not None:
+        if objective == "steps":  # SCCL's combining semantics: partial sums, no phases
+            return least_steps(instance, steps=steps, budget=budget, progress=progress)
+        if instance.collective.kind != "allreduce":
+            raise NotApplicable("an AllReduce-shaped custom collective is solved directly for the least "
+                                "steps with one round per step: use objective 'steps' (--objective steps)")
     if instance.collective.kind == "allreduce" and (steps is not None or rounds is not None):
         raise InputError("steps/rounds apply to one phase; solve the reducescatter and allgather "
                          "parts separately to limit them", field="steps")

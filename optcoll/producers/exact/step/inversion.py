@@ -18,6 +18,7 @@ from optcoll.collectives.collective import Collective
 from optcoll.machines.machine import Machine
 from optcoll.producers.base import NotApplicable
 from optcoll.producers.exact.step.problem import StepProblem, step_problem
+from optcoll.producers.exact.timed.problem import invertible
 from optcoll.producers.exact.step.solution import StepSolution, to_schedule
 from optcoll.schedules.schedule import Schedule
 
@@ -38,6 +39,10 @@ def plan(machine: Machine, collective: Collective) -> Plan:
         raise ValueError("allreduce is solved as reducescatter then allgather")
     if not collective.combining:
         return Plan(step_problem(machine, collective), False)
+    if not invertible(collective):
+        raise NotApplicable(f"{collective.kind} has chunks with several destinations: only reductions "
+                            "to one node per chunk invert into a dual collective (an AllReduce-shaped one "
+                            "is solved directly for the least steps: objective 'steps')")
     bad = [s.label for s in machine.switches if s.multicast and not s.reduce]
     if bad:
         raise NotApplicable(
