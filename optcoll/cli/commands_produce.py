@@ -172,7 +172,7 @@ def pareto(instance_path, max_chunks, solver, time_limit, threads, max_memory, a
     inst = _with_model(load_instance(instance_path), "step")
     front = pareto_front(inst, max_chunks, solver=solver, time_limit=time_limit, threads=threads,
                          max_memory=max_memory)
-    bound = rounds_lower_bound(inst.machine, inst.collective)
+    bound = rounds_lower_bound(inst.machine, inst.collective, inst.model)
     for point in front.points:  # each point's schedule cuts the buffer into its own C pieces
         require_valid(inst.machine, rechunk(inst.collective, point.chunks), point.schedule, inst.model)
     rows = [{"steps": p.steps, "rounds": p.rounds, "chunks": p.chunks, "rounds_per_chunk": str(p.rounds_per_chunk),

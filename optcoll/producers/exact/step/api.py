@@ -14,7 +14,6 @@ from optcoll.collectives.collective import Collective
 from optcoll.errors import InputError
 from optcoll.instances.budget import Budget
 from optcoll.instances.instance import Instance, check_chunk_copies
-from optcoll.machines.machine import Machine
 from optcoll.producers.exact.step.backends import Backend, LinearBackend
 from optcoll.producers.exact.step.bounds import RoundsBound, problem_rounds_bound
 from optcoll.producers.exact.step.chunking import rechunk
@@ -77,7 +76,7 @@ def solve_step(instance: Instance, *, solver: str = "cpsat", steps: int | None =
         params: dict[str, Any] = {**part_clock.limits(), "objective": objective, "steps_limit": steps,
                                   "rounds_limit": rounds, "symmetry": symmetry,
                                   "C": inst.collective.chunks_per_rank}
-        chosen = plan(inst.machine, inst.collective)
+        chosen = plan(inst.machine, inst.collective, inst.model)
         found = _search(chosen, backend, part_clock, objective, steps, rounds, symmetry, progress, params)
         params.update(part_clock.work_params())
         schedule = None if found.solution is None else chosen.schedule(
@@ -131,8 +130,8 @@ def pareto_front(instance: Instance, max_chunks: int, *, solver: str = "cpsat",
     check_options(instance.model)
     clock = Clock(budget)
     if instance.collective.kind != "allreduce":
-        return _front(instance.machine, instance.collective, max_chunks, backend, clock, symmetry, progress)[0]
-    parts = [_front(instance.machine, part, max_chunks, backend, clock.part(1.0 / (2 - i)), symmetry, progress)
+        return _front(instance, instance.collective, max_chunks, backend, clock, symmetry, progress)[0]
+    parts = [_front(instance, part, max_chunks, backend, clock.part(1.0 / (2 - i)), symmetry, progress)
              for i, part in enumerate(split_allreduce(instance.collective))]
     (rs, rs_plan, rs_bound), (ag, ag_plan, ag_bound) = parts
     if rs_plan is None or ag_plan is None:
@@ -140,16 +139,18 @@ def pareto_front(instance: Instance, max_chunks: int, *, solver: str = "cpsat",
     return sum_fronts(rs, ag, ag_plan.problem.alpha, ag_plan.problem.beta, rs_bound.value + ag_bound.value)
 
 
-def _front(machine: Machine, collective: Collective, max_chunks: int, backend: Backend, clock: Clock,
+def _front(instance: Instance, collective: Collective, max_chunks: int, backend: Backend, clock: Clock,
            symmetry: bool, progress: Progress | None) -> tuple[Front, Plan | None, RoundsBound | None]:
-    """A one-phase front, with the plan at C = 1 and the rounds bound (None: nothing to send);
-    the clock's limits cover setting up each C (``pareto.frontier``)."""
-    first = plan(machine, rechunk(collective, 1))
+    """A one-phase front of ``collective`` on the instance's machine and model, with the plan at
+    C = 1 and the rounds bound (None: nothing to send); the clock's limits cover setting up each
+    C (``pareto.frontier``)."""
+    machine, model = instance.machine, instance.model
+    first = plan(machine, rechunk(collective, 1), model)
     if first.problem.latency_bound == 0:
         return Front((), True, "nothing to send"), None, None
     bound = problem_rounds_bound(first.problem)
 
     def prepare(C: int) -> Plan:
-        return first if C == 1 else plan(machine, rechunk(collective, C))
+        return first if C == 1 else plan(machine, rechunk(collective, C), model)
     front = frontier(prepare, max_chunks, bound, backend, clock, symmetry=symmetry, progress=progress)
     return front, first, bound

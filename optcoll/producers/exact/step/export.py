@@ -47,7 +47,7 @@ def export_step_model(instance: Instance, steps: int, rounds: int, path: str | P
     if rounds < steps:
         raise InputError(f"every step takes at least one round: rounds {rounds} < steps {steps}",
                          field="rounds")
-    chosen = plan(instance.machine, instance.collective)
+    chosen = plan(instance.machine, instance.collective, instance.model)
     problem = chosen.problem
     if steps < problem.latency_bound:
         raise InputError(f"no schedule fits {steps} steps: some destination is "
@@ -55,10 +55,8 @@ def export_step_model(instance: Instance, steps: int, rounds: int, path: str | P
     if suffix == ".smt2":
         enc = SmtEncoding(problem, steps, rounds)
         text = enc.solver.to_smt2()
-        variables = len(enc.sent) + len(enc.count) + len(enc.rounds) + sum(
-            1 for t in enc.time.values() if not isinstance(t, int))
         write_text_atomic(path, text)
-        return StepExportInfo(str(path), suffix[1:], steps, rounds, chosen.inverted, variables,
+        return StepExportInfo(str(path), suffix[1:], steps, rounds, chosen.inverted, enc.variables(),
                               len(enc.solver.assertions()))
     enc = encode(problem, steps, steps, rounds)
     if enc is None:

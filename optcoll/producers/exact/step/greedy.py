@@ -4,7 +4,8 @@ Each chunk follows a breadth-first tree from its holders to its destinations (a 
 tree receives one copy per copy it forwards); among equally short parents a node takes the edge
 the trees built so far load least, which spreads chunks over parallel routes. Steps are simulated;
 in each step every tree edge whose source has the chunk asks to send, the deepest subtrees first,
-and each edge grants up to w·r copies. With unlimited rounds every copy moves as soon as it can,
+and each edge grants up to w·r copies (and each link group, port limits, its capacity·r). With
+unlimited rounds every copy moves as soon as it can,
 so the schedule takes exactly the latency bound in steps; with r rounds per step it always
 progresses, so it ends.
 """
@@ -25,9 +26,14 @@ def greedy_solution(problem: StepProblem, rounds_per_step: int | None = None) ->
     stock: dict[tuple[int, int], int] = defaultdict(int)  # plain switches: arrived, not yet sent
     rows: list[tuple[int, int, int]] = []
     rounds: list[int] = []
+    groups_of: dict[int, list[tuple[int, int]]] = defaultdict(list)  # edge -> [(group, coef)]
+    for g, group in enumerate(problem.groups):
+        for e, k in zip(group.edges.tolist(), group.coef.tolist()):
+            groups_of[e].append((g, k))
     while any(pending.values()):
         step = len(rounds) + 1
         load: dict[int, int] = defaultdict(int)
+        group_load: dict[int, int] = defaultdict(int)
         arrived: list[tuple[int, int, int]] = []
         for c, e in order:
             n = pending[c, e]
@@ -37,10 +43,14 @@ def greedy_solution(problem: StepProblem, rounds_per_step: int | None = None) ->
             else:
                 n = min(n, stock[c, u])
             if rounds_per_step is not None:
-                n = min(n, int(problem.edge_weight[e]) * rounds_per_step - load[e])
+                n = min(n, int(problem.edge_weight[e]) * rounds_per_step - load[e],
+                        *((problem.groups[g].capacity * rounds_per_step - group_load[g]) // k
+                          for g, k in groups_of[e]))
             if n <= 0:
                 continue
             load[e] += n
+            for g, k in groups_of[e]:
+                group_load[g] += k * n
             pending[c, e] -= n
             if not problem.copies[u]:
                 stock[c, u] -= n
@@ -54,7 +64,8 @@ def greedy_solution(problem: StepProblem, rounds_per_step: int | None = None) ->
             else:
                 stock[c, v] += n
         rounds.append(rounds_per_step if rounds_per_step is not None else
-                      max(-(-n // int(problem.edge_weight[e])) for e, n in load.items()))
+                      max([-(-n // int(problem.edge_weight[e])) for e, n in load.items()]
+                          + [-(-n // problem.groups[g].capacity) for g, n in group_load.items()]))
     return StepSolution.from_rows(rounds, rows)
 
 
