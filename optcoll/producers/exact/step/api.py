@@ -2,7 +2,8 @@
 
 Statuses and bounds refer to the question asked (DESIGN.md section 6): with ``objective="cost"``
 the least step cost S·α + R·b/B_min over every S and R (within ``steps``/``rounds`` when given);
-with ``objective="steps"`` SCCL's least steps with one round per step. ``lower_bound`` is in
+with ``objective="steps"`` SCCL's least steps with one round per step; with ``objective="rounds"``
+the least R, then the least S with it. ``lower_bound`` is in
 seconds of step cost, proven for that question.
 """
 from __future__ import annotations
@@ -29,7 +30,7 @@ from optcoll.results.outcome import SolverOutcome
 from optcoll.verify.stepmodel import check_options
 
 SOLVERS = (*LINEAR_SOLVERS, "z3")
-OBJECTIVES = ("cost", "steps")
+OBJECTIVES = ("cost", "steps", "rounds")
 
 
 def backend_for(solver: str, work_limit: float | None = None) -> Backend:
@@ -64,8 +65,8 @@ def solve_step(instance: Instance, *, solver: str = "cpsat", steps: int | None =
     for name, value in (("steps", steps), ("rounds", rounds)):
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
             raise InputError(f"must be a positive integer, got {value!r}", field=name)
-    if objective == "steps" and rounds is not None:
-        raise InputError("objective 'steps' fixes one round per step; leave rounds unset", field="rounds")
+    if objective != "cost" and rounds is not None:
+        raise InputError(f"objective {objective!r} chooses the rounds itself; leave rounds unset", field="rounds")
     check_options(instance.model)
     if instance.collective.kind == "allreduce" and (steps is not None or rounds is not None):
         raise InputError("steps/rounds apply to one phase; solve the reducescatter and allgather "
@@ -99,7 +100,8 @@ def _search(chosen: Plan, backend: Backend, clock: Clock, objective: str, steps:
     if problem.latency_bound == 0:  # every destination already holds its chunks
         return Found(StepSolution.from_rows((), ()), "optimal", 0.0, "nothing to send")
     search = Search(problem, backend, clock, symmetry=symmetry, progress=progress)
-    found = search.least_steps(steps) if objective == "steps" else search.least_cost(steps, rounds)
+    found = (search.least_steps(steps) if objective == "steps" else search.least_rounds(steps)
+             if objective == "rounds" else search.least_cost(steps, rounds))
     params.update(rounds_bound=str(search.bound.value), rounds_bound_source=search.bound.source,
                   questions=search.asked, interrupted=clock.interrupted)
     if found.solution is not None:
@@ -110,11 +112,12 @@ def _search(chosen: Plan, backend: Backend, clock: Clock, objective: str, steps:
 def pareto_front(instance: Instance, max_chunks: int, *, solver: str = "cpsat",
                  time_limit: float | None = None, threads: int | None = None, seed: int | None = None,
                  symmetry: bool = False, progress: Progress | None = None,
-                 max_memory: int | None = None, budget: Budget | None = None) -> Front:
+                 max_memory: int | None = None, budget: Budget | None = None,
+                 question_limit: float | None = None) -> Front:
     """The (S, R/C) front for C = 1..``max_chunks`` (pareto.py), each point with its schedule for
     the instance's collective cut into C pieces per base chunk. ``time_limit`` covers the whole
-    front (points found before it stand, ``proven`` says which are settled, ``Front.stopped``
-    why it ended); ``progress`` gets (wall seconds, best R/C so far, rounds bound R/C) as points
+    front and ``question_limit`` (seconds) each (S, C) question in it: points found before a
+    limit stand, ``proven`` says which are settled, ``Front.stopped`` why the front ended; ``progress`` gets (wall seconds, best R/C so far, rounds bound R/C) as points
     are found; the limits as in ``solve_step`` (a refused model ends the front there).
     AllReduce: the front of ReduceScatter then AllGather (``pareto.sum_fronts``), each phase's
     front computed in half the time left (after Ctrl-C in the first, the second stops at once)."""
@@ -123,6 +126,8 @@ def pareto_front(instance: Instance, max_chunks: int, *, solver: str = "cpsat",
     backend = backend_for(solver, budget.work_limit)
     if isinstance(max_chunks, bool) or not isinstance(max_chunks, int) or max_chunks < 1:
         raise InputError(f"must be a positive integer, got {max_chunks!r}", field="max_chunks")
+    if question_limit is not None and not question_limit > 0:
+        raise InputError(f"must be a positive number of seconds, got {question_limit!r}", field="question_limit")
     try:
         check_chunk_copies(instance.collective.num_ranks, max_chunks)
     except InputError as exc:
@@ -130,8 +135,10 @@ def pareto_front(instance: Instance, max_chunks: int, *, solver: str = "cpsat",
     check_options(instance.model)
     clock = Clock(budget)
     if instance.collective.kind != "allreduce":
-        return _front(instance, instance.collective, max_chunks, backend, clock, symmetry, progress)[0]
-    parts = [_front(instance, part, max_chunks, backend, clock.part(1.0 / (2 - i)), symmetry, progress)
+        return _front(instance, instance.collective, max_chunks, backend, clock, symmetry, progress,
+                      question_limit)[0]
+    parts = [_front(instance, part, max_chunks, backend, clock.part(1.0 / (2 - i)), symmetry, progress,
+                    question_limit)
              for i, part in enumerate(split_allreduce(instance.collective))]
     (rs, rs_plan, rs_bound), (ag, ag_plan, ag_bound) = parts
     if rs_plan is None or ag_plan is None:
@@ -140,7 +147,8 @@ def pareto_front(instance: Instance, max_chunks: int, *, solver: str = "cpsat",
 
 
 def _front(instance: Instance, collective: Collective, max_chunks: int, backend: Backend, clock: Clock,
-           symmetry: bool, progress: Progress | None) -> tuple[Front, Plan | None, RoundsBound | None]:
+           symmetry: bool, progress: Progress | None,
+           question_limit: float | None) -> tuple[Front, Plan | None, RoundsBound | None]:
     """A one-phase front of ``collective`` on the instance's machine and model, with the plan at
     C = 1 and the rounds bound (None: nothing to send); the clock's limits cover setting up each
     C (``pareto.frontier``)."""
@@ -152,5 +160,6 @@ def _front(instance: Instance, collective: Collective, max_chunks: int, backend:
 
     def prepare(C: int) -> Plan:
         return first if C == 1 else plan(machine, rechunk(collective, C), model)
-    front = frontier(prepare, max_chunks, bound, backend, clock, symmetry=symmetry, progress=progress)
+    front = frontier(prepare, max_chunks, bound, backend, clock, symmetry=symmetry, progress=progress,
+                     question_limit=question_limit)
     return front, first, bound

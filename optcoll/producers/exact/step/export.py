@@ -54,10 +54,10 @@ def export_step_model(instance: Instance, steps: int, rounds: int, path: str | P
                          f"{problem.latency_bound} hops from its chunk", field="steps")
     if suffix == ".smt2":
         enc = SmtEncoding(problem, steps, rounds)
-        text = enc.solver.to_smt2()
+        text = enc.smt2()
         write_text_atomic(path, text)
         return StepExportInfo(str(path), suffix[1:], steps, rounds, chosen.inverted, enc.variables(),
-                              len(enc.solver.assertions()))
+                              len(enc.constraints))
     enc = encode(problem, steps, steps, rounds)
     if enc is None:
         raise InputError(f"no schedule fits {steps} steps", field="steps")

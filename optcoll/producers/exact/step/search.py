@@ -6,6 +6,9 @@ strictly below what would beat the incumbent, which is also R_min(S) ≤ R_min(S
 warm start. Since R ≥ max(S, rounds bound) and the cost grows with S, once no R fits the search
 is over: it always ends, and every S it skipped is covered by the final proof.
 
+``least_rounds``: the least R (the bandwidth end of the front at this C), then the least S with
+it. Since R ≥ S, no S at or beyond the best R so far can beat it, which makes it terminate.
+
 ``least_steps``: SCCL's least steps, every step one round (R = S), from the larger of the latency
 and rounds bounds up to the greedy one-round-per-step schedule, which makes it terminate.
 """
@@ -146,6 +149,53 @@ class Search:
         if not math.isfinite(cost):
             return math.inf
         return math.ceil((cost - steps * self.problem.alpha) / self.problem.beta - 1e-7) - 1
+
+    # -- least rounds --------------------------------------------------------------------------
+    def least_rounds(self, steps: int | None = None) -> Found:
+        """The least R, then the least S with it (``steps`` fixes S); the bound in seconds is
+        the least cost any schedule with R at or above the proven least R can have."""
+        p, found = self.problem, Found()
+        first = max(p.latency_bound, steps or 0)
+        last = steps if steps is not None else math.inf
+        best: StepSolution | None = None
+        open_rounds: list[int] = []  # proven bounds on R of the S values not settled
+        S = first
+        try:
+            start = greedy_solution(p)
+            while S <= last:
+                candidate = stretched(p, best or start, S)
+                best = best or candidate
+                lo, hi = max(S, self.rounds_floor), best.total_rounds - 1
+                if lo > hi:
+                    break  # lo only grows with S: no S from here on has fewer rounds
+                if self.out_of_time(found, S):
+                    open_rounds.append(lo)
+                    break
+                result = self.ask_within_memory(S, lo, hi, candidate, found)
+                if result is None:
+                    open_rounds.append(lo)
+                    break
+                if result.solution is not None and result.solution.total_rounds < best.total_rounds:
+                    best = result.solution
+                if result.status in ("feasible", "unknown"):
+                    open_rounds.append(result.bound)
+                self.record(found, p.cost(best.steps, best.total_rounds),
+                            p.cost(first, min(open_rounds + [best.total_rounds, max(S + 1, self.rounds_floor)])))
+                S += 1
+        except KeyboardInterrupt:
+            self.clock.interrupt()
+            open_rounds.append(max(S, self.rounds_floor))
+        self.note_interrupt(found)
+        found.solution = best
+        incumbent = None if best is None else p.cost(best.steps, best.total_rounds)
+        if open_rounds:
+            found.lower_bound = p.cost(first, min(open_rounds + ([best.total_rounds] if best else [])))
+        else:
+            found.lower_bound = incumbent
+        found.status = self._status(incumbent, found.lower_bound, bool(open_rounds))
+        found.source = self._source("least rounds, then least steps", steps, None)
+        self.record(found, incumbent, found.lower_bound)
+        return found
 
     # -- least steps ---------------------------------------------------------------------------
     def least_steps(self, steps: int | None = None) -> Found:

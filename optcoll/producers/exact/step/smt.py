@@ -11,7 +11,10 @@ Capacity is pseudo-Boolean with constant bounds, as SCCL writes it: the copies c
 (or a link group: port limits) in step s plus w·(r_max − i) for the chosen i stay within w·r_max,
 which is "copies ≤ w·r_s" for the one i that holds. z3 propagates such constraints directly; the
 earlier form (an integer sum against an integer r_s) left it to arithmetic and did not finish the
-DGX-1 AllGather front in 10 minutes. Σ r is a pseudo-Boolean sum of the choices, at least the
+DGX-1 AllGather front in 10 minutes. Every variable has a finite domain, so the constraints go to
+z3's finite-domain solver (``SolverFor("QF_FD")``: its SAT core with native cardinality and PB
+constraints, small integers bit-blasted), measured ~40× faster than its SMT core on (S, R, C) =
+(3, 7, 6) of the DGX-1 AllGather (1.1 s against 45 s CPU). Σ r is a pseudo-Boolean sum of the choices, at least the
 proven rounds bound; "R ≤ cap" is an assumption, so one encoding answers every cap of a bisection.
 SCCL's encoding has no plain switches; here the copies into a plain switch are counted in unary
 (ordered Booleans) and a running balance (a switch forwards by step s at most what arrived by step
@@ -58,7 +61,8 @@ class SmtEncoding:
     def __init__(self, problem: StepProblem, steps: int, hi: int, lex: list[list[tuple[Entry, Entry]]] = (),
                  lo: int | None = None):
         self.problem, self.steps = problem, steps
-        self.solver = z3.Solver()
+        self.solver = z3.SolverFor("QF_FD")  # all finite domain: z3's SAT core with native PB
+        self.constraints: list[z3.BoolRef] = []  # what was added, for export (the SAT core keeps no list)
         self.max_r = hi - (steps - 1)
         self.feasible = True
         self.time: dict[tuple[int, int], z3.ArithRef | int] = {}
@@ -73,11 +77,21 @@ class SmtEncoding:
         self._switch_balance()
         self._capacity()
         for pairs in lex:
-            self.solver.add(_lex_leq([(self._arrival(a), self._arrival(b)) for a, b in pairs]))
+            self.add(_lex_leq([(self._arrival(a), self._arrival(b)) for a, b in pairs]))
+
+    def add(self, *constraints: z3.BoolRef) -> None:
+        self.constraints += constraints
+        self.solver.add(*constraints)
+
+    def smt2(self) -> str:
+        """The constraints as an SMT-LIB 2 benchmark (any SMT solver reads it)."""
+        plain = z3.Solver()
+        plain.add(*self.constraints)
+        return plain.to_smt2()
 
     # -- variables ------------------------------------------------------------------------------
     def _rounds(self, lo: int, hi: int) -> None:
-        S, add = self.steps, self.solver.add
+        S, add = self.steps, self.add
         self.rounds_is = [[z3.Bool(f"r{s}_is{i}") for i in range(1, self.max_r + 1)] for s in range(1, S + 1)]
         for choice in self.rounds_is:
             add(z3.PbEq([(b, 1) for b in choice], 1))
@@ -87,7 +101,7 @@ class SmtEncoding:
             add(z3.PbGe(self.total_terms, lo))
 
     def _variables(self) -> None:
-        p, S, add = self.problem, self.steps, self.solver.add
+        p, S, add = self.problem, self.steps, self.add
         copiers = [v for v in range(p.num_nodes) if p.copies[v]]
         for c in range(p.num_chunks):
             lacking = sum(1 for v in copiers if v not in p.holders[c])
@@ -117,7 +131,7 @@ class SmtEncoding:
     # -- constraints ----------------------------------------------------------------------------
     def _receive_once(self) -> None:
         """A copying node holds c by S iff it received c over exactly one in-edge."""
-        p, S, add = self.problem, self.steps, self.solver.add
+        p, S, add = self.problem, self.steps, self.add
         for (c, v), t in self.time.items():
             if isinstance(t, int):
                 continue
@@ -128,7 +142,7 @@ class SmtEncoding:
 
     def _causality(self) -> None:
         """A copy arrives within its window, from a sender that held the chunk a step earlier."""
-        p, add = self.problem, self.solver.add
+        p, add = self.problem, self.add
         for (c, e), window in self._windows.items():
             u, v = int(p.edge_src[e]), int(p.edge_dst[e])
             sent, t = self.sent[c, e], self.time[c, v]
@@ -160,7 +174,7 @@ class SmtEncoding:
                 out += [(b, 1) for t, b in onward[key] if t <= s]
                 came = [b for t, b in arrivals[key] if t <= s - 1]
                 if out:
-                    self.solver.add(z3.PbLe(out + [(z3.Not(b), 1) for b in came], len(came)))
+                    self.add(z3.PbLe(out + [(z3.Not(b), 1) for b in came], len(came)))
 
     def _capacity(self) -> None:
         """Per edge and per link group, per step: copies·coef + slack(r_s) ≤ capacity·r_max."""
@@ -184,7 +198,7 @@ class SmtEncoding:
             return  # one round already carries them all
         slack = [(b, per_round * (self.max_r - i)) for i, b in enumerate(self.rounds_is[s - 1], start=1)
                  if i < self.max_r]
-        self.solver.add(z3.PbLe(terms + slack, per_round * self.max_r))
+        self.add(z3.PbLe(terms + slack, per_round * self.max_r))
 
     def _arrival(self, entry: Entry):
         value = self.time.get(entry, self.steps + 1)
@@ -196,7 +210,7 @@ class SmtEncoding:
         interrupts z3 (the toolkit's handling) and answers unknown, the clock then says so."""
         if rounds_cap not in self._caps:
             literal = self._caps[rounds_cap] = z3.Bool(f"R_at_most_{rounds_cap}")
-            self.solver.add(z3.Implies(literal, z3.PbLe(self.total_terms, rounds_cap)))
+            self.add(z3.Implies(literal, z3.PbLe(self.total_terms, rounds_cap)))
         self.solver.set("timeout", max(1, int(clock.left() * 1000)))
         answer: list[z3.CheckSatResult] = []
         if run_interruptibly(lambda: answer.append(self.solver.check(self._caps[rounds_cap])),
@@ -246,6 +260,7 @@ class Z3Backend:
         if lo > hi:
             return RoundsResult("infeasible", None, hi + 1)
         z3.set_param("smt.random_seed", clock.budget.seed)
+        z3.set_param("sat.random_seed", clock.budget.seed)
         require_fits(size(problem, steps), self.name, 1, clock.budget.max_memory)
         enc = SmtEncoding(problem, steps, hi, lex, lo=lo)
         if not enc.feasible:
