@@ -84,4 +84,19 @@ def bench_greedy(sizes: str, families: str, collectives: str, algos: str, out: s
     done(as_json, f"wrote {out} ({len(rows)} cases)", rows=rows, out=out)
 
 
+@bench.command("alltoall")
+@click.option("--scale/--no-scale", default=True, show_default=True,
+              help="The 512- and 1024-NPU rows (minutes).")
+@click.option("--lp/--no-lp", "lps", default=True, show_default=True, help="The LP solver comparison.")
+@click.option("--out", default="reports/bench-alltoall.md", show_default=True, type=click.Path(dir_okay=False))
+@json_option
+def bench_alltoall(scale: bool, lps: bool, out: str, as_json: bool) -> None:
+    """AlltoAll and AlltoAllv: the MCF bound and the LP-guided schedules on the suites and at
+    512-1024 NPUs, CPU time and memory per case (one process each), and the LP solvers."""
+    from optcoll.bench.alltoall import run_bench
+
+    text = run_bench(out, scale=scale, lps=lps, echo=lambda line: click.echo(line, err=True))
+    done(as_json, f"{text}\nwrote {out}", report=text, out=out)
+
+
 COMMANDS = [bench]
