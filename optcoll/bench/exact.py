@@ -32,8 +32,8 @@ from optcoll.units import format_time
 
 GIB = 2.0**30
 #: What a benchmark section may be limited to: the fixed list (timed instances and the DGX-1
-#: Pareto front) or the size ladders.
-PARTS = ("fixed", "ladder")
+#: Pareto front), the size ladders, or the step model's questions (bench/step.py).
+PARTS = ("fixed", "ladder", "step")
 THREADS, SEED = 2, 0
 
 
@@ -398,6 +398,10 @@ def run_bench(out: str, time_limit: float, pareto_limit: float, echo: Callable[[
              bench_pareto(time_limit=pareto_limit),
              "Target: ≤ 10 s. z3 is the SMT encoding (as SCCL uses); CP-SAT is optcoll's default."),
         ]
+    if only in (None, "step"):
+        from optcoll.bench.step import step_sections
+
+        sections += step_sections(pareto_limit)
     if only in (None, "ladder"):
         sections += bench_ladders(ladders, time_limit, echo=echo)
     return write_bench_report(out, "Exact-solver benchmarks", sections, keep_other_sections=only is not None)

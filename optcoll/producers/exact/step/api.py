@@ -21,7 +21,6 @@ from optcoll.producers.exact.step.chunking import rechunk
 from optcoll.producers.exact.step.inversion import Plan, plan
 from optcoll.producers.exact.step.pareto import Front, frontier, sum_fronts
 from optcoll.producers.exact.step.search import Found, Progress, Search
-from optcoll.producers.exact.step.smt import Z3Backend
 from optcoll.producers.exact.step.solution import StepSolution
 from optcoll.producers.exact.toolkit import SOLVERS as LINEAR_SOLVERS
 from optcoll.producers.exact.toolkit import Clock, check_solver
@@ -35,7 +34,11 @@ OBJECTIVES = ("cost", "steps", "rounds")
 
 def backend_for(solver: str, work_limit: float | None = None) -> Backend:
     check_solver(solver, work_limit, SOLVERS)
-    return Z3Backend() if solver == "z3" else LinearBackend(solver)
+    if solver != "z3":
+        return LinearBackend(solver)
+    from optcoll.producers.exact.step.smt import Z3Backend  # z3 is loaded only when asked for
+
+    return Z3Backend()
 
 
 def solve_step(instance: Instance, *, solver: str = "cpsat", steps: int | None = None,

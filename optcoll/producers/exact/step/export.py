@@ -11,7 +11,6 @@ from optcoll.fileio import write_text_atomic
 from optcoll.instances.instance import Instance
 from optcoll.producers.exact.step.inversion import plan
 from optcoll.producers.exact.step.linear import encode
-from optcoll.producers.exact.step.smt import SmtEncoding
 from optcoll.producers.exact.toolkit import export
 from optcoll.producers.exact.toolkit.export import FORMATS as LINEAR_FORMATS
 
@@ -53,6 +52,8 @@ def export_step_model(instance: Instance, steps: int, rounds: int, path: str | P
         raise InputError(f"no schedule fits {steps} steps: some destination is "
                          f"{problem.latency_bound} hops from its chunk", field="steps")
     if suffix == ".smt2":
+        from optcoll.producers.exact.step.smt import SmtEncoding
+
         enc = SmtEncoding(problem, steps, rounds)
         text = enc.smt2()
         write_text_atomic(path, text)
