@@ -11,7 +11,8 @@ is over: it always ends, and every S it skipped is covered by the final proof.
 it. Since R ≥ S, no S at or beyond the best R so far can beat it, which makes it terminate.
 
 ``least_steps``: SCCL's least steps, every step one round (R = S), from the larger of the latency
-and rounds bounds up to the greedy one-round-per-step schedule, which makes it terminate. No
+and rounds bounds up to the better of the two one-round-per-step heuristics (greedy.py: fixed
+trees, rarest first), which makes it terminate. No
 hint: the only schedules with R = S are answers, and the greedy's routes stretched to S (more
 rounds than S allows) measured slower as a hint (torus 4×4 C = 2: 20 s against 2.9 s).
 """
@@ -24,7 +25,7 @@ from dataclasses import dataclass, field
 from optcoll.producers.exact.memory import ModelTooLarge
 from optcoll.producers.exact.step.backends import Backend, RoundsResult
 from optcoll.producers.exact.step.bounds import problem_rounds_bound
-from optcoll.producers.exact.step.greedy import greedy_solution
+from optcoll.producers.exact.step.greedy import greedy_solution, one_round_per_step
 from optcoll.producers.exact.step.problem import StepProblem
 from optcoll.producers.exact.step.solution import StepSolution, stretched
 from optcoll.producers.exact.step.symmetry import automorphisms, lex_constraints
@@ -113,7 +114,7 @@ class Search:
         S = first
         try:
             start = greedy_solution(p)
-            unit = stretched(p, greedy_solution(p, 1), first)  # one round per step, tried first
+            unit = stretched(p, one_round_per_step(p), first)  # tried first
             if unit.steps <= last and unit.total_rounds <= cap:
                 best, best_cost = unit, p.cost(unit.steps, unit.total_rounds)
             while S <= last:
@@ -213,7 +214,7 @@ class Search:
         best: StepSolution | None = None
         unit: StepSolution | None = None
         try:
-            unit = greedy_solution(p, 1)
+            unit = one_round_per_step(p)
             last = steps if steps is not None else max(first, unit.steps)
             for S in range(first, last + 1):
                 if S >= unit.steps:
