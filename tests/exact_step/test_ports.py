@@ -35,7 +35,7 @@ def test_one_port_least_steps_is_n_minus_one_in_both_encodings(n, kind, root):
         assert close(verified(inst, out), (n - 1) * (LAT + 1e3 / BW))
 
 
-@pytest.mark.parametrize("n", [4, 5])
+@pytest.mark.parametrize("n", [4, 5, 8])
 @pytest.mark.parametrize("kind,root", KINDS)
 def test_one_port_step_optimum_equals_the_timed_optimum(n, kind, root):
     """With equal links and one round per step a step schedule is a timed schedule of time

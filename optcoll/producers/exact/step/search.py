@@ -3,8 +3,9 @@
 ``least_cost``: the least step cost S·α + R·b/B_min. S starts at the latency bound, where the
 greedy schedule (free rounds) is a first incumbent; for each S the backend is asked only for R
 strictly below what would beat the incumbent, which is also R_min(S) ≤ R_min(S−1) for a stretched
-warm start. The greedy one-round-per-step schedule is the first incumbent when it is cheaper: its
-cost caps R at every S before any solver runs. Since R ≥ max(S, rounds bound) and the cost grows with S, once no R fits the search
+warm start. The best one-round-per-step schedule is the first incumbent when it is cheaper: its
+cost caps R at every S before any solver runs. Each question gets half of the time left, so one
+hard S does not use up the budget of the larger S that often settle the question. Since R ≥ max(S, rounds bound) and the cost grows with S, once no R fits the search
 is over: it always ends, and every S it skipped is covered by the final proof.
 
 ``least_rounds``: the least R (the bandwidth end of the front at this C), then the least S with
@@ -35,6 +36,8 @@ from optcoll.producers.exact.toolkit import Clock
 Progress = Callable[[float, float | None, float | None], None]
 #: Entries of T compared per automorphism lex constraint (see symmetry.py).
 LEX_PREFIX = 16
+#: Share of the time and work left that one least-cost question may use when S is open.
+QUESTION_SHARE = 0.5
 #: Relative slack for comparing costs (float noise only).
 COST_TOLERANCE = 1e-9
 
@@ -75,20 +78,22 @@ class Search:
         if self.clock.interrupted:
             found.notes.append("interrupted: returning the best schedule so far and the proven bound")
 
-    def ask(self, steps: int, lo: int, hi: int, hint: StepSolution | None) -> RoundsResult:
+    def ask(self, steps: int, lo: int, hi: int, hint: StepSolution | None, share: float = 1.0) -> RoundsResult:
+        """One backend question, on ``share`` of the time and work left."""
+        clock = self.clock if share == 1.0 else self.clock.part(share)
         result = self.backend.minimise_rounds(self.problem, steps, lo, hi, hint=hint, lex=self.lex,
-                                              clock=self.clock)
+                                              clock=clock)
         self.asked.append(f"S={steps} R in [{lo}, {hi}]: {result.status}"
                           + (f" R={result.solution.total_rounds}" if result.solution else "")
                           + f" (R >= {result.bound})")
         return result
 
     def ask_within_memory(self, steps: int, lo: int, hi: int, hint: StepSolution | None,
-                          found: Found) -> RoundsResult | None:
+                          found: Found, share: float = 1.0) -> RoundsResult | None:
         """``ask``, or None when the model is over the memory limit: then, as when time runs
         out, the search ends with the best schedule so far and the bound proven so far."""
         try:
-            return self.ask(steps, lo, hi, hint)
+            return self.ask(steps, lo, hi, hint, share)
         except ModelTooLarge as refused:
             found.notes.append(f"memory limit at S = {steps}: {refused.detail}")
             return None
@@ -107,6 +112,7 @@ class Search:
         first = max(p.latency_bound, steps or 0)
         last = steps if steps is not None else math.inf
         cap = rounds if rounds is not None else math.inf
+        share = 1.0 if steps is not None else QUESTION_SHARE  # a hard S leaves the next ones time
         best: StepSolution | None = None
         best_cost = math.inf
         open_bounds: list[float] = []  # lower bounds of the S values not settled
@@ -128,7 +134,7 @@ class Search:
                 if self.out_of_time(found, S):
                     open_bounds.append(p.cost(S, lo))
                     break
-                result = self.ask_within_memory(S, lo, hi, candidate, found)
+                result = self.ask_within_memory(S, lo, hi, candidate, found, share)
                 if result is None:
                     open_bounds.append(p.cost(S, lo))
                     break
