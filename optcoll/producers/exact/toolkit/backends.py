@@ -144,6 +144,11 @@ def cpsat_model(model: LinearModel, *, named: bool = False):
     return proto
 
 
+def cpsat_solve(wrapper, proto):
+    """The moment CP-SAT starts solving a built model (fault-injection tests patch it here)."""
+    return wrapper.solve(proto)
+
+
 def run_cpsat(cp, *, time_limit: float, threads: int, seed: int, progress: Progress | None,
               has_objective: bool, work_limit: float | None = None, interleave: bool = False) -> SolveResult:
     """Solves a CP-SAT model (a proto from ``cpsat_model``, or a ``cp_model.CpModel`` built
@@ -174,7 +179,7 @@ def run_cpsat(cp, *, time_limit: float, threads: int, seed: int, progress: Progr
             wrapper.add_best_bound_callback(lambda bound: progress(None, bound))
     outcome: dict[str, object] = {}
     start = time.perf_counter()
-    interrupted = run_interruptibly(lambda: outcome.__setitem__("response", wrapper.solve(proto)),
+    interrupted = run_interruptibly(lambda: outcome.__setitem__("response", cpsat_solve(wrapper, proto)),
                                     wrapper.stop_search)
     wall = time.perf_counter() - start
     if listener is not None:
