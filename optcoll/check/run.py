@@ -42,7 +42,7 @@ def run_check(synth: str | SynthSpec, suite: str | os.PathLike | Suite = "quick"
     if max_gap is not None:
         max_gap = check_ratio(max_gap, None, "--max-gap")
     if timeout is not None:
-        timeout = parse_seconds(timeout, "--timeout")
+        timeout = parse_seconds(timeout, "--time-limit")
     if against not in AGAINST:
         raise InputError(f"must be one of {', '.join(AGAINST)}, got {against!r}", field="--against")
     if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1):

@@ -3,19 +3,20 @@ from __future__ import annotations
 
 import click
 
-from optcoll.cli.limits import time_limit_option
-from optcoll.cli.output import done, echo, json_option
+
+from optcoll.cli.limits import out_option, time_limit_option
+from optcoll.cli.output import WholeHelpGroup, done, echo, json_option
 from optcoll.units import format_size
 
 
-@click.group()
+@click.group(cls=WholeHelpGroup)
 def bench() -> None:
     """Benchmarks (figures, not pass/fail)."""
 
 
 @bench.command("core")
 @click.option("--side", default=32, show_default=True, help="Torus side: side×side NPUs.")
-@click.option("--out", default="reports/bench-core.md", show_default=True, type=click.Path(dir_okay=False))
+@out_option("The benchmark report to write.", default="reports/bench-core.md", show_default=True)
 @json_option
 def bench_core(side: int, out: str, as_json: bool) -> None:
     """Verifier on a ~million-transfer torus AllGather, and the exact cut bound of the torus."""
@@ -52,7 +53,8 @@ def bench_core(side: int, out: str, as_json: bool) -> None:
                    "ladders) and keep the report's other sections as they are.")
 @click.option("--families", default=None, metavar="NAMES",
               help="Ladder families, comma-separated (default: all; a wrong name lists them).")
-@click.option("--out", default="reports/bench-exact.md", show_default=True, type=click.Path(dir_okay=False))
+@out_option("The benchmark report to write (sections not measured are kept).", default="reports/bench-exact.md",
+            show_default=True)
 @json_option
 def bench_exact(time_limit: float, pareto_limit: float, only: str | None, families: str | None, out: str,
                 as_json: bool) -> None:
@@ -67,20 +69,26 @@ def bench_exact(time_limit: float, pareto_limit: float, only: str | None, famili
 
 
 @bench.command("greedy")
-@click.option("--sizes", default="64,256,1024", show_default=True, help="NPU counts, comma-separated.")
-@click.option("--families", default="mesh2d,torus2d,hypercube,torus3d", show_default=True)
-@click.option("--collectives", default="allgather,allreduce,alltoall", show_default=True)
-@click.option("--algos", default="tacos,tacos+", show_default=True)
-@click.option("--out", default="reports/bench-greedy.md", show_default=True, type=click.Path(dir_okay=False))
+@click.option("--npus", default="64,256,1024", show_default=True, help="NPU counts, comma-separated.")
+@click.option("--families", default="mesh2d,torus2d,hypercube,torus3d", show_default=True,
+              help="Topology families (generator kinds), comma-separated.")
+@click.option("--collectives", default="allgather,allreduce,alltoall", show_default=True,
+              help="Collectives, comma-separated.")
+@click.option("--algos", default="tacos,tacos+", show_default=True, help="Greedy synthesizers, comma-separated.")
+@out_option("The benchmark report to write (a JSON-lines file of the rows beside it).",
+            default="reports/bench-greedy.md", show_default=True)
 @json_option
-def bench_greedy(sizes: str, families: str, collectives: str, algos: str, out: str, as_json: bool) -> None:
+def bench_greedy(npus: str, families: str, collectives: str, algos: str, out: str, as_json: bool) -> None:
     """Greedy synthesis time, peak memory, growth exponent and gap, 64 to 4096 NPUs (one process per case)."""
     from optcoll.bench.greedy import run_bench
 
     def split(text: str) -> tuple[str, ...]:
-        return tuple(item for item in text.split(",") if item)
+        return tuple(item.strip() for item in text.split(",") if item.strip())
 
-    rows = run_bench(tuple(int(n) for n in split(sizes)), split(families), split(collectives), split(algos), out)
+    if not all(n.isdigit() and int(n) > 0 for n in split(npus)):
+        raise click.BadParameter(f"must be positive NPU counts, comma-separated, got {npus!r}",
+                                 param_hint="'--npus'")
+    rows = run_bench(tuple(int(n) for n in split(npus)), split(families), split(collectives), split(algos), out)
     done(as_json, f"wrote {out} ({len(rows)} cases)", rows=rows, out=out)
 
 

@@ -5,7 +5,8 @@ import sys
 
 import click
 
-from optcoll.cli.output import done, echo, emit_json, json_option
+
+from optcoll.cli.output import WholeHelpGroup, done, echo, emit_json, json_option
 from optcoll.text.table import percent, table
 from optcoll.units import format_size, format_time
 
@@ -18,7 +19,7 @@ def narrowed_to_show(command: str):
     return limits.narrowed(command, nodes="show_nodes", links="show_links")
 
 
-@click.group()
+@click.group(cls=WholeHelpGroup)
 def model() -> None:
     """Machine models: list, show, draw."""
 
@@ -84,7 +85,7 @@ def model_draw(ref: str, out: str, as_json: bool) -> None:
     done(as_json, f"wrote {out}", out=out)
 
 
-@click.group()
+@click.group(cls=WholeHelpGroup)
 def instance() -> None:
     """Problem instances: show."""
 

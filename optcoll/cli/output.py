@@ -5,12 +5,18 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from typing import Any
 
 import click
 import numpy as np
 
 from optcoll.text.printable import printable
+
+
+def progress_shown(enabled: bool | None) -> bool:
+    """``--progress/--no-progress`` as given, else whether stderr is a terminal."""
+    return sys.stderr.isatty() if enabled is None else enabled
 
 
 def echo(message: Any = "", *, err: bool = False, nl: bool = True) -> None:
@@ -44,3 +50,25 @@ def done(as_json: bool, message: str, **data: Any) -> None:
         emit_json(data)
     else:
         echo(message)
+
+
+def say_suite_origin(ref: str) -> None:
+    """On stderr: which copy of a built-in suite a command reads (checkout or installed)."""
+    from optcoll.instances.suite import builtin_suite_origin
+
+    line = builtin_suite_origin(ref)
+    if line is not None:
+        echo(f"optcoll: {line}", err=True)
+
+
+class WholeHelpGroup(click.Group):
+    """A command group whose listing shows each command's first sentence whole (click cuts it at
+    the terminal width with "..."); the formatter wraps long ones instead."""
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = [(name, command.get_short_help_str(limit=1_000))
+                for name in self.list_commands(ctx)
+                if (command := self.get_command(ctx, name)) is not None and not command.hidden]
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
