@@ -7,6 +7,7 @@ from optcoll.bounds.bound import Bound
 from optcoll.bounds.cutbounds import broadcast_maxflow_bound, cut_bound
 from optcoll.bounds.demand import check_fits
 from optcoll.bounds.latency import latency_bound
+from optcoll.bounds.mcf import mcf_bound
 from optcoll.bounds.nodes import egress_bound, ingress_bound
 from optcoll.bounds.oneport import one_port_bound
 from optcoll.bounds.volume import capacity_bound
@@ -47,6 +48,7 @@ def lower_bounds(machine: Machine, collective: Collective, model: TimeModel = Ti
              cut_bound(machine, collective),
              broadcast_maxflow_bound(machine, collective),
              capacity_bound(machine, collective, timed),
+             mcf_bound(machine, collective, timed),
              one_port_bound(machine, collective, model),
              _allreduce_parts(machine, collective, model)]
     return [bound for bound in found if bound is not None]

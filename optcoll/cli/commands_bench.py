@@ -6,6 +6,7 @@ import click
 
 from optcoll.cli.limits import out_option, time_limit_option
 from optcoll.cli.output import WholeHelpGroup, done, echo, json_option
+from optcoll.errors import InputError
 from optcoll.units import format_size
 
 
@@ -86,10 +87,24 @@ def bench_greedy(npus: str, families: str, collectives: str, algos: str, out: st
         return tuple(item.strip() for item in text.split(",") if item.strip())
 
     if not all(n.isdigit() and int(n) > 0 for n in split(npus)):
-        raise click.BadParameter(f"must be positive NPU counts, comma-separated, got {npus!r}",
-                                 param_hint="'--npus'")
+        raise InputError(f"must be positive NPU counts, comma-separated, got {npus!r}", field="--npus")
     rows = run_bench(tuple(int(n) for n in split(npus)), split(families), split(collectives), split(algos), out)
     done(as_json, f"wrote {out} ({len(rows)} cases)", rows=rows, out=out)
+
+
+@bench.command("alltoall")
+@click.option("--scale/--no-scale", default=True, show_default=True,
+              help="The 512- and 1024-NPU rows (minutes).")
+@click.option("--lp/--no-lp", "lps", default=True, show_default=True, help="The LP solver comparison.")
+@out_option("The benchmark report to write.", default="reports/bench-alltoall.md", show_default=True)
+@json_option
+def bench_alltoall(scale: bool, lps: bool, out: str, as_json: bool) -> None:
+    """AlltoAll and AlltoAllv: the MCF bound and the LP-guided schedules on the suites and at
+    512-1024 NPUs, CPU time and memory per case (one process each), and the LP solvers."""
+    from optcoll.bench.alltoall import run_bench
+
+    text = run_bench(out, scale=scale, lps=lps, echo=lambda line: click.echo(line, err=True))
+    done(as_json, f"{text}\nwrote {out}", report=text, out=out)
 
 
 COMMANDS = [bench]

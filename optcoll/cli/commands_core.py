@@ -109,8 +109,10 @@ def instance_show(path: str, as_json: bool) -> None:
         emit_json(info)
         return
     echo(inst.describe())
+    chunk = format_size(c.chunk_bytes) if c.equal_chunks else (
+        f"{format_size(c.chunk_bytes)} to {format_size(float(c.sizes().max()))}")
     echo(f"  M = {format_size(c.size_bytes)}, N = {len(c.ranks)}, C = {c.chunks_per_rank}, "
-               f"chunk = {format_size(c.chunk_bytes)} ({c.num_chunks} chunks)")
+         f"chunk = {chunk} ({c.num_chunks} chunks)")
     echo(f"  model: {inst.model.to_dict()}")
     for source in inst.machine.sources:
         echo(f"  machine {source}")

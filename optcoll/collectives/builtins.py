@@ -7,12 +7,16 @@ truth all refer to chunk ids:
   of rank-slot i (the i-th member of the communicator); chunk bytes = M / (N·C).
 * AlltoAll: chunk ``(i*N + k)*C + j`` is piece j of what member i sends to member k;
   M is each rank's send buffer, so chunk bytes = M / (N·C).
+* AlltoAllv: the pairs (i, k) with bytes to move, in row-major order, each cut into C equal
+  pieces (chunk ``p*C + j`` is piece j of the p-th pair); chunks carry their own sizes and M is
+  the mean bytes a rank sends.
 * Broadcast / Reduce: chunk j (0..C-1) of the root's buffer; chunk bytes = M / C.
 """
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
 
 from optcoll.collectives.collective import ChunkSets, Collective
 from optcoll.errors import InputError
@@ -27,10 +31,12 @@ KINDS: dict[str, tuple[bool, bool]] = {
     "gather": (False, True),
     "scatter": (False, True),
     "alltoall": (False, False),
+    "alltoallv": (False, False),
 }
 ALIASES = {"reduce_scatter": "reducescatter", "all_gather": "allgather", "all_reduce": "allreduce",
            "all_to_all": "alltoall", "reduce-scatter": "reducescatter", "all-gather": "allgather",
-           "all-reduce": "allreduce", "all-to-all": "alltoall"}
+           "all-reduce": "allreduce", "all-to-all": "alltoall",
+           "all_to_allv": "alltoallv", "all-to-allv": "alltoallv"}
 
 
 def canonical_kind(name: str) -> str:
@@ -46,6 +52,8 @@ def make_collective(kind: str, ranks: Sequence[int], size_bytes: float, chunks_p
     kind = canonical_kind(kind)
     if kind == "custom":
         raise InputError("a custom collective needs explicit pre/postconditions (use make_custom)")
+    if kind == "alltoallv":
+        raise InputError("alltoallv needs the bytes of every pair (use make_alltoallv)")
     ranks = tuple(int(r) for r in ranks)
     n, c = len(ranks), int(chunks_per_rank)
     if n < 1 or len(set(ranks)) != n:
@@ -82,6 +90,33 @@ def make_collective(kind: str, ranks: Sequence[int], size_bytes: float, chunks_p
         chunk_bytes = size_bytes / (n * c)
     return Collective(kind, ranks, ChunkSets.from_lists(pre), ChunkSets.from_lists(post),
                       chunk_bytes, float(size_bytes), c, combining, root)
+
+
+def make_alltoallv(ranks: Sequence[int], sizes: np.ndarray, chunks_per_pair: int = 1) -> Collective:
+    """AlltoAllv over ``ranks``: member i sends ``sizes[i][k]`` bytes to member k, cut into
+    ``chunks_per_pair`` equal pieces (chunk numbering in the module docstring)."""
+    ranks = tuple(int(r) for r in ranks)
+    n, c = len(ranks), int(chunks_per_pair)
+    sizes = np.asarray(sizes, dtype=float)
+    if n < 1 or len(set(ranks)) != n:
+        raise InputError(f"ranks must be distinct and non-empty, got {list(ranks)}")
+    if c < 1:
+        raise InputError(f"chunks_per_rank must be at least 1, got {chunks_per_pair}")
+    if sizes.shape != (n, n):
+        raise InputError(f"the size matrix is {sizes.shape}, expected {n} x {n}")
+    if not (np.all(np.isfinite(sizes)) and np.all(sizes >= 0) and np.all(np.diag(sizes) == 0)):
+        raise InputError("sizes must be finite, non-negative, and 0 on the diagonal")
+    src, dst = np.nonzero(sizes)
+    if src.size == 0:
+        raise InputError("every size is 0: nothing to exchange")
+    members = np.asarray(ranks, dtype=np.int64)
+    holder = np.repeat(members[src], c)
+    dest = np.repeat(members[dst], c)
+    chunk = np.arange(holder.size)
+    pieces = np.repeat(sizes[src, dst] / c, c)
+    return Collective("alltoallv", ranks, ChunkSets.from_pairs(chunk.size, chunk, holder),
+                      ChunkSets.from_pairs(chunk.size, chunk, dest), float(pieces.min()),
+                      float(sizes.sum() / n), c, False, None, pieces)
 
 
 def make_custom(ranks: Sequence[int], pre: Sequence[Sequence[int]], post: Sequence[Sequence[int]],

@@ -6,6 +6,10 @@ Chunk → node sets are kept as CSR arrays (``ChunkSets``) so an AlltoAll over a
 For a *combining* collective (ReduceScatter, Reduce, AllReduce) ``pre`` lists the contributors of
 each chunk (each holds its own partial at t = 0) and ``post`` the ranks that must end holding the
 reduction of *every* contributor.
+
+Chunks are equal (``chunk_bytes`` each) except in AlltoAllv, whose chunks carry their own sizes
+(``chunk_sizes``); there ``chunk_bytes`` is the smallest of them, so every rule that counts
+chunks times ``chunk_bytes`` stays a valid lower bound.
 """
 from __future__ import annotations
 
@@ -74,10 +78,22 @@ class Collective:
     chunks_per_rank: int
     combining: bool
     root: int | None = None
+    #: Bytes of each chunk when they differ (AlltoAllv); None when every chunk has ``chunk_bytes``.
+    chunk_sizes: np.ndarray | None = None
 
     @property
     def num_chunks(self) -> int:
         return self.pre.num_chunks
+
+    @property
+    def equal_chunks(self) -> bool:
+        return self.chunk_sizes is None
+
+    def sizes(self) -> np.ndarray:
+        """Bytes of every chunk."""
+        if self.chunk_sizes is not None:
+            return self.chunk_sizes
+        return np.full(self.num_chunks, self.chunk_bytes)
 
     @property
     def num_ranks(self) -> int:
@@ -100,6 +116,8 @@ class Collective:
 
     def describe(self) -> str:
         root = f"(root {self.root})" if self.root is not None else ""
+        of = format_size(self.chunk_bytes)
+        if self.chunk_sizes is not None:
+            of = f"{format_size(self.chunk_bytes)} to {format_size(float(self.chunk_sizes.max()))}"
         return (f"{self.kind}{root} over {self.num_ranks} ranks, {self.num_chunks} chunks of "
-                f"{format_size(self.chunk_bytes)} (C = {self.chunks_per_rank}, "
-                f"M = {format_size(self.size_bytes)})")
+                f"{of} (C = {self.chunks_per_rank}, M = {format_size(self.size_bytes)})")

@@ -47,19 +47,26 @@ class TimeModel:
         if not self.reduce_cost >= 0:
             raise InputError(f"must be non-negative, got {self.reduce_cost}", field="model.reduce_cost")
 
-    def link_timing(self, machine: Machine, chunk_bytes: float, *, reduce: bool = False) -> "LinkTiming":
+    def link_timing(self, machine: Machine, chunk_bytes: float | np.ndarray, *, reduce: bool = False,
+                    links: np.ndarray | None = None) -> "LinkTiming":
         """The one owner of DESIGN.md §5 rules 2–3 and 5: per link, when a transfer of
         ``chunk_bytes`` started at t delivers (t + delay) and how long it holds its link (busy).
 
         delay = α + b/B, plus γ·b when the transfer is a reduce (``reduce``); busy = α + b/B with
         ``occupancy = "link"``, b/B with ``"serialization"`` (the reduction cost never holds the
         link). Every calendar, bound, producer, importer and the verifier ask this.
+
+        ``links`` (link ids, one per transfer) times those transfers instead of every link, and
+        ``chunk_bytes`` may then be an array with one size per transfer (chunks of unequal size,
+        AlltoAllv); the arrays answered are aligned with ``links``.
         """
-        serial = chunk_bytes / machine.link_bandwidth
-        transit = machine.link_latency + serial
+        bandwidth = machine.link_bandwidth if links is None else machine.link_bandwidth[links]
+        latency = machine.link_latency if links is None else machine.link_latency[links]
+        serial = chunk_bytes / bandwidth
+        transit = latency + serial
         busy = transit if self.occupancy == "link" else serial
         extra = self.reduce_cost * chunk_bytes
-        return LinkTiming(transit + extra if reduce and extra else transit, busy, extra)
+        return LinkTiming(transit + extra if reduce and np.any(extra) else transit, busy, extra)
 
     def step_timing(self, machine: Machine, chunk_bytes: float) -> "StepTiming":
         """The one owner of the step model's costs (DESIGN.md §5): a step lasts α, the largest
@@ -103,11 +110,12 @@ def check_chunk_copies(ranks: int, chunks: int) -> None:
 class LinkTiming:
     """Per-link arrays from ``TimeModel.link_timing``: ``delay`` from start to delivery, ``busy``
     the time the link is held; ``reduce_extra`` is γ·b, what a reduce adds to its delivery
-    (included in ``delay`` only when it was asked for with ``reduce=True``)."""
+    (included in ``delay`` only when it was asked for with ``reduce=True``; an array, one per
+    transfer, when the transfers' sizes were)."""
 
     delay: np.ndarray
     busy: np.ndarray
-    reduce_extra: float = 0.0
+    reduce_extra: float | np.ndarray = 0.0
 
 
 @dataclass(frozen=True, eq=False)

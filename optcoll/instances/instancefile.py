@@ -27,6 +27,15 @@
     chunk_size = "1 MiB"
     combining = false
 
+    [alltoallv]                      # collective = "alltoallv" only: a matrix file or a generator
+    matrix = "traffic.csv"           # N x N, row = sender (CSV or TOML `sizes = [[...]]`), no size
+    unit = "MiB"                     # unit of the matrix entries (default bytes)
+    generator = "moe"                # or: seeded MoE-like traffic; size = mean bytes a rank sends
+    skew = 1.0                       # Zipf exponent of expert popularity (0: uniform)
+    top_k = 2                        # experts per token
+    tokens = 4096                    # tokens per rank
+    seed = 0
+
     [results]                        # written by optcoll (recorded ground truth); never hand-edited
 """
 from __future__ import annotations
@@ -37,7 +46,8 @@ from typing import Any
 
 import numpy as np
 
-from optcoll.collectives.builtins import KINDS, canonical_kind, make_collective, make_custom
+from optcoll.collectives.builtins import KINDS, canonical_kind, make_alltoallv, make_collective, make_custom
+from optcoll.collectives.traffic import GENERATORS, moe_traffic, read_matrix
 from optcoll.errors import InputError
 from optcoll.inputfiles import known_keys, read_toml
 from optcoll.instances.budget import MAX_SEED, MAX_THREADS, Budget, parse_seconds
@@ -45,11 +55,12 @@ from optcoll.instances.instance import Instance, TimeModel, check_chunk_copies
 from optcoll.machines.catalog import load_machine
 from optcoll.units import parse_size, parse_time
 
-_SECTIONS = {"instance", "model", "budget", "custom", "results"}
+_SECTIONS = {"instance", "model", "budget", "custom", "alltoallv", "results"}
 _INSTANCE_KEYS = {"name", "machine", "collective", "size", "chunks_per_rank", "root", "ranks"}
 _MODEL_KEYS = {"kind", "occupancy", "send_ports", "recv_ports", "reduce_cost"}
 _BUDGET_KEYS = {"time_limit", "threads", "seed"}
 _CUSTOM_KEYS = {"pre", "post", "chunk_size", "combining"}
+_ALLTOALLV_KEYS = {"matrix", "unit", "generator", "skew", "top_k", "tokens", "seed"}
 
 
 def _table(data: dict, key: str, allowed: set[str], source: str) -> dict[str, Any]:
@@ -169,6 +180,8 @@ def instance_from_dict(data: dict[str, Any], source: str, base_dir: Path,
             raise InputError("must be true or false", source=source, field="custom.combining")
         with _located(source, "custom", nested=True):
             collective = make_custom(ranks, pre, post, chunk_bytes, combining=combining)
+    elif kind == "alltoallv":
+        collective = _alltoallv(data, inst, ranks, chunks, base_dir, source)
     else:
         if "custom" in data:
             raise InputError(f"[custom] only applies to collective = \"custom\", not {kind!r}",
@@ -181,6 +194,9 @@ def instance_from_dict(data: dict[str, Any], source: str, base_dir: Path,
             raise InputError(f"{kind} needs a root NPU", source=source, field="instance.root")
         with _located(source, "instance.root" if root is not None else "instance"):
             collective = make_collective(kind, ranks, size, chunks, root)
+    if "alltoallv" in data and kind != "alltoallv":
+        raise InputError(f"[alltoallv] only applies to collective = \"alltoallv\", not {kind!r}",
+                         source=source, field="alltoallv")
     model_table = _table(data, "model", _MODEL_KEYS, source)
     with _located(source, "model"):
         model = TimeModel(kind=model_table.get("kind", "timed"),
@@ -188,6 +204,9 @@ def instance_from_dict(data: dict[str, Any], source: str, base_dir: Path,
                           send_ports=_int(model_table, "send_ports", "model", source),
                           recv_ports=_int(model_table, "recv_ports", "model", source),
                           reduce_cost=_reduce_cost(model_table.get("reduce_cost"), source))
+    if model.kind == "step" and not collective.equal_chunks:
+        raise InputError("the step model counts equal chunks; alltoallv's differ (use the timed model)",
+                         source=source, field="model.kind")
     budget_table = _table(data, "budget", _BUDGET_KEYS, source)
     time_limit = budget_table.get("time_limit", "60 s")
     with _located(source, "budget.time_limit"):
@@ -202,6 +221,53 @@ def instance_from_dict(data: dict[str, Any], source: str, base_dir: Path,
     with _located(source, "instance"):
         require_reachable(instance)
     return instance
+
+
+def _alltoallv(data: dict[str, Any], inst: dict[str, Any], ranks: list[int], chunks: int,
+               base_dir: Path, source: str):
+    """The AlltoAllv collective from a matrix file or a generator ([alltoallv] table)."""
+    table = _table(data, "alltoallv", _ALLTOALLV_KEYS, source)
+    if "root" in inst:
+        raise InputError("alltoallv takes no root", source=source, field="instance.root")
+    matrix, generator = table.get("matrix"), table.get("generator")
+    if (matrix is None) == (generator is None):
+        raise InputError("give either matrix = \"file.csv\" or generator = \"moe\"", source=source,
+                         field="alltoallv")
+    if matrix is not None:
+        if not isinstance(matrix, str):
+            raise InputError("must be a file name", source=source, field="alltoallv.matrix")
+        if "size" in inst:
+            raise InputError("the matrix gives every size; leave size out", source=source,
+                             field="instance.size")
+        unit = table.get("unit", "1 B")
+        with _located(source, "alltoallv.unit"):
+            scale = parse_size(unit if any(ch.isdigit() for ch in str(unit)) else f"1 {unit}")
+        path = base_dir / matrix
+        if not path.is_file():
+            raise InputError(f"no traffic matrix file {matrix!r} (looked in {base_dir})", source=source,
+                             field="alltoallv.matrix")
+        sizes = read_matrix(path, len(ranks), scale)
+    else:
+        if generator not in GENERATORS:
+            raise InputError(f"unknown generator {generator!r}; known: {', '.join(GENERATORS)}",
+                             source=source, field="alltoallv.generator")
+        for key in ("unit",):
+            if key in table:
+                raise InputError("applies to a matrix file only", source=source, field=f"alltoallv.{key}")
+        if "size" not in inst:
+            raise InputError("missing: the mean bytes a rank sends (e.g. size = \"64 MiB\")",
+                             source=source, field="instance.size")
+        with _located(source, "instance.size"):
+            mean = parse_size(inst["size"])
+        skew = table.get("skew", 1.0)
+        if isinstance(skew, bool) or not isinstance(skew, (int, float)):
+            raise InputError(f"must be a number, got {skew!r}", source=source, field="alltoallv.skew")
+        seed = _int(table, "seed", "alltoallv", source, 0, 0)
+        with _located(source, "alltoallv", nested=True):
+            sizes = moe_traffic(len(ranks), mean, skew=float(skew), top_k=table.get("top_k", 2),
+                                tokens=table.get("tokens", 4096), seed=seed)
+    with _located(source, "alltoallv"):
+        return make_alltoallv(ranks, sizes, chunks)
 
 
 def require_reachable(instance: Instance) -> None:

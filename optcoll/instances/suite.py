@@ -111,12 +111,15 @@ class InstanceSpec:
     @cached_property
     def content_key(self) -> str:
         """A hash of everything a result depends on: the instance's tables (not the recorded
-        results), the overrides, and the machine in explicit form (a built-in model may change)."""
+        results), the overrides, the machine in explicit form (a built-in model may change) and
+        chunk sizes where they differ (an AlltoAllv matrix file may change)."""
         from optcoll.machines.modelfile import machine_to_dict
 
         data = {k: v for k, v in self.data.items() if k != "results"}
+        sizes = self.instance.collective.chunk_sizes
         return digest({"instance": data, "size": self.size, "chunks_per_rank": self.chunks_per_rank,
-                       "machine": machine_to_dict(self.instance.machine)})
+                       "machine": machine_to_dict(self.instance.machine),
+                       **({} if sizes is None else {"chunk_sizes": hashlib.sha256(sizes.tobytes()).hexdigest()})})
 
     def __getstate__(self) -> dict[str, Any]:
         """Pickled without the cached instance: a remote worker rebuilds it from the content."""

@@ -31,13 +31,15 @@ from optcoll.producers.baselines.nccl.ring import nccl_ring
 from optcoll.producers.baselines.nccl.tree import nccl_tree
 from optcoll.producers.baselines.swing import swing
 from optcoll.producers.baselines.trivance import trivance
+from optcoll.producers.flow import produce as flow
 from optcoll.producers.greedy.engine import spread_greedy
 from optcoll.producers.greedy.plus import spread_plus
 from optcoll.producers.spread import SpreadProblem
 from optcoll.schedules.schedule import Schedule
 from optcoll.verify import require_valid
 
-ALL = frozenset(KINDS) | {"custom"}
+#: Everything with chunks of one size (AlltoAllv's chunks carry their own sizes).
+ALL = (frozenset(KINDS) - {"alltoallv"}) | {"custom"}
 
 
 @dataclass(frozen=True)
@@ -143,7 +145,7 @@ _SPECS = [
 
 def _runner(spec: _Spec) -> Callable[[Instance, int], Schedule]:
     def run(instance: Instance, seed: int) -> Schedule:
-        kind = instance.collective.kind if instance.collective.kind in ALL else "custom"
+        kind = instance.collective.kind if instance.collective.kind in KINDS else "custom"
         if kind not in spec.kinds:
             raise NotApplicable(f"{spec.name} does not implement {kind}; it implements "
                                 f"{', '.join(sorted(spec.kinds))}")
@@ -157,10 +159,17 @@ def _runner(spec: _Spec) -> Callable[[Instance, int], Schedule]:
     return run
 
 
+#: The LP-guided producer (``optcoll.producers.flow``): unicast collectives only, chunks of any size.
+_FLOW = Synthesizer("mcf", "LP-guided: multi-commodity-flow routes, list-scheduled (copied by "
+                    "symmetry where the network allows); unicast collectives (AlltoAll, AlltoAllv, "
+                    "Scatter, Gather, point-to-point custom)", flow.flow_schedule)
 SYNTHESIZERS: dict[str, Synthesizer] = {
-    spec.name: Synthesizer(spec.name, spec.description, _runner(spec)) for spec in _SPECS}
+    **{spec.name: Synthesizer(spec.name, spec.description, _runner(spec)) for spec in _SPECS},
+    _FLOW.name: _FLOW}
 #: The collectives each synthesizer implements ("custom" = user pre/postconditions).
-IMPLEMENTS: dict[str, frozenset[str]] = {spec.name: spec.kinds for spec in _SPECS}
+IMPLEMENTS: dict[str, frozenset[str]] = {
+    **{spec.name: spec.kinds for spec in _SPECS},
+    _FLOW.name: flow.KINDS}
 #: The synthesizers whose result depends on the seed (``best_of`` runs the others once).
 RANDOMIZED = frozenset(spec.name for spec in _SPECS if spec.randomized)
 #: NCCL's own algorithms (reports show the best of them next to the optimum).
@@ -196,7 +205,7 @@ def best_of(instance: Instance, synth: Synthesizer, runs: int = 1, seed0: int = 
         if best is None or time < best[0]:
             best = (time, schedule)
     assert best is not None
-    kind = instance.collective.kind if instance.collective.kind in ALL else "custom"
+    kind = instance.collective.kind if instance.collective.kind in KINDS else "custom"
     for other in SYNTHESIZERS.values() if portfolio else ():
         if other.name == synth.name or kind not in IMPLEMENTS[other.name]:
             continue

@@ -233,6 +233,16 @@ def _malformed(machine: Machine, collective: Collective, schedule: Schedule, ste
     return ok, (kind, msg, i, float(engine_start[i]))
 
 
+def _tolerance(start: np.ndarray, delay: np.ndarray, busy: np.ndarray) -> float:
+    """Time tolerance: relative to the largest time in play, and never as long as half a
+    delivery or link release, which must not look simultaneous with its own start."""
+    scale = max(float(start.max(initial=0.0)), float(delay.max(initial=0.0)))
+    eps = RELATIVE_TOLERANCE * scale + ABSOLUTE_TOLERANCE
+    if delay.size:
+        eps = min(eps, 0.5 * float(busy.min()), 0.5 * float(delay.min()))
+    return eps
+
+
 def prepare(machine: Machine, collective: Collective, schedule: Schedule, model: TimeModel,
             step_start: np.ndarray | None = None) -> tuple[Problem, Finding | None]:
     """The problem over well-formed transfers, and the first malformed transfer if any.
@@ -255,13 +265,15 @@ def prepare(machine: Machine, collective: Collective, schedule: Schedule, model:
 
     chunk, link, op, start = (rows(schedule.chunk, np.int64), rows(schedule.link, np.int64),
                               rows(schedule.op), rows(engine_start))
-    b = collective.chunk_bytes
     if step_model:
+        if not collective.equal_chunks:
+            raise InputError("the step model counts equal chunks; these differ in size (use the timed "
+                             "model)", field="collective")
         arrive = start + 0.5
         occ_end = arrive
         eps = min(RELATIVE_TOLERANCE * max(schedule.num_steps, 1) + ABSOLUTE_TOLERANCE, 0.25)
-    else:
-        timing = model.link_timing(machine, b)
+    elif collective.equal_chunks:
+        timing = model.link_timing(machine, collective.chunk_bytes)
         duration, occupancy = timing.delay, timing.busy
         arrive = duration[link]
         arrive += start
@@ -275,11 +287,16 @@ def prepare(machine: Machine, collective: Collective, schedule: Schedule, model:
             occ_end = occupancy[link]
             occ_end += start
         used = np.bincount(link, minlength=machine.num_links) > 0
-        scale = max(float(start.max(initial=0.0)), float(duration[used].max(initial=0.0)))
-        eps = RELATIVE_TOLERANCE * scale + ABSOLUTE_TOLERANCE
-        if used.any():
-            # A delivery (or link release) must never look simultaneous with its own start.
-            eps = min(eps, 0.5 * float(occupancy[used].min()), 0.5 * float(duration[used].min()))
+        eps = _tolerance(start, duration[used], occupancy[used])
+    else:
+        # Chunks of their own sizes (AlltoAllv): the time rule per transfer.
+        timing = model.link_timing(machine, collective.chunk_sizes[chunk], links=link)
+        arrive = start + timing.delay
+        reduces = op == REDUCE
+        if np.any(timing.reduce_extra):
+            arrive[reduces] += timing.reduce_extra[reduces]
+        occ_end = start + timing.busy
+        eps = _tolerance(start, timing.delay, timing.busy)
     problem = Problem(machine, collective, schedule, model, step_model, ids, chunk, link, op,
                       machine.link_src.astype(index)[link], machine.link_dst.astype(index)[link],
                       start, arrive, occ_end, eps, step_start)

@@ -47,17 +47,21 @@ def statistics(p: Problem) -> Statistics:
     count = np.bincount(p.link, minlength=L)
     busy = np.bincount(p.link, weights=busy_each, minlength=L)
     util = busy / makespan if makespan > 0 else np.zeros(L)
+    size = None if p.collective.equal_chunks else p.collective.chunk_sizes[p.chunk]
+    moved = count * b if size is None else np.bincount(p.link, weights=size, minlength=L)
     links = tuple(LinkStats(e, int(m.link_src[e]), int(m.link_dst[e]), int(count[e]),
-                            float(count[e] * b), float(busy[e]), float(util[e]))
+                            float(moved[e]), float(busy[e]), float(util[e]))
                   for e in range(L))
 
     sent = np.bincount(p.src, minlength=V)
     received = np.bincount(p.dst, minlength=V)
+    sent_bytes = sent * b if size is None else np.bincount(p.src, weights=size, minlength=V)
+    received_bytes = received * b if size is None else np.bincount(p.dst, weights=size, minlength=V)
     first, last = np.full(V, np.inf), np.full(V, -np.inf)
     for nodes in (p.src, p.dst):
         np.minimum.at(first, nodes, start_s)
         np.maximum.at(last, nodes, arrive_s)
-    ranks = tuple(RankStats(v, m.label(v), float(sent[v] * b), float(received[v] * b), int(sent[v]),
+    ranks = tuple(RankStats(v, m.label(v), float(sent_bytes[v]), float(received_bytes[v]), int(sent[v]),
                             int(received[v]), float(first[v]) if np.isfinite(first[v]) else None,
                             float(last[v]) if np.isfinite(last[v]) else None)
                   for v in range(V))

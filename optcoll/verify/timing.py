@@ -43,7 +43,8 @@ def overlap_finding(p: Problem, j: int) -> Finding:
 
 
 def link_overlap(p: Problem, batch: int = BATCH_TRANSFERS) -> Finding | None:
-    """Every transfer on one link takes the same time, so only neighbours in start order can clash."""
+    """Only neighbours in start order can clash: if a transfer overlaps a later one, it overlaps
+    the next one to start (that one starts no later), whatever the transfers' lengths."""
     clashes = [np.empty(0, dtype=np.int64)]
     for lo, hi in ranges(np.bincount(p.link, minlength=p.machine.num_links), batch):
         pos = within(p.link, lo, hi)

@@ -12,15 +12,15 @@ from optcoll.sweeps import ResultCache, run_sweep
 from optcoll.instances.suite import find_suite
 from optcoll.sweeps.plan import Settings, exact_job, synth_job
 
-#: hypercube4 AlltoAll: CP-SAT has to search (about 4 s on one thread) to prove the optimum; the
-#: ring8 AllGather never reaches CP-SAT (its greedy schedule meets the bound), so the hypercube
+#: torus4x4 AllGather: CP-SAT has to search (about 2 s on one thread) to prove the optimum; the
+#: ring8 AllGather never reaches CP-SAT (its greedy schedule meets the bound), so the torus
 #: solve is the one a patched ``CpSolver.solve`` kills.
 SETTINGS = Settings(runs=2, time_limit=60.0, threads=1)
 
 
 @pytest.fixture
 def jobs(tmp_path):
-    write_instance(tmp_path / "suite", "hc4-a2a", "hypercube4", "alltoall", "256 MiB")
+    write_instance(tmp_path / "suite", "ag-torus4x4", "torus4x4", "allgather", "16 MiB")
     write_instance(tmp_path / "suite", "ring8-ag", "ring8", "allgather", "64 MiB")
     slow, fast = find_suite(str(tmp_path / "suite")).specs
     return [exact_job(slow, SETTINGS), synth_job(slow, "tacos", 2, 0), exact_job(fast, SETTINGS),

@@ -3,7 +3,7 @@ every schedule produced, and none beats an analytic lower bound.
 
 A synthesizer may decline (``NotApplicable``) only for a collective it does not implement or for
 a structural reason it names (recursive doubling on a non-power-of-two, hierarchical without a
-grid or on a sub-communicator); everything it accepts must verify.
+grid or on a sub-communicator, mcf under port limits); everything it accepts must verify.
 """
 from __future__ import annotations
 
@@ -20,7 +20,9 @@ STRUCTURAL = ("power-of-two", "multi-dimensional", "every NPU of the machine",
               "cannot pass a partial on", "multicasts and reduces", "network switch that reduces",
               "at least 2 nodes", "within one node", "a NIC",
               # Swing's pairing and Bine's butterfly
-              "even size")
+              "even size",
+              # mcf's
+              "port limits")
 
 
 def cases():

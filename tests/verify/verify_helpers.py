@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from optcoll.collectives.builtins import make_collective
+from optcoll.collectives.builtins import make_alltoallv, make_collective
 from optcoll.collectives.collective import Collective
 from optcoll.instances.instance import TimeModel
 from optcoll.machines.machine import Machine, MachineBuilder
@@ -52,6 +52,11 @@ def star(n: int, *, multicast: bool = False, reduce: bool = False) -> Machine:
 
 def collective(kind: str, n: int | list[int], root: int | None = None, c: int = 1) -> Collective:
     ranks = list(range(n)) if isinstance(n, int) else n
+    if kind == "alltoallv":  # pairs of 1 to 3 chunk sizes by a fixed pattern, a few sending nothing
+        k = len(ranks)
+        sizes = np.array([[0 if i == j or (i + 2 * j) % 5 == 4 else 1 + (7 * i + 3 * j) % 3
+                           for j in range(k)] for i in range(k)])
+        return make_alltoallv(ranks, CHUNK * c * sizes, c)
     per = len(ranks) * c if kind not in ("broadcast", "reduce") else c
     return make_collective(kind, ranks, CHUNK * per, c, root)
 

@@ -94,6 +94,9 @@ def export_msccl_xml(machine: Machine, collective: Collective, schedule: Schedul
     ``check``: import the text back, and refuse (``InputError``) unless the runtime loads it and it
     is faithful, valid and no slower than the schedule.
     """
+    if not collective.equal_chunks:
+        raise InputError(f"MSCCL-IR XML cuts buffers into equal chunks; {collective.kind}'s chunks "
+                         "differ in size", field="collective")
     algo, time = build_msccl_algo(machine, collective, schedule, model=model, runtime=runtime, **options)
     text = to_xml(algo, f"optcoll export for the {runtime_named(runtime).name} runtime: "
                         f"{collective.describe()} on {machine.name}, verified time {format_time(time)} "

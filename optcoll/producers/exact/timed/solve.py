@@ -31,7 +31,7 @@ from optcoll.producers.exact.timed.search import search
 from optcoll.producers.exact.toolkit import Clock, check_solver, export, solver_version
 from optcoll.producers.exact.toolkit.allreduce import compose_allreduce
 from optcoll.producers.exact.toolkit.backends import settled
-from optcoll.producers.registry import get_synthesizer
+from optcoll.producers.registry import IMPLEMENTS, get_synthesizer
 from optcoll.results.outcome import SolverOutcome
 from optcoll.schedules.schedule import Schedule
 from optcoll.units import format_time
@@ -40,8 +40,9 @@ from optcoll.units import format_time
 Progress = Callable[[float, float | None, float | None], None]
 #: Relative slack when comparing a schedule's time with a bound (float noise only).
 TIME_TOLERANCE = 1e-9
-#: Greedy synthesizers from the registry tried for the first upper bound, with our own fallback.
-REGISTRY_GREEDIES = ("tacos", "tacos+")
+#: Synthesizers from the registry tried for the first upper bound, with our own fallback (the
+#: LP-guided one only where it implements the collective: unicast ones).
+REGISTRY_GREEDIES = ("tacos", "tacos+", "mcf")
 #: Shares of the time left: the continuous model when epochs follow it, the rounded-up grid when
 #: the rounded-down one follows it.
 CONTINUOUS_SHARE = 0.5
@@ -107,6 +108,8 @@ def _starts(instance: Instance, problem: TimedProblem, seed: int, hint: Schedule
     true_grid = seconds_grid(problem)
     found: list[tuple[str, Transfers]] = []
     for name in REGISTRY_GREEDIES:
+        if instance.collective.kind not in IMPLEMENTS[name]:
+            continue
         try:
             transfers = from_schedule(problem, get_synthesizer(name)(instance, seed))
         except NotApplicable as error:
@@ -155,6 +158,9 @@ def solve_timed(instance: Instance, *, solver: str = "cpsat", quantum: float | N
     if formulation not in FORMULATIONS:
         raise InputError(f"unknown formulation {formulation!r}; use one of {', '.join(FORMULATIONS)}",
                          field="formulation")
+    if not instance.collective.equal_chunks:
+        raise NotApplicable(f"the exact timed model cuts time for equal chunks; {instance.collective.kind}'s "
+                            "chunks differ in size")
     clock = Clock(budget)
     if instance.collective.kind == "allreduce":
         def part(sub: Instance, part_clock: Clock) -> SolverOutcome:
