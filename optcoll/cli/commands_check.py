@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from optcoll.cli.limits import jobs_option, progress_option, time_limit_option
+from optcoll.cli.limits import jobs_option, progress_option, runs_option, time_limit_option
 from optcoll.cli.output import echo, say_suite_origin
 
 EXIT_FAILED = 1
@@ -27,6 +27,7 @@ EXIT_FAILED = 1
 @click.option("--against", type=click.Choice(["best", "bound"]), default="best", show_default=True,
               help="Reference: the recorded optimum/best known schedule, or the proven lower bound.")
 @time_limit_option(default_text="Time limit per instance [default: each instance's [budget] time_limit]")
+@runs_option
 @jobs_option
 @click.option("--junit", type=click.Path(dir_okay=False), default=None, metavar="FILE",
               help="Write JUnit XML (one testcase per instance).")
@@ -35,7 +36,7 @@ EXIT_FAILED = 1
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON instead of a table.")
 @progress_option
 def check(synth: str, suite: str, max_gap: float | None, against: str, time_limit: float | None,
-          jobs: int | None, junit: str | None, summary: str | None, as_json: bool,
+          runs: int | None, jobs: int | None, junit: str | None, summary: str | None, as_json: bool,
           progress: bool | None) -> None:
     """Check a synthesizer against recorded ground truth: every instance of SUITE is run (in
     parallel, each with its time limit), every schedule verified, every time compared."""
@@ -45,7 +46,7 @@ def check(synth: str, suite: str, max_gap: float | None, against: str, time_limi
 
     say_suite_origin(suite)
     report = run_check(synth, suite, max_gap=max_gap, timeout=time_limit, jobs=None if jobs is None else max(jobs, 1), against=against,
-                       progress=progress)
+                       progress=progress, runs=runs or 1)
     if junit:
         write_text_atomic(junit, junit_xml(report))
     if summary:

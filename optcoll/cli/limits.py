@@ -70,8 +70,9 @@ threads_option = click.option("--threads", type=click.IntRange(1, MAX_THREADS), 
 seed_option = click.option("--seed", type=click.IntRange(0, MAX_SEED), default=None,
                            help="Seed, the first of --runs seeds (default: the instance's [budget]).")
 runs_option = click.option("--runs", type=click.IntRange(min=1), default=None,
-                           help="Seeds per randomised synthesizer, best kept (default: the suite's, else 20; "
-                                "one instance: 1).")
+                           help="Seeds per randomised synthesizer, from --seed or the instance's [budget] "
+                                "seed on, the fastest kept (default: report and truth: the suite's, else 20; "
+                                "synth and check: 1).")
 jobs_option = click.option(
     "--jobs", "-j", type=click.IntRange(min=0), default=None,
     help="Worker processes (default: all cores). 0: no pool: sweeps run in this process, check runs "
