@@ -5,7 +5,7 @@ import click
 
 
 from optcoll.cli.limits import out_option, time_limit_option
-from optcoll.cli.output import WholeHelpGroup, done, echo, json_option
+from optcoll.cli.output import WholeHelpGroup, done, echo, json_option, say_overwrites
 from optcoll.errors import InputError
 from optcoll.units import format_size
 
@@ -25,7 +25,11 @@ def bench_core(side: int, out: str, as_json: bool) -> None:
     from optcoll.bench.file import write_bench_report
     from optcoll.bench.verify import bench_verify
 
+    echo(f"optcoll bench core: verify a {side * side}-NPU torus AllGather, then its exact cut bound "
+         "(targets: 5 s and 10 s, more under load)", err=True)
+    say_overwrites(out)
     v = bench_verify(side)
+    echo(f"verified in {v['verify_seconds']:.2f} s; cut bound next", err=True)
     c = bench_cut(side)
     sections = [
         (f"Verify a {v['npus']}-NPU 2D-torus AllGather schedule",
@@ -61,9 +65,13 @@ def bench_exact(time_limit: float, pareto_limit: float, only: str | None, famili
                 as_json: bool) -> None:
     """Exact solvers: wall time to a proven optimum on issue 3's instances, the DGX-1 front, and
     per family the largest instance proven optimal within the time limit."""
-    from optcoll.bench.exact import run_bench
+    from optcoll.bench.exact import expected_duration, run_bench
 
     names = None if families is None else [name.strip() for name in families.split(",") if name.strip()]
+    expected = expected_duration(time_limit, pareto_limit, only, names)
+    if expected:
+        echo(f"optcoll bench exact: {expected}", err=True)
+    say_overwrites(out)
     text = run_bench(out, time_limit, pareto_limit, echo=lambda line: echo(line, err=True), only=only,
                      families=names)
     done(as_json, f"{text}\nwrote {out}", report=text, out=out)
@@ -88,6 +96,10 @@ def bench_greedy(npus: str, families: str, collectives: str, algos: str, out: st
 
     if not all(n.isdigit() and int(n) > 0 for n in split(npus)):
         raise InputError(f"must be positive NPU counts, comma-separated, got {npus!r}", field="--npus")
+    cases = len(split(npus)) * len(split(families)) * len(split(collectives)) * len(split(algos))
+    echo(f"optcoll bench greedy: {cases} cases, one process each, a JSON row on stderr as each ends (a "
+         "1024-NPU AlltoAll with tacos+ takes about half a minute of CPU, 4096 NPUs minutes)", err=True)
+    say_overwrites(out)
     rows = run_bench(tuple(int(n) for n in split(npus)), split(families), split(collectives), split(algos), out)
     done(as_json, f"wrote {out} ({len(rows)} cases)", rows=rows, out=out)
 
@@ -103,6 +115,10 @@ def bench_alltoall(scale: bool, lps: bool, out: str, as_json: bool) -> None:
     512-1024 NPUs, CPU time and memory per case (one process each), and the LP solvers."""
     from optcoll.bench.alltoall import run_bench
 
+    echo("optcoll bench alltoall: the suites' AlltoAll cases" + (", then the 512- and 1024-NPU rows (minutes)"
+         if scale else "") + (", then the LP solver comparison" if lps else "") + "; a JSON row on stderr as each "
+         "ends (--no-scale and --no-lp shorten it)", err=True)
+    say_overwrites(out)
     text = run_bench(out, scale=scale, lps=lps, echo=lambda line: click.echo(line, err=True))
     done(as_json, f"{text}\nwrote {out}", report=text, out=out)
 

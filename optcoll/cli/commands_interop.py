@@ -7,8 +7,8 @@ import click
 
 
 from optcoll.cli.commands_core import load_instance_and_schedule, model
-from optcoll.cli.limits import BANDWIDTH, BYTES, TIME, as_flags, out_option
-from optcoll.cli.output import WholeHelpGroup, done, echo, emit_json, json_option
+from optcoll.cli.limits import BANDWIDTH, BYTES, TIME, as_flags, out_option, progress_option
+from optcoll.cli.output import Ticker, WholeHelpGroup, done, echo, emit_json, json_option, say_overwrites
 from optcoll.errors import InputError
 from optcoll.instances.budget import MAX_SEED
 from optcoll.units import format_time
@@ -234,6 +234,7 @@ def astra_compare_cmd(networks, collectives, sizes, out, as_json) -> None:
     from optcoll.analysis.astra_compare import astra_compare
     from optcoll.producers.registry import SYNTHESIZERS
 
+    say_overwrites(out)
     command = " ".join(["optcoll astra compare", *networks, *(f"--collective {c}" for c in collectives),
                         *(f"--size '{int(s)} B'" for s in sizes), f"--out {out}"])
     rows = astra_compare(list(networks), list(collectives), [int(s) for s in sizes], out,
@@ -302,17 +303,20 @@ def model_from_nvidia_smi(text_path, nvlink_bandwidth, nvlink_latency, pcie_band
 @click.option("--seed", default=0, show_default=True, type=click.IntRange(0, MAX_SEED),
               help="Seed of the greedy synthesizers behind the schedules.")
 @out_option("Also write the Markdown report here.")
+@progress_option
 @json_option
 def axonn(machine_ref, gpus, layer_size, seq_len, batch, shape, sharing, bandwidths, min_tensor_parallel,
-          no_schedules, top, seed, out, as_json) -> None:
+          no_schedules, top, seed, out, progress, as_json) -> None:
     """Rank AxoNN 4D configurations: ring model vs optcoll bounds vs verified schedules."""
     from optcoll.analysis.axonn import axonn_command
 
     with as_flags(gpus="--gpus", hidden="--layer-size", seq_len="--seq-len", batch="--batch", shape="--shape",
-                  sharing="--sharing", min_tensor_parallel="--min-tensor-parallel", top="--top", seed="--seed"):
+                  sharing="--sharing", min_tensor_parallel="--min-tensor-parallel", top="--top", seed="--seed"), \
+            Ticker("axonn configurations", progress) as ticker:
         text = axonn_command(machine_ref, gpus, layer_size, seq_len=seq_len, batch=batch, shape=shape,
                              out=out, sharing=sharing, schedules=not no_schedules,
-                             min_tensor_parallel=min_tensor_parallel, top=top, seed=seed, bandwidths=bandwidths)
+                             min_tensor_parallel=min_tensor_parallel, top=top, seed=seed, bandwidths=bandwidths,
+                             progress=ticker)
     done(as_json, text, markdown=text, out=out)
 
 

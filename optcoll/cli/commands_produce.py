@@ -82,6 +82,20 @@ def _progress_printer(enabled: bool):
     return show
 
 
+def _front_printer(enabled: bool):
+    """Prints the best R/C so far and the rounds bound to stderr as the front grows."""
+    if not enabled:
+        return None
+    last: list[tuple[float | None, float | None]] = []
+
+    def show(wall: float, best: float | None, bound: float | None) -> None:
+        if not last or last[-1] != (best, bound):
+            last.append((best, bound))
+            echo(f"  {wall:7.1f} s  best R/C {'-' if best is None else f'{best:g}':>8}  "
+                 f"bound R/C {'-' if bound is None else f'{bound:g}':>8}", err=True)
+    return show
+
+
 def _with_model(inst, kind: str | None):
     from dataclasses import replace
 
@@ -164,8 +178,9 @@ def solve(instance_path, solver, model_kind, time_limit, threads, seed, quantum,
 @time_limit_option(default_text="Wall-clock limit of the whole front (default: the instance's [budget])")
 @threads_option
 @max_memory_option
+@progress_option
 @json_option
-def pareto(instance_path, max_chunks, solver, time_limit, threads, max_memory, as_json) -> None:
+def pareto(instance_path, max_chunks, solver, time_limit, threads, max_memory, progress, as_json) -> None:
     """The step model's Pareto front over (steps S, rounds per chunk R/C), every point verified."""
     from optcoll.instances.instancefile import load_instance
     from optcoll.producers.exact.step import pareto_front, rounds_lower_bound
@@ -175,7 +190,7 @@ def pareto(instance_path, max_chunks, solver, time_limit, threads, max_memory, a
     inst = _with_model(load_instance(instance_path), "step")
     with as_flags(max_chunks="--max-chunks"):
         front = pareto_front(inst, max_chunks, solver=solver, time_limit=time_limit, threads=threads,
-                             max_memory=max_memory)
+                             max_memory=max_memory, progress=_front_printer(progress_shown(progress) and not as_json))
     bound = rounds_lower_bound(inst.machine, inst.collective)
     for point in front.points:  # each point's schedule cuts the buffer into its own C pieces
         require_valid(inst.machine, rechunk(inst.collective, point.chunks), point.schedule, inst.model)

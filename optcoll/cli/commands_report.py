@@ -15,7 +15,7 @@ import click
 
 from optcoll.cli.limits import (jobs_option, max_memory_option, out_option, progress_option, runs_option,
                                 seed_option, threads_option, time_limit_option)
-from optcoll.cli.output import WholeHelpGroup, echo, emit_json, json_option, say_suite_origin
+from optcoll.cli.output import WholeHelpGroup, echo, emit_json, json_option, say_overwrites, say_suite_origin
 
 EXIT_CONTRADICTION = EXIT_JOBS_FAILED = 1
 DEFAULT_SUITE = "quick"
@@ -128,6 +128,8 @@ def report(ctx: click.Context, suites: tuple[str, ...], out: str | None, resolve
     from optcoll.truth.record import TruthContradiction
 
     chosen = _suites(suites)
+    if out is not None:
+        say_overwrites(out)
     settings = _settings(runs, seed, time_limit, threads, solver, max_memory)
     try:
         plan = plan_report(chosen, settings, plots=out is not None, resolve=resolve)

@@ -55,3 +55,25 @@ def test_a_path_is_not_announced_as_a_built_in_suite(monkeypatch):
     monkeypatch.chdir(REPO)
     assert builtin_suite_origin("instances/quick") is None
     assert builtin_suite_origin("quick").startswith(f"built-in suite quick: {REPO / 'instances' / 'quick'}")
+
+
+def test_writing_over_a_checkout_file_is_said_first(monkeypatch, tmp_path, capsys):
+    from optcoll.cli.output import say_overwrites
+
+    monkeypatch.chdir(REPO / "examples")
+    say_overwrites("../reports/standard")
+    assert f"this overwrites reports/standard in the checkout {REPO}" in capsys.readouterr().err
+    say_overwrites(str(tmp_path / "new-report"))  # outside the checkout, or not there yet: silent
+    say_overwrites("../reports/not-written-yet")
+    assert capsys.readouterr().err == ""
+
+
+def test_bench_exact_says_how_long_it_may_take():
+    from optcoll.bench.exact import LADDERS, TIMED_CASES, expected_duration
+
+    said = expected_duration(600, 120)
+    rungs = sum(len(ladder.rungs) for ladder in LADDERS)
+    worst = (len(TIMED_CASES) * 600 + 2 * 120 + rungs * 600) / 3600
+    assert said.startswith(f"{len(TIMED_CASES)} timed instances and the DGX-1 front and {len(LADDERS)} ladder "
+                           f"families: up to {worst:.1f} h with --time-limit 600 s")
+    assert expected_duration(10, 5, only="ladder", families=["ring"]).startswith("1 ladder families: up to")
