@@ -20,6 +20,7 @@
     time_limit = "60 s"
     threads = 2
     seed = 0
+    work_limit = 30                  # optional: CP-SAT deterministic time, the same on any machine
 
     [custom]                         # collective = "custom" only
     pre = [[0], [1], [2]]            # holders of each chunk at t = 0
@@ -40,6 +41,7 @@
 """
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 from typing import Any
@@ -58,7 +60,7 @@ from optcoll.units import parse_size, parse_time
 _SECTIONS = {"instance", "model", "budget", "custom", "alltoallv", "results"}
 _INSTANCE_KEYS = {"name", "machine", "collective", "size", "chunks_per_rank", "root", "ranks"}
 _MODEL_KEYS = {"kind", "occupancy", "send_ports", "recv_ports", "reduce_cost"}
-_BUDGET_KEYS = {"time_limit", "threads", "seed"}
+_BUDGET_KEYS = {"time_limit", "threads", "seed", "work_limit"}
 _CUSTOM_KEYS = {"pre", "post", "chunk_size", "combining"}
 _ALLTOALLV_KEYS = {"matrix", "unit", "generator", "skew", "top_k", "tokens", "seed"}
 
@@ -113,6 +115,17 @@ def _reduce_cost(value: Any, source: str) -> float:
                          source=source, field="model.reduce_cost")
     with _located(source, "model.reduce_cost"):
         return parse_time(value.strip()[:-2])
+
+
+def _work_limit(value: Any, source: str) -> float | None:
+    """CP-SAT deterministic time (a plain number): unlike the time limit it stops a solve at the
+    same point under any load, so a recorded result can be reproduced exactly."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
+        raise InputError(f"must be a positive number (CP-SAT deterministic time), got {value!r}",
+                         source=source, field="budget.work_limit")
+    return float(value)
 
 
 def _node_lists(value: Any, source: str, field: str) -> list[list[int]]:
@@ -212,7 +225,8 @@ def instance_from_dict(data: dict[str, Any], source: str, base_dir: Path,
     with _located(source, "budget.time_limit"):
         limit = parse_seconds(time_limit, "budget.time_limit", bare=False)
     budget = Budget(limit, _int(budget_table, "threads", "budget", source, 2, 1, MAX_THREADS),
-                    _int(budget_table, "seed", "budget", source, 0, 0, MAX_SEED))
+                    _int(budget_table, "seed", "budget", source, 0, 0, MAX_SEED),
+                    work_limit=_work_limit(budget_table.get("work_limit"), source))
     name = inst.get("name", default_name)
     if not isinstance(name, str) or not name:
         raise InputError("must be a non-empty string", source=source, field="instance.name")

@@ -41,11 +41,12 @@ reduce_cost = "0.01 ns/B"
 time_limit = "2 min" 
 threads = 1
 seed = 7
+work_limit = 2.5
 """))
     c = inst.collective
     assert c.ranks == (0, 4, 5) and c.root == 4 and c.chunk_bytes == 2 * 2**20
     assert inst.model.occupancy == "serialization" and inst.model.reduce_cost == pytest.approx(1e-11)
-    assert inst.budget.seed == 7 and inst.budget.threads == 1
+    assert inst.budget.seed == 7 and inst.budget.threads == 1 and inst.budget.work_limit == 2.5
 
 
 def test_custom_collective_and_machine_path(tmp_path):
@@ -82,6 +83,10 @@ BAD = {
                   '[model]\nsend_ports = 0', "model.send_ports"),
     "bad-time-limit": ('[instance]\nmachine = "dgx1"\ncollective = "allgather"\nsize = "1 MiB"\n'
                        '[budget]\ntime_limit = 60', "budget.time_limit"),
+    "bad-work-limit": ('[instance]\nmachine = "dgx1"\ncollective = "allgather"\nsize = "1 MiB"\n'
+                       '[budget]\nwork_limit = "10 s"', "budget.work_limit"),
+    "zero-work-limit": ('[instance]\nmachine = "dgx1"\ncollective = "allgather"\nsize = "1 MiB"\n'
+                        '[budget]\nwork_limit = 0', "budget.work_limit"),
 }
 
 

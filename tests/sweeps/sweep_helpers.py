@@ -22,12 +22,14 @@ def comparable(value: Any) -> Any:
 
 
 def write_instance(directory: Path, name: str, machine: str, collective: str, size: str,
-                   chunks: int = 1, extra: str = "", time_limit: str = "10 s") -> Path:
+                   chunks: int = 1, extra: str = "", time_limit: str = "10 s",
+                   work_limit: float | None = None) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"{name}.toml"
     path.write_text(f'# {name}: a test instance\n[instance]\nmachine = "{machine}"\n'
                     f'collective = "{collective}"\nsize = "{size}"\nchunks_per_rank = {chunks}\n{extra}\n'
-                    f'[budget]\ntime_limit = "{time_limit}"\nthreads = 1\nseed = 0\n')
+                    f'[budget]\ntime_limit = "{time_limit}"\nthreads = 1\nseed = 0\n'
+                    + (f"work_limit = {work_limit}\n" if work_limit is not None else ""))
     return path
 
 

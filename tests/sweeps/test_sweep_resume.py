@@ -55,7 +55,9 @@ def _interrupted_run(suite: Path, cache: Path, sig: int, after: int) -> dict[Pat
 def test_killed_sweep_resumes_without_redoing_finished_jobs(tmp_path):
     suite_dir = tmp_path / "suite"
     for i in range(1, 5):
-        write_instance(suite_dir, f"torus-{i}", "torus4x4", "allgather", f"{i} MiB")
+        # a work limit, not the wall clock, ends each solve: the same results under any load
+        write_instance(suite_dir, f"torus-{i}", "torus4x4", "allgather", f"{i} MiB",
+                       time_limit="10 min", work_limit=20)
     cache = tmp_path / "cache"
 
     after_int = _interrupted_run(suite_dir, cache, signal.SIGINT, 6)
