@@ -4,7 +4,7 @@ from __future__ import annotations
 import click
 
 
-from optcoll.cli.limits import out_option, time_limit_option
+from optcoll.cli.limits import as_flags, out_option, time_limit_option
 from optcoll.cli.output import WholeHelpGroup, done, echo, json_option, say_overwrites
 from optcoll.errors import InputError
 from optcoll.units import format_size
@@ -68,7 +68,8 @@ def bench_exact(time_limit: float, pareto_limit: float, only: str | None, famili
     from optcoll.bench.exact import expected_duration, run_bench
 
     names = None if families is None else [name.strip() for name in families.split(",") if name.strip()]
-    expected = expected_duration(time_limit, pareto_limit, only, names)
+    with as_flags(families="--families", only="--only"):
+        expected = expected_duration(time_limit, pareto_limit, only, names)
     if expected:
         echo(f"optcoll bench exact: {expected}", err=True)
     say_overwrites(out)

@@ -47,7 +47,8 @@ def synth(instance_path: str | None, algo: str, seed: int | None, runs: int, out
     from optcoll.schedules.jsonfile import save_schedule
 
     inst = load_instance(instance_path)
-    produced = run.synthesized(inst, algo, runs or 1, seed, portfolio=portfolio)
+    with as_flags(algo="--algo"):
+        produced = run.synthesized(inst, algo, runs or 1, seed, portfolio=portfolio)
     result, schedule, times, wall = produced.result, produced.schedule, produced.times, produced.result.wall_time
     algo = result.producer
     if out:
