@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from optcoll.producers.exact.timed import continuous, expanded, linear
+from optcoll.producers.exact import toolkit
+from optcoll.producers.exact.timed import continuous, expanded
 from optcoll.producers.exact.timed.grid import choose_grids, seconds_grid
 from optcoll.producers.exact.timed.listsched import greedy, retime
 from optcoll.producers.exact.timed.reach import reach
@@ -33,8 +34,8 @@ def test_cpsat_mip_and_continuous_agree(inst):
     horizon = int(round(start.makespan(grid)))
     model = expanded.build(problem, grid, reach(problem, grid.delay), horizon, lower=0)
     optima = {}
-    for solver in linear.SOLVERS:
-        res = linear.solve(model.linear, solver, time_limit=60, threads=2, seed=0)
+    for solver in toolkit.SOLVERS:
+        res = toolkit.solve(model.linear, solver, time_limit=60, threads=2, seed=0)
         assert res.status == "optimal", (solver, res)
         assert model.linear.check(res.values)
         optima[solver] = round(res.objective)

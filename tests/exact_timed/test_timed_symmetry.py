@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from optcoll.machines import generators as G
-from optcoll.producers.exact.timed import expanded, linear
+from optcoll.producers.exact import toolkit
+from optcoll.producers.exact.timed import expanded
 from optcoll.producers.exact.timed.grid import choose_grids, seconds_grid
 from optcoll.producers.exact.timed.listsched import greedy, retime
 from optcoll.producers.exact.timed.reach import reach
@@ -84,7 +85,7 @@ def test_lex_leader_rows_keep_the_optimum(inst):
             perms = [variable_permutation(model, s) for s in breaking_symmetries(problem, grid, 32)]
             assert perms and all(p is not None for p in perms)
             lex_leader_rows(model.linear, perms, model.x_index[np.lexsort((model.x_chunk, model.x_epoch))])
-        res = linear.solve(model.linear, "cpsat", time_limit=60, threads=2, seed=0)
+        res = toolkit.solve(model.linear, "cpsat", time_limit=60, threads=2, seed=0)
         assert res.status == "optimal"
         optima.append(round(res.objective))
     assert optima[0] == optima[1]
@@ -99,7 +100,7 @@ def test_symmetric_restriction_gives_invariant_valid_schedules():
     classes = orbit_classes(model, group.generators)
     quotient = model.linear.quotient(classes)
     assert quotient.num_vars * group.order <= model.linear.num_vars + group.order
-    res = linear.solve(quotient, "cpsat", time_limit=30, threads=2, seed=0)
+    res = toolkit.solve(quotient, "cpsat", time_limit=30, threads=2, seed=0)
     assert res.status == "optimal"
     values = res.values[classes]
     assert model.linear.check(values)

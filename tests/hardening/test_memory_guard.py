@@ -55,7 +55,8 @@ def _prepared(formulation: str, path: str, backend: str, scale: float, threads: 
 
     inst = load_instance(path)
     if formulation in ("time-expanded", "continuous"):
-        from optcoll.producers.exact.timed import continuous, expanded, linear
+        from optcoll.producers.exact import toolkit
+        from optcoll.producers.exact.timed import continuous, expanded
         from optcoll.producers.exact.timed import solve as timed
         from optcoll.producers.exact.timed.grid import choose_grids, fine_grid
         from optcoll.producers.exact.timed.reach import reach
@@ -75,7 +76,7 @@ def _prepared(formulation: str, path: str, backend: str, scale: float, threads: 
 
         def run() -> None:
             model = expanded.build(problem, grid, r, horizon, lower)
-            linear.solve(model.linear, backend, threads=threads, seed=0, **_limits(backend))
+            toolkit.solve(model.linear, backend, threads=threads, seed=0, **_limits(backend))
         return expanded.size(problem, grid, r, horizon, lower), run
 
     from optcoll.producers.exact.step import linear as step_linear
