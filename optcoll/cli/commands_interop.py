@@ -126,6 +126,7 @@ def astra_predict(network_path, system_path, collective, size, backend, algorith
     from optcoll.interop.astra.system import ASTRA_DEFAULTS, KINDS, parse_impl, read_system
     from optcoll.producers.exact.memory import default_limit
 
+    _collective_kinds([collective])
     network = read_network(network_path)
     system = read_system(system_path) if system_path else ASTRA_DEFAULTS
     if algorithm or not system_path:
@@ -136,6 +137,17 @@ def astra_predict(network_path, system_path, collective, size, backend, algorith
         emit_json(asdict(prediction))
     else:
         echo(prediction.summary())
+
+
+def _collective_kinds(names) -> None:
+    """Checks ``--collective`` values before anything is read: a bad one names the flag."""
+    from optcoll.collectives.builtins import canonical_kind
+
+    for name in names:
+        try:
+            canonical_kind(name)
+        except InputError as exc:
+            raise exc.located(field="--collective") from None
 
 
 @astra.command("chakra")
@@ -234,6 +246,7 @@ def astra_compare_cmd(networks, collectives, sizes, out, as_json) -> None:
     from optcoll.analysis.astra_compare import astra_compare
     from optcoll.producers.registry import SYNTHESIZERS
 
+    _collective_kinds(collectives)
     say_overwrites(out)
     command = " ".join(["optcoll astra compare", *networks, *(f"--collective {c}" for c in collectives),
                         *(f"--size '{int(s)} B'" for s in sizes), f"--out {out}"])
