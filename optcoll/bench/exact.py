@@ -32,9 +32,12 @@ from optcoll.units import format_time
 
 GIB = 2.0**30
 #: What a benchmark section may be limited to: the fixed list (timed instances and the DGX-1
-#: Pareto front) or the size ladders.
-PARTS = ("fixed", "ladder")
+#: Pareto front), the size ladders, the step model's questions (bench/step.py), or the direct
+#: AllReduce model.
+PARTS = ("fixed", "ladder", "step", "allreduce")
 THREADS, SEED = 2, 0
+#: Seconds per question of the direct AllReduce section (its instances take seconds to a minute).
+DIRECT_LIMIT = 300.0
 
 
 @dataclass(frozen=True)
@@ -425,6 +428,14 @@ def run_bench(out: str, time_limit: float, pareto_limit: float, echo: Callable[[
              bench_pareto(time_limit=pareto_limit),
              "Target: ≤ 10 s. z3 is the SMT encoding (as SCCL uses); CP-SAT is optcoll's default."),
         ]
+    if only in (None, "step"):
+        from optcoll.bench.step import step_sections
+
+        sections += step_sections(pareto_limit)
     if only in (None, "ladder"):
         sections += bench_ladders(ladders, time_limit, echo=echo)
+    if only in (None, "allreduce"):
+        from optcoll.bench.allreduce import direct_section
+
+        sections.append(direct_section(min(time_limit, DIRECT_LIMIT)))
     return write_bench_report(out, "Exact-solver benchmarks", sections, keep_other_sections=only is not None)

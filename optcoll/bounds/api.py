@@ -3,9 +3,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from optcoll.bounds.allreduce import allreduce_bounds
 from optcoll.bounds.bound import Bound
-from optcoll.bounds.cutbounds import broadcast_maxflow_bound, cut_bound
-from optcoll.bounds.demand import check_fits
+from optcoll.bounds.cutbounds import broadcast_maxflow_bound, cut_bound, split_cuts
+from optcoll.bounds.demand import allreduce_set, check_fits
 from optcoll.bounds.latency import latency_bound
 from optcoll.bounds.mcf import mcf_bound
 from optcoll.bounds.nodes import egress_bound, ingress_bound
@@ -42,15 +43,18 @@ def lower_bounds(machine: Machine, collective: Collective, model: TimeModel = Ti
     in ``model`` can beat; ``best_lower_bound`` picks the largest."""
     check_fits(machine, collective)
     timed = _timed_relaxation(model)
+    members = allreduce_set(collective) if collective.needs[0].size else None
+    split = split_cuts(machine, members) if members is not None else None
     found = [latency_bound(machine, collective, timed),
              ingress_bound(machine, collective, timed),
              egress_bound(machine, collective, timed),
-             cut_bound(machine, collective),
+             cut_bound(machine, collective, split),
              broadcast_maxflow_bound(machine, collective),
              capacity_bound(machine, collective, timed),
              mcf_bound(machine, collective, timed),
              one_port_bound(machine, collective, model),
-             _allreduce_parts(machine, collective, model)]
+             _allreduce_parts(machine, collective, model),
+             *allreduce_bounds(machine, collective, timed, split)]
     return [bound for bound in found if bound is not None]
 
 

@@ -18,15 +18,22 @@ class Bound:
     the chunk) so a person can check the number by hand. ``exact`` is False when the bound is the
     best member of a heuristic family of witnesses (every member is valid, the family's true
     maximum may be larger) or when a numeric fallback made the search coarser than exact.
+    ``assumptions`` names what the bound needs of the machine beyond the stated time model (e.g.
+    "no in-network reduction"); it is applied only where they hold, and reports print them.
     """
 
     name: str
     value: float
     detail: str
     exact: bool = True
+    assumptions: tuple[str, ...] = ()
+
+    def witness(self) -> str:
+        """The detail, and what the bound assumes when it assumes anything."""
+        return self.detail + (f"; assumes {', '.join(self.assumptions)}" if self.assumptions else "")
 
     def __str__(self) -> str:
-        return f"{self.name}: {format_time(self.value)} ({self.detail})"
+        return f"{self.name}: {format_time(self.value)} ({self.witness()})"
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 best of a heuristic family), and the per-pair max-flow bound of rooted collectives."""
 from __future__ import annotations
 
-import math
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -20,27 +20,39 @@ def _cut_name(collective: Collective) -> str:
     return "alltoall-cut" if collective.kind == "alltoall" else "cut"
 
 
-def _split_cut(machine: Machine, collective: Collective, members: np.ndarray) -> Bound:
-    """AllReduce-shaped: every chunk must leave every S that splits the members, so the bound is
-    K·b / min B⁺(S), the minimum found by max-flows from one member to each other, both ways."""
-    name, b = _cut_name(collective), collective.chunk_bytes
-    chunks = int(np.count_nonzero(need_counts_per_chunk(collective)))
+@dataclass(frozen=True, eq=False)
+class SplitCuts:
+    """The minimum-bandwidth cuts separating one member of an AllReduce-shaped collective from
+    each other one, both ways (max-flows from the first member): candidate witnesses for every
+    cut bound that needs S to split the members."""
+
+    sides: tuple[np.ndarray, ...]  # bool masks over nodes, S on the sending side
+    exact: bool  # False when bandwidths were rounded for the integer max-flows
+
+
+def split_cuts(machine: Machine, members: np.ndarray) -> SplitCuts:
     anchor, others = int(members[0]), members[1:]
-    best: tuple[float, np.ndarray | None] = (math.inf, None)
+    sides: list[np.ndarray] = []
     exact = True
     for reverse in (False, True):
         flows = bandwidth_flows(machine, anchor, others, reverse=reverse)
         exact &= flows.exact
-        i = int(np.argmin(flows.values))
-        side = flows.sides[i] if not reverse else ~flows.sides[i]
-        bandwidth = out_bandwidth(machine, side)
-        if bandwidth < best[0]:
-            best = (bandwidth, side)
-    bandwidth, side = best
+        sides += [side if not reverse else ~side for side in flows.sides]
+    return SplitCuts(tuple(sides), exact)
+
+
+def _split_cut(machine: Machine, collective: Collective, split: SplitCuts) -> Bound:
+    """AllReduce-shaped: every chunk must leave every S that splits the members, so the bound is
+    K·b / min B⁺(S), the minimum found by max-flows from one member to each other, both ways."""
+    name, b = _cut_name(collective), collective.chunk_bytes
+    chunks = int(np.count_nonzero(need_counts_per_chunk(collective)))
+    bandwidths = [out_bandwidth(machine, side) for side in split.sides]
+    i = int(np.argmin(bandwidths))
+    bandwidth, side = bandwidths[i], split.sides[i]
     return Bound(name, seconds(chunks * b, bandwidth),
                  cut_sentence(machine, np.flatnonzero(side), collective.ranks, chunks, b, bandwidth)
                  + " (every chunk's reduction must cross every cut that splits its ranks; S is a "
-                 "minimum such cut)", exact)
+                 "minimum such cut)", split.exact)
 
 
 def _ratio_cut(machine: Machine, collective: Collective, problem: RatioProblem) -> Bound:
@@ -55,15 +67,16 @@ def _ratio_cut(machine: Machine, collective: Collective, problem: RatioProblem) 
                  f"{cut.max_flows} max-flows)", cut.exact)
 
 
-def cut_bound(machine: Machine, collective: Collective) -> Bound | None:
+def cut_bound(machine: Machine, collective: Collective, split: SplitCuts | None = None) -> Bound | None:
     """b · max over S of (chunks that must leave S) / B⁺(S): exact when the collective is
-    AllReduce-shaped or reduces to a weighted ratio problem, else the best of ``families``."""
+    AllReduce-shaped or reduces to a weighted ratio problem, else the best of ``families``.
+    ``split``: the AllReduce-shaped collective's ``split_cuts``, when the caller has them."""
     if collective.needs[0].size == 0:
         return None
     name, b = _cut_name(collective), collective.chunk_bytes
     members = allreduce_set(collective)
     if members is not None:
-        return _split_cut(machine, collective, members)
+        return _split_cut(machine, collective, split or split_cuts(machine, members))
     problem = ratio_problem(collective, machine.num_nodes)
     if problem is not None:
         try:

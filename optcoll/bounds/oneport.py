@@ -51,4 +51,5 @@ def one_port_bound(machine: Machine, collective: Collective, model: TimeModel) -
     value = steps * alpha + factor * m / bandwidth
     return Bound("one-port", value, f"one-port fully connected uniform network of N = {n}: "
                  f"⌈log2 N⌉α + {_BANDWIDTH_FACTOR[collective.kind]}·M/B = {steps}·"
-                 f"{format_time(alpha)} + {factor:.6g}·{m:g} B / {bandwidth:g} B/s (Chan et al. 2007)")
+                 f"{format_time(alpha)} + {factor:.6g}·{m:g} B / {bandwidth:g} B/s (Chan et al. 2007)",
+                 assumptions=("one send and one receive port per NPU", "uniform fully connected network"))

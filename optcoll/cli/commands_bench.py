@@ -53,9 +53,11 @@ def bench_core(side: int, out: str, as_json: bool) -> None:
 @time_limit_option(default_text="Limit per timed instance and per ladder rung", default=600.0, show_default=True)
 @time_limit_option("--pareto-limit", default_text="Limit of the DGX-1 Pareto front, per solver", default=120.0,
                    show_default=True)
-@click.option("--only", default=None, metavar="fixed|ladder",
+@click.option("--only", default=None, metavar="fixed|ladder|step|allreduce",
               help="Measure one part (fixed: issue 3's list and the DGX-1 front; ladder: the size "
-                   "ladders) and keep the report's other sections as they are.")
+                   "ladders; step: SCCL's questions as whole commands, limit --pareto-limit; "
+                   "allreduce: the direct AllReduce model) and keep the report's other sections as "
+                   "they are.")
 @click.option("--families", default=None, metavar="NAMES",
               help="Ladder families, comma-separated (default: all; a wrong name lists them).")
 @out_option("The benchmark report to write (sections not measured are kept).", default="reports/bench-exact.md",
@@ -75,6 +77,22 @@ def bench_exact(time_limit: float, pareto_limit: float, only: str | None, famili
     say_overwrites(out)
     text = run_bench(out, time_limit, pareto_limit, echo=lambda line: echo(line, err=True), only=only,
                      families=names)
+    done(as_json, f"{text}\nwrote {out}", report=text, out=out)
+
+
+@bench.command("allreduce")
+@time_limit_option(default_text="Exact-solver limit per machine", default=120.0, show_default=True)
+@out_option("The benchmark report to write.", default="reports/allreduce.md", show_default=True)
+@json_option
+def bench_allreduce(time_limit: float, out: str, as_json: bool) -> None:
+    """Is ReduceScatter then AllGather optimal for AllReduce? Per machine of issue 13, with the
+    faster direct schedules written beside the report."""
+    from optcoll.bench.allreduce import write_report
+
+    echo(f"optcoll bench allreduce: every machine of issue 13, the exact solver up to {time_limit:g} s on each; "
+         "a line on stderr as each ends", err=True)
+    say_overwrites(out)
+    text = write_report(out, time_limit, echo=lambda line: echo(line, err=True))
     done(as_json, f"{text}\nwrote {out}", report=text, out=out)
 
 

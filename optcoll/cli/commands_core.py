@@ -217,18 +217,22 @@ def simulate(instance_path: str, schedule_path: str, gantt: str | None, limit: i
 @click.argument("instance_path", metavar="INSTANCE", type=click.Path(dir_okay=False))
 @json_option
 def bound(instance_path: str, as_json: bool) -> None:
-    """Every lower bound for an instance, with its name, value and witness."""
-    from optcoll.bounds import lower_bounds
+    """Every lower bound for an instance, with its name, value, witness and what it assumes."""
+    from optcoll.bounds import lower_bounds, not_applied
     from optcoll.instances.instancefile import load_instance
 
     inst = load_instance(instance_path)
     bounds = sorted(lower_bounds(inst.machine, inst.collective, inst.model), key=lambda b: -b.value)
     if as_json:
-        emit_json([{"name": b.name, "value": b.value, "unit": "s", "detail": b.detail} for b in bounds])
+        emit_json([{"name": b.name, "value": b.value, "unit": "s", "detail": b.detail,
+                    "assumptions": list(b.assumptions)} for b in bounds])
         return
     echo(inst.describe())
-    echo(table(["bound", "value", "witness"],
-                     [[b.name, format_time(b.value), b.detail] for b in bounds]))
+    echo(table(["bound", "value", "assumes", "witness"],
+               [[b.name, format_time(b.value), "; ".join(b.assumptions) or "-", b.detail] for b in bounds]))
+    skipped = not_applied(inst.machine, inst.collective)
+    if skipped:
+        echo(f"not applied: {skipped}")
 
 
 COMMANDS = [model, instance, verify, simulate, bound]

@@ -16,6 +16,7 @@ import click
 from optcoll.cli.limits import (jobs_option, max_memory_option, out_option, progress_option, runs_option,
                                 seed_option, threads_option, time_limit_option)
 from optcoll.cli.output import WholeHelpGroup, echo, emit_json, json_option, say_overwrites, say_suite_origin
+from optcoll.errors import InputError
 
 EXIT_CONTRADICTION = EXIT_JOBS_FAILED = 1
 DEFAULT_SUITE = "quick"
@@ -71,6 +72,21 @@ def _suites(refs: tuple[str, ...]):
     for ref in refs or (DEFAULT_SUITE,):
         say_suite_origin(ref)
     return suites
+
+
+def _only(suites: list, names: str | None) -> list:
+    """The suites with only the named instances (each name must be in one of them)."""
+    if names is None:
+        return suites
+    from dataclasses import replace
+
+    wanted = {name.strip() for name in names.split(",") if name.strip()}
+    known = {spec.name for suite in suites for spec in suite.specs}
+    missing = sorted(wanted - known)
+    if missing:
+        raise InputError(f"no instance named {missing[0]!r} in {', '.join(s.name for s in suites)}", field="only")
+    return [replace(suite, specs=tuple(s for s in suite.specs if s.name in wanted))
+            for suite in suites if any(s.name in wanted for s in suite.specs)]
 
 
 def _contradiction(exc: Exception) -> None:
@@ -161,12 +177,14 @@ def truth() -> None:
 
 @truth.command("update")
 @click.argument("suites", nargs=-1, required=True)
+@click.option("--only", default=None, metavar="NAMES",
+              help="Update only these instances of the suites (comma-separated names).")
 @sweep_options
 @json_option
-def truth_update(suites: tuple[str, ...], jobs: int | None, cluster: str | None, runs: int | None,
-                 seed: int | None, time_limit: float | None, threads: int | None, solver: str,
-                 max_memory: int | None, cache_dir: str | None, no_cache: bool, retry_failed: bool,
-                 progress: bool | None, as_json: bool) -> None:
+def truth_update(suites: tuple[str, ...], only: str | None, jobs: int | None, cluster: str | None,
+                 runs: int | None, seed: int | None, time_limit: float | None, threads: int | None,
+                 solver: str, max_memory: int | None, cache_dir: str | None, no_cache: bool,
+                 retry_failed: bool, progress: bool | None, as_json: bool) -> None:
     """Re-solve SUITES and record the best bound and schedule in each instance file.
 
     A proven optimum is never replaced by a worse value; a verified schedule below a proven bound
@@ -179,7 +197,7 @@ def truth_update(suites: tuple[str, ...], jobs: int | None, cluster: str | None,
 
     settings = _settings(runs, seed, time_limit, threads, solver, max_memory)
     summary, failures = [], []
-    for suite in _suites(suites):
+    for suite in _only(_suites(suites), only):
         try:
             with _cache(cache_dir, no_cache) as cache:
                 updated, stats = update_suite(suite, settings, cache, workers=_workers(jobs),

@@ -58,6 +58,8 @@ def make_collective(kind: str, ranks: Sequence[int], size_bytes: float, chunks_p
     n, c = len(ranks), int(chunks_per_rank)
     if n < 1 or len(set(ranks)) != n:
         raise InputError(f"ranks must be distinct and non-empty, got {list(ranks)}")
+    if kind == "allreduce" and n < 2:
+        raise InputError(f"an allreduce over one rank ({ranks[0]}) reduces nothing: give it at least 2 ranks")
     if c < 1:
         raise InputError(f"chunks_per_rank must be at least 1, got {chunks_per_rank}")
     if not size_bytes > 0:

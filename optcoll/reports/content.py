@@ -139,6 +139,18 @@ def bounds_table(report: Report) -> Table:
                  tuple(range(1, len(names) + 2)))
 
 
+def bound_assumptions(report: Report) -> Paragraph | None:
+    """Which bounds assume what of the machine (each is applied only where that holds)."""
+    needs: dict[str, tuple[str, ...]] = {}
+    for row in report.rows:
+        needs.update({b["name"]: tuple(b.get("assumptions") or ()) for b in row.bounds if b.get("assumptions")})
+    if not needs:
+        return None
+    return Paragraph("Assumptions, each bound applied only to machines where they hold: "
+                     + "; ".join(f"{name} assumes {', '.join(what)}" for name, what in sorted(needs.items()))
+                     + ".")
+
+
 def _seeds(result: ProducerResult | None) -> tuple[str, ...]:
     if result is None or not result.seeds:
         return ("-",) * 4
@@ -237,6 +249,7 @@ def build_blocks(report: Report, figures: dict[str, tuple[str, str]], command: s
         blocks.append(Figure("gaps.svg", caption, svg))
     blocks += [Heading("Instances"), instances_table(report),
                Heading("Lower bounds"), bounds_table(report),
+               *[p for p in (bound_assumptions(report),) if p is not None],
                Heading("Greedy synthesizers over seeds"), greedy_table(report),
                Heading("Solver and synthesis times"), times_table(report)]
     plots = [(n, c, s) for n, (c, s) in figures.items() if n != "gaps.svg"]

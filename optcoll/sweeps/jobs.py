@@ -110,8 +110,8 @@ def _bounds(job: Job) -> tuple[dict[str, Any], None]:
 
     inst = job.spec.instance
     bounds = lower_bounds(inst.machine, inst.collective, inst.model)
-    rows = [{"name": b.name, "value": float(b.value), "detail": b.detail, "exact": bool(b.exact)}
-            for b in bounds]
+    rows = [{"name": b.name, "value": float(b.value), "detail": b.detail, "exact": bool(b.exact),
+             "assumptions": list(b.assumptions)} for b in bounds]
     best = max(rows, key=lambda row: row["value"])
     return {"status": "ok", "bounds": rows, "best": best["name"]}, None
 

@@ -4,9 +4,16 @@ who produced it and how, and the rules for combining old and new claims.
 Semantics (DESIGN.md section 6): the bound is the largest *proven* lower bound ever recorded
 (analytic, or a solver's proof in the instance's model); the schedule is the fastest *verified*
 schedule ever recorded. "optimal" when they meet. A bound above a verified schedule time cannot
-happen unless something is wrong: ``combine`` refuses it with ``TruthContradiction``. A solver's
-bound that holds only within a family of schedules (AllReduce as ReduceScatter + AllGather) is
-kept apart as ``family`` and never used as a lower bound.
+happen unless something is wrong: ``combine`` refuses it with ``TruthContradiction``.
+
+``[results.family]`` is what an exact solve found *within a family of schedules* (AllReduce as
+ReduceScatter + AllGather): ``bound`` is the family's own proven bound (the sum of the parts'
+bounds), never a lower bound of the instance; ``time`` the family's best schedule (a direct
+AllReduce may be faster: that one is ``[results.best]``); ``status``
+"optimal" when that time is proven optimal within the family. Records written before this meaning
+was fixed kept, for some instances, the solver's instance-wide bound there instead;
+``Truth.from_dict`` reads them in this meaning and hands their instance-wide bound over as
+``promoted``, which ``truth update`` records as a bound.
 """
 from __future__ import annotations
 
@@ -19,6 +26,8 @@ from optcoll.errors import InputError
 from optcoll.results.record import MEET_TOLERANCE, meets
 
 OPTIMAL, BOUNDED, UNSOLVED = "optimal", "bounded", "unsolved"
+#: ``source`` of a family record: what its ``bound`` is.
+FAMILY_SOURCE = "sum of the parts' proven bounds"
 
 
 class TruthContradiction(Exception):
@@ -74,6 +83,8 @@ class Truth:
     family: dict[str, Any] | None = None
     environment: dict[str, Any] = field(default_factory=dict)
     updated: str = field(default_factory=lambda: date.today().isoformat())
+    #: Instance-wide bounds an older record kept only in its family table (module docstring).
+    promoted: tuple[Claim, ...] = ()
 
     @property
     def status(self) -> str:
@@ -106,12 +117,34 @@ class Truth:
         schedule = data.get("schedule")
         if schedule is not None and not isinstance(schedule, str):
             raise InputError(f"must be a path, got {schedule!r}", field="results.schedule")
-        return Truth(str(data.get("instance_hash", "")), str(data.get("model", "timed")),
+        model = str(data.get("model", "timed"))
+        updated = str(data.get("updated", ""))
+        family, promoted = _read_family(data["family"], model, updated) if "family" in data else (None, ())
+        return Truth(str(data.get("instance_hash", "")), model,
                      Claim.from_dict(data["bound"], "results.bound") if "bound" in data else None,
                      Claim.from_dict(data["best"], "results.best") if "best" in data else None,
-                     schedule, _table(data["family"], "results.family") if "family" in data else None,
-                     _table(data.get("environment", {}), "results.environment"),
-                     str(data.get("updated", "")))
+                     schedule, family, _table(data.get("environment", {}), "results.environment"),
+                     updated, promoted)
+
+
+def family_record(params: dict[str, Any], time: float | None, details: dict[str, Any]) -> dict[str, Any]:
+    """The ``[results.family]`` table of an exact solve within a family (module docstring)."""
+    return {"family": params["family"], "bound": params.get("family_lower_bound"), "source": FAMILY_SOURCE,
+            "time": params.get("family_time", time), "status": "optimal" if params.get("family_optimal") else "feasible",
+            **details}
+
+
+def _read_family(data: Any, model: str, updated: str) -> tuple[dict[str, Any], tuple[Claim, ...]]:
+    """A family table in today's meaning, and the instance-wide bound an older one held instead."""
+    family = _table(data, "results.family")
+    source = str(family.get("source", ""))
+    params = family.get("params") if isinstance(family.get("params"), dict) else {}
+    if source == FAMILY_SOURCE or source.startswith("family:") or "family_lower_bound" not in params:
+        return family, ()  # the family's own bound (today's, or the old "family: ... + ..." sum)
+    details = {k: v for k, v in family.items() if k not in ("family", "bound", "source", "time", "status")}
+    promoted = Claim.from_dict({"date": updated, **details, "value": family.get("bound"), "source": source,
+                                "producer": f"exact-{model}"}, "results.family")
+    return family_record({"family": family.get("family"), **params}, family.get("time"), details), (promoted,)
 
 
 def _table(data: Any, field: str) -> dict[str, Any]:

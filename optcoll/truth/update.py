@@ -21,7 +21,7 @@ from optcoll.sweeps.jobs import FAILED, Job
 from optcoll.sweeps.plan import Settings, instance_jobs, runs_for
 from optcoll.sweeps.runner import SweepStats, run_sweep
 from optcoll.instances.suite import InstanceSpec, Suite
-from optcoll.truth.record import Claim, Truth, TruthContradiction, combine
+from optcoll.truth.record import Claim, Truth, TruthContradiction, combine, family_record
 from optcoll.truth.stored import (SCHEDULE_DIR, load_truth, new_schedule_path, unreferenced_schedules,
                                   verify_stored)
 from optcoll.truth.tomlfile import write_results
@@ -54,8 +54,10 @@ def _details(result: dict[str, Any]) -> dict[str, Any]:
 def claims(records: list[dict[str, Any]]) -> tuple[list[Claim], list[tuple[Claim, str]], dict | None]:
     """(bound claims, (schedule claim, job key) pairs, family record) from one instance's records.
 
-    Each record must carry its ``key``. Exact-solver bounds that hold only within a family of
-    schedules are returned as the family record, not as bounds.
+    Each record must carry its ``key``. An exact solver's ``lower_bound`` holds for every schedule
+    of the instance and is a bound claim; when it also solved within a family of schedules
+    (AllReduce as ReduceScatter + AllGather), that family's own bound and status become the family
+    record (``record.family_record``), never a bound.
     """
     bounds: list[Claim] = []
     times: list[tuple[Claim, str]] = []
@@ -63,7 +65,7 @@ def claims(records: list[dict[str, Any]]) -> tuple[list[Claim], list[tuple[Claim
     for record in records:
         status, producer = record.get("status"), record["producer"]
         if producer == "bounds" and status == "ok":
-            bounds += [Claim(b["value"], "analytic", f"{b['name']}: {b['detail']}")
+            bounds += [Claim(b["value"], "analytic", f"{b['name']}: {b['detail']}" + _assumed(b))
                        for b in record["bounds"]]
             continue
         result = record.get("result")
@@ -75,15 +77,17 @@ def claims(records: list[dict[str, Any]]) -> tuple[list[Claim], list[tuple[Claim
             times.append((Claim(result["time"], result["producer"], result["producer"], details,
                                 **when), record["key"]))
         if producer == "exact" and result.get("lower_bound") is not None:
-            fam = result["params"].get("family")
-            if fam:
-                family = {"family": fam, "bound": result["lower_bound"],
-                          "source": result["lower_bound_source"], "time": result.get("time"),
-                          "status": record.get("solver_status"), **details}
-            else:
-                bounds.append(Claim(result["lower_bound"], result["producer"],
-                                    result["lower_bound_source"], details, **when))
+            bounds.append(Claim(result["lower_bound"], result["producer"], result["lower_bound_source"],
+                                details, **when))
+        if producer == "exact" and result["params"].get("family"):
+            family = family_record(result["params"], result.get("time"), details)
     return bounds, times, family
+
+
+def _assumed(bound: dict[str, Any]) -> str:
+    """"; assumes no in-network reduction" for a bound record that states assumptions."""
+    needs = bound.get("assumptions") or ()
+    return f"; assumes {', '.join(needs)}" if needs else ""
 
 
 def _family(old: dict[str, Any] | None, new: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -119,6 +123,7 @@ def update_instance(spec: InstanceSpec, records: list[dict[str, Any]], cache: Re
     if old is not None and old.best is not None:
         verify_stored(spec, old)
     bounds, times, family = claims(records)
+    bounds += list(old.promoted) if old is not None else []
     bound, best = combine(spec.name, old, bounds, [claim for claim, _ in times])
     keep_old = old is not None and best is old.best
     written = False

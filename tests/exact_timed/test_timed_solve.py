@@ -92,10 +92,11 @@ def test_optimum_between_every_lower_bound_and_every_baseline(inst):
     ("reduce", 5), ("gather", 1), ("scatter", 6), ("alltoall", None)])
 def test_every_collective_on_dgx1(kind, root):
     inst = instance(G.dgx1(), kind, 2 if kind != "alltoall" else 1, root=root)
-    out = solve_timed(inst, time_limit=60)
-    if kind == "allreduce":
+    out = solve_timed(inst, time_limit=10 if kind == "allreduce" else 60)
+    if kind == "allreduce":  # the time after ReduceScatter + AllGather goes to the direct model
         assert out.params["family_optimal"]
-        assert close(verified(inst, out), out.params["family_lower_bound"])
+        assert close(out.params["family_time"], out.params["family_lower_bound"])
+        assert verified(inst, out) <= out.params["family_time"] * (1 + 1e-9)
     else:
         assert out.status == "optimal"
         assert close(verified(inst, out), out.lower_bound)
@@ -128,7 +129,10 @@ def test_reduction_is_the_time_reversed_dual_on_the_reversed_machine():
 
 
 def test_allreduce_is_reducescatter_then_allgather():
-    """Optimal within the family (the parts' optima add up); its bound holds for any AllReduce."""
+    """Optimal within the family (the parts' optima add up); its bound holds for any AllReduce.
+    On this ring the AllReduce bounds (2(N−1) deliveries per chunk into NPUs; a rank's contribution
+    carried out to the farthest rank) meet the family's optimum, so ReduceScatter then AllGather is
+    optimal among all AllReduce schedules."""
     m = G.ring(5, BW, LAT)
     ar = instance(m, "allreduce", 2)
     out = solve_timed(ar, time_limit=60)
@@ -137,7 +141,7 @@ def test_allreduce_is_reducescatter_then_allgather():
     assert out.params["family"] == "reducescatter+allgather" and out.params["family_optimal"]
     assert close(verified(ar, out), rs.lower_bound + ag.lower_bound)
     assert close(out.params["family_lower_bound"], rs.lower_bound + ag.lower_bound)
-    assert out.status == "feasible"  # the family optimum is above every AllReduce bound here
+    assert out.status == "optimal" and out.lower_bound_source.startswith(("allreduce-transfers", "allreduce-cut"))
     assert out.lower_bound >= max(rs.lower_bound, ag.lower_bound) * (1 - 1e-9)
     for bound in lower_bounds(ar.machine, ar.collective, ar.model):
         assert out.lower_bound >= bound.value * (1 - 1e-9)

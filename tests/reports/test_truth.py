@@ -39,10 +39,12 @@ def _copy(recorded, tmp_path):
 def test_update_records_optimum_and_keeps_the_hand_written_part(recorded):
     suite_dir, _, heads, updated = recorded
     assert {u.instance: u.after.status for u in updated} == {
-        "dgx1-ag": "optimal", "ring4-a2a": "optimal", "ring8-ag": "optimal", "ring4-ar": "bounded"}
+        "dgx1-ag": "optimal", "ring4-a2a": "optimal", "ring8-ag": "optimal", "ring4-ar": "optimal"}
     allreduce = read_results(suite_dir / "ring4-ar.toml")
     assert allreduce["family"]["family"] == "reducescatter+allgather"
-    assert allreduce["lower_bound"] <= allreduce["family"]["bound"] <= allreduce["time"]
+    # The direct AllReduce (3 link times) meets the 2(N−1)-deliveries bound; the family's own
+    # optimum, ReduceScatter then AllGather, takes 4.
+    assert allreduce["lower_bound"] == allreduce["time"] < allreduce["family"]["bound"] == allreduce["family"]["time"]
     for path in suite_dir.glob("*-ag.toml"):
         text = path.read_text()
         assert text.startswith(heads[path.name])  # comments and layout kept byte for byte
@@ -164,3 +166,46 @@ def test_family_record_changes_only_when_it_says_more():
     assert _family(weaker, old) is old  # a proof where there was none
     faster = {**weaker, "time": 1.8}
     assert _family(weaker, faster) is faster
+
+
+def test_exact_allreduce_bound_is_a_bound_and_its_family_keeps_the_family_bound():
+    """An exact AllReduce record: its lower bound (valid for every schedule) becomes a bound claim,
+    the family table holds the sum of the parts' bounds and says whether the family optimum was
+    proven."""
+    from optcoll.truth.update import claims
+
+    params = {"family": "reducescatter+allgather", "family_optimal": True, "family_lower_bound": 2.0}
+    record = {"key": "k", "producer": "exact", "status": "ok", "solver_status": "feasible",
+              "result": {"producer": "exact-timed", "time": 2.0, "lower_bound": 1.5,
+                         "lower_bound_source": "allreduce-transfers bound", "params": params}}
+    bounds, times, family = claims([record])
+    assert [(b.value, b.source) for b in bounds] == [(1.5, "allreduce-transfers bound")]
+    assert family["bound"] == 2.0 and family["status"] == "optimal" and family["time"] == 2.0
+
+
+def test_old_family_tables_are_read_in_todays_meaning():
+    """Before its meaning was fixed, a family table sometimes held the instance-wide bound (here
+    the ReduceScatter part's ingress bound of cluster2x8-allreduce-c1): it is read as the family's
+    own bound (the sum in its params) and the instance-wide one is handed over as a bound."""
+    old = {"family": "reducescatter+allgather", "bound": 0.0071662788266666656,
+           "source": "reducescatter part: per-node ingress", "time": 0.014332557653333328,
+           "status": "feasible", "solver": "cpsat",
+           "params": {"family_optimal": True, "family_lower_bound": 0.014332557653333331}}
+    truth = Truth.from_dict({"instance_hash": "h", "model": "timed", "family": old, "updated": "2026-11-26"})
+    assert truth.family["bound"] == pytest.approx(0.014332557653333331) and truth.family["status"] == "optimal"
+    [promoted] = truth.promoted
+    assert promoted.value == pytest.approx(0.0071662788266666656) and promoted.producer == "exact-timed"
+    summed = {**old, "bound": 0.0214, "source": "family: reducescatter (latency) + allgather (latency)",
+              "params": {}}
+    assert Truth.from_dict({"family": summed}).promoted == ()
+
+
+def test_update_can_be_limited_to_named_instances(recorded):
+    """``truth update SUITE --only NAMES`` keeps the suite's other instances out of the sweep."""
+    from optcoll.cli.commands_report import _only
+
+    suite = find_suite(str(recorded[0]))
+    [kept] = _only([suite], "ring4-ar")
+    assert [spec.name for spec in kept.specs] == ["ring4-ar"] and kept.name == suite.name
+    with pytest.raises(InputError, match="no instance named 'nosuch'"):
+        _only([suite], "ring4-ar,nosuch")

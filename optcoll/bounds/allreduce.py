@@ -1,0 +1,236 @@
+"""AllReduce lower bounds (DESIGN.md section 6; FIELD-NOTES section 8): what every AllReduce
+must move, counted on the links of the NPUs and across cuts, each with the assumptions it needs.
+
+They apply to AllReduce-shaped collectives: a set X of N ≥ 2 ranks contributes to and needs each
+of K chunks (the built-in AllReduce, and SCCL's whole-buffer form as a custom collective).
+
+*Without in-network reduction* (no switch reduces), for each chunk take the NPU f where its full
+sum is first formed. That sum is the disjoint union of N contributions, so its derivation holds
+N − 1 reduce deliveries, each into an NPU (only NPUs combine). Every rank other than f must then
+receive a delivery that makes it whole; none of those is one of the N − 1, whose results are
+partial sums formed before f's (or at f). So the in-links of the NPUs carry at least 2(N − 1)
+deliveries of each chunk:
+
+* ``allreduce-volume``: T ≥ 2(N−1)·K·b / Σ B_e over links into NPUs (Patarasuk–Yuan 2009);
+* ``allreduce-transfers``: the α-aware whole-chunk form: link e delivers its j-th chunk no earlier
+  than a_e + j·o_e (a_e: the earliest a chunk can reach e's tail from a rank, plus e's delay;
+  o_e: its occupancy), so T is at least the 2(N−1)·K-th of those instants over the NPU in-links.
+
+*Without switch multicast either*, each of those deliveries has its own transfer on an NPU
+out-link (a plain switch forwards each arrival once), which gives the egress forms on the links
+out of NPUs, each transfer then still needing the way to the nearest NPU.
+
+*Cuts* (valid with in-network reduction and multicast too): for a node set S splitting X, each
+chunk's contributions inside S must cross to a rank outside and those outside must cross in, so
+each direction carries K transfers, the j-th on link e finishing no earlier than a_e + j·o_e plus
+the way from e's head to the nearest rank on the other side: ``allreduce-cut`` is the K-th of
+those instants, maximised over a family of cuts (minimum cuts, single ranks, sweeps).
+
+Port limits are ignored (fewer usable links only delay), so every bound holds with them too.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy.sparse.csgraph import dijkstra, shortest_path
+
+from optcoll.bounds.bound import Bound, describe_nodes
+from optcoll.bounds.cutbounds import SplitCuts, split_cuts
+from optcoll.bounds.demand import allreduce_set, need_counts_per_chunk
+from optcoll.bounds.families import orderings
+from optcoll.bounds.nodes import kth_arrival
+from optcoll.bounds.paths import weighted_graph
+from optcoll.collectives.collective import Collective
+from optcoll.instances.instance import TimeModel
+from optcoll.machines.machine import Machine
+from optcoll.units import format_bandwidth, format_size, format_time
+
+NO_REDUCTION = "no in-network reduction (switches do not combine)"
+NO_MULTICAST = "no switch multicast"
+#: Sweep cuts evaluated in the α-aware form: the best by transfers per bandwidth, per ordering.
+SWEEP_CUTS = 8
+#: Up to this many nodes the cut form also takes the ranks farthest from each cut (all-pairs
+#: distances, n² floats).
+PAIR_MAX_NODES = 512
+
+
+def in_network_reduction(machine: Machine) -> bool:
+    return any(s.reduce for s in machine.switches)
+
+
+def switch_multicast(machine: Machine) -> bool:
+    return any(s.multicast for s in machine.switches)
+
+
+def _distances(machine: Machine, delay: np.ndarray, sources: np.ndarray, reverse: bool = False) -> np.ndarray:
+    """Per node, the least total delay from (``reverse``: to) the nearest of ``sources``."""
+    graph = weighted_graph(machine, delay)
+    return dijkstra(graph.T if reverse else graph, directed=True, indices=sources, min_only=True)
+
+
+def not_applied(machine: Machine, collective: Collective) -> str:
+    """Which AllReduce bounds this machine rules out and why, or that its in-network reduction
+    goes unused ("" when neither)."""
+    members = allreduce_set(collective)
+    if members is None or members.size < 2:
+        reducing = [s.label for s in machine.switches if s.reduce]
+        if reducing and not collective.combining:
+            return (f"nothing: switch {reducing[0]!r} reduces in the network, but {collective.kind} does not "
+                    "combine, so that capability goes unused (it forwards like any switch)")
+        return ""
+    reducing = [s.label for s in machine.switches if s.reduce]
+    if reducing:
+        return (f"allreduce-volume, allreduce-transfers and their egress forms (they assume {NO_REDUCTION}; "
+                f"switch {reducing[0]!r} reduces)")
+    copying = [s.label for s in machine.switches if s.multicast]
+    if copying:
+        return (f"allreduce-volume-egress and allreduce-transfers-egress (they assume {NO_MULTICAST}; "
+                f"switch {copying[0]!r} multicasts)")
+    return ""
+
+
+def _kth(count: int, first: np.ndarray, period: np.ndarray) -> float:
+    """The ``count``-th smallest of first_e + j·period_e (j ≥ 0) over links e (inf if none)."""
+    live = np.isfinite(first)
+    if count <= 0:
+        return 0.0
+    if not live.any():
+        return math.inf
+    rows, mult = np.unique(np.stack([first[live], period[live]], axis=1), axis=0, return_counts=True)
+    return kth_arrival(count, rows[:, 0].copy(), rows[:, 1].copy(), mult)
+
+
+def allreduce_bounds(machine: Machine, collective: Collective, model: TimeModel,
+                     split: SplitCuts | None = None) -> list[Bound]:
+    """The bounds of the module docstring that apply to this machine (none when the collective
+    is not AllReduce-shaped); ``split``: its ``cutbounds.split_cuts`` when the caller has them."""
+    members = allreduce_set(collective)
+    if members is None or members.size < 2:
+        return []
+    n, b = int(members.size), collective.chunk_bytes
+    k = int(np.count_nonzero(need_counts_per_chunk(collective)))
+    timing = model.link_timing(machine, b)
+    from_ranks = _distances(machine, timing.delay, members)
+    to_ranks = _distances(machine, timing.delay, members, reverse=True)
+    cuts = _candidate_cuts(machine, members, split or split_cuts(machine, members))
+    found = [_cut_bound(machine, members, k, b, cuts, from_ranks, to_ranks, timing.delay, timing.busy)]
+    if in_network_reduction(machine):
+        return found
+    npu = np.arange(machine.num_nodes) < machine.num_npus
+    into, out_of = np.flatnonzero(npu[machine.link_dst]), np.flatnonzero(npu[machine.link_src])
+    deliveries = 2 * (n - 1) * k
+    why = (f"each of the {k} chunk(s) needs N − 1 = {n - 1} reduce deliveries into NPUs to form its "
+           f"first full sum and one more delivery to each of the other {n - 1} ranks")
+    found.append(Bound("allreduce-volume", deliveries * b / float(machine.link_bandwidth[into].sum()),
+                       f"{deliveries} chunk deliveries of {format_size(b)} into NPUs over "
+                       f"{format_bandwidth(float(machine.link_bandwidth[into].sum()))} of NPU "
+                       f"in-links ({why})", assumptions=(NO_REDUCTION,)))
+    first = from_ranks[machine.link_src[into]] + timing.delay[into]
+    value = _kth(deliveries, first, timing.busy[into])
+    found.append(Bound("allreduce-transfers", value,
+                       f"{deliveries} chunk deliveries into NPUs over {into.size} NPU in-link(s), each "
+                       f"link's j-th no earlier than its first possible arrival + j·occupancy: the last "
+                       f"cannot arrive before {format_time(value)} ({why})", assumptions=(NO_REDUCTION,)))
+    if switch_multicast(machine):
+        return found
+    to_npus = _distances(machine, timing.delay, np.flatnonzero(npu), reverse=True)
+    volume = deliveries * b / float(machine.link_bandwidth[out_of].sum())
+    last = from_ranks[machine.link_src[out_of]] + timing.delay[out_of] + to_npus[machine.link_dst[out_of]]
+    value = _kth(deliveries, last, timing.busy[out_of])
+    how = (f"{deliveries} chunk deliveries into NPUs, each sent on its own NPU out-link (plain "
+           f"switches forward each arrival once; {why})")
+    found.append(Bound("allreduce-volume-egress", volume, f"{how}, over "
+                       f"{format_bandwidth(float(machine.link_bandwidth[out_of].sum()))} of NPU out-links",
+                       assumptions=(NO_REDUCTION, NO_MULTICAST)))
+    found.append(Bound("allreduce-transfers-egress", value, f"{how}; with each out-link's j-th transfer "
+                       f"no earlier than its first possible start + j·occupancy and the way on to an "
+                       f"NPU, the last cannot arrive before {format_time(value)}",
+                       assumptions=(NO_REDUCTION, NO_MULTICAST)))
+    return found
+
+
+def _sweep_bandwidth(machine: Machine, order: np.ndarray) -> np.ndarray:
+    """Per prefix size 1..n−1 of ``order``: the smaller of the bandwidths out of and into it."""
+    n = machine.num_nodes
+    pos = np.empty(n, dtype=np.int64)
+    pos[order] = np.arange(n)
+    ps, pd = pos[machine.link_src], pos[machine.link_dst]
+    found = []
+    for forward in (ps < pd, ps > pd):  # u→v leaves prefix k iff pos[u] < k <= pos[v]; enters iff reversed
+        lo, hi = np.minimum(ps, pd)[forward], np.maximum(ps, pd)[forward]
+        diff = np.zeros(n + 1)
+        np.add.at(diff, lo + 1, machine.link_bandwidth[forward])
+        np.add.at(diff, hi + 1, -machine.link_bandwidth[forward])
+        found.append(np.cumsum(diff)[1:n])
+    return np.minimum(*found)
+
+
+def _candidate_cuts(machine: Machine, members: np.ndarray, split: SplitCuts) -> list[np.ndarray]:
+    """Node sets (bool masks) to try: each single rank, the minimum-bandwidth cuts between the
+    members (``split``), and per ordering of ``families.orderings`` the ``SWEEP_CUTS`` prefixes
+    splitting the members with the least bandwidth across."""
+    nodes = machine.num_nodes
+    cuts = list(split.sides)
+    for v in members.tolist():
+        alone = np.zeros(nodes, dtype=bool)
+        alone[v] = True
+        cuts.append(alone)
+    is_member = np.zeros(nodes, dtype=bool)
+    is_member[members] = True
+    for _, order in orderings(machine):
+        inside = np.cumsum(is_member[order])[:-1]
+        splits = np.flatnonzero((inside > 0) & (inside < members.size))
+        across = _sweep_bandwidth(machine, order)[splits]
+        for size in splits[np.argsort(across, kind="stable")[:SWEEP_CUTS]] + 1:
+            prefix = np.zeros(nodes, dtype=bool)
+            prefix[order[:size]] = True
+            cuts.append(prefix)
+    return cuts
+
+
+def _cut_bound(machine: Machine, members: np.ndarray, k: int, b: float, cuts: list[np.ndarray],
+               from_ranks: np.ndarray, to_ranks: np.ndarray, delay: np.ndarray, busy: np.ndarray) -> Bound:
+    """The best α-aware cut over ``cuts``.
+
+    Each chunk needs, for one rank i on the tail side and one rank r on the head side, a crossing
+    that carries i's contribution on its way to r: it starts no earlier than i's data can reach the
+    crossing link's tail and is done no earlier than its head's way on to r. With i and r the ranks
+    farthest from the cut on their sides (when the machine is small enough for all-pairs
+    distances, ``PAIR_MAX_NODES``) that is the stronger form; the nearest ranks give the plain one.
+    """
+    is_member = np.zeros(machine.num_nodes, dtype=bool)
+    is_member[members] = True
+    pairs = machine.num_nodes <= PAIR_MAX_NODES
+    dist = shortest_path(weighted_graph(machine, delay), method="D", directed=True) if pairs else None
+    best: tuple[float, np.ndarray | None, bool, str] = (-1.0, None, False, "")
+    seen: set[bytes] = set()
+    for inside in cuts:
+        key = inside.tobytes()
+        if key in seen or not (is_member & inside).any() or not (is_member & ~inside).any():
+            continue
+        seen.add(key)
+        for way_in in (False, True):
+            tail_side = ~inside if way_in else inside
+            cross = np.flatnonzero(tail_side[machine.link_src] & ~tail_side[machine.link_dst])
+            tails, heads = machine.link_src[cross], machine.link_dst[cross]
+            options = [(from_ranks[tails] + delay[cross] + to_ranks[heads], "")]
+            if dist is not None and cross.size:
+                senders, receivers = np.flatnonzero(is_member & tail_side), np.flatnonzero(is_member & ~tail_side)
+                i = senders[np.argmax(dist[np.ix_(senders, tails)].min(axis=1))]
+                r = receivers[np.argmax(dist[np.ix_(heads, receivers)].min(axis=0))]
+                options.append((dist[i, tails] + delay[cross] + dist[heads, r],
+                                f", carrying {machine.label(int(i))}'s contribution to {machine.label(int(r))}"))
+            for first, how in options:
+                value = _kth(k, first, busy[cross])
+                if value > best[0]:
+                    best = (value, inside, way_in, how)
+    value, inside, way_in, how = best
+    assert inside is not None
+    way = "into" if way_in else "out of"
+    return Bound("allreduce-cut", value,
+                 f"{describe_nodes(machine, np.flatnonzero(inside), members)}: each of the {k} chunk(s) "
+                 f"must cross {way} S at least once{how} (contributions on one side are needed on the "
+                 f"other); with each crossing link's j-th transfer no earlier than its first possible "
+                 f"arrival + j·occupancy and the way on, the last cannot arrive before "
+                 f"{format_time(value)} (the best of a family of cuts)", exact=False)

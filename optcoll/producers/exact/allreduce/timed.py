@@ -1,0 +1,120 @@
+"""The direct AllReduce model as a phase of the exact timed solver: after ReduceScatter then
+AllGather, look for a faster AllReduce among direct schedules (issue 13).
+
+When the machine has a fixed-point-free symmetry group it first asks whether a symmetric schedule
+meets the proven bound (small models, and where the bound is tight the answer is an optimum: DGX-1
+with two chunks per GPU), then minimises the makespan over every schedule of the model, hinted
+with the best schedule so far on every variable when it fits the epochs. A schedule it finds is
+verified by the caller before it counts.
+
+What its search proves is kept apart from the instance's bounds: the model allows only starts on
+its epochs (and, with plain switches, forwarding on arrival), so "no schedule before epoch k" is a
+statement about that family of schedules, recorded as ``params["direct"]["family_bound"]``,
+never as a lower bound of the timed model (between two epochs a node may see some of the
+arrivals of that epoch and not others, which the model does not represent).
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from optcoll.instances.instance import Instance
+from optcoll.producers.base import NotApplicable
+from optcoll.producers.exact.allreduce.problem import DirectProblem, timed_problem
+from optcoll.producers.exact.allreduce.solve import TooSlowToBuild, solve
+from optcoll.producers.exact.allreduce.symmetric import orbit
+from optcoll.producers.exact.allreduce.transfers import RouteTransfers, from_schedule, to_schedule
+from optcoll.producers.exact.memory import ModelTooLarge
+from optcoll.schedules.schedule import Schedule
+
+#: Share of the direct phase's time the symmetric restriction may use first.
+SYMMETRIC_SHARE = 0.3
+#: Relative slack when reading a time as whole epochs.
+TOLERANCE = 1e-9
+
+
+@dataclass
+class DirectPhase:
+    """What the phase found: a schedule (None: nothing better than the start), notes, params."""
+
+    schedule: Schedule | None = None
+    notes: list[str] = field(default_factory=list)
+    params: dict[str, Any] = field(default_factory=dict)
+    interrupted: bool = False
+    work: float = 0.0  # CP-SAT deterministic time spent
+
+
+def direct_phase(instance: Instance, start: Schedule | None, start_time: float, bound: float,
+                 deadline: float, threads: int, seed: int, max_memory: int | None,
+                 work: float | None = None) -> DirectPhase:
+    """Search direct AllReduce schedules faster than ``start`` (taking ``start_time`` seconds),
+    down to the proven ``bound``, until ``deadline`` (``time.perf_counter`` seconds) and within
+    ``work`` (CP-SAT deterministic time, shared like the time)."""
+    phase = DirectPhase()
+    try:
+        problem = timed_problem(instance)
+    except NotApplicable as why:
+        phase.notes.append(f"direct AllReduce model: not applicable ({why})")
+        return phase
+    q = problem.quantum
+    horizon = math.ceil(start_time / q * (1 - TOLERANCE)) if math.isfinite(start_time) else None
+    if horizon is None:
+        phase.notes.append("direct AllReduce model: no start schedule to set its horizon")
+        return phase
+    floor = max(1, math.ceil(bound / q * (1 - TOLERANCE)))
+    hint = from_schedule(problem, start) if start is not None else None
+    phase.params = {"quantum": q, "rounding": problem.rounding, "restrictions": list(problem.restrictions),
+                    "horizon_epochs": horizon, "floor_epochs": floor}
+    best: RouteTransfers | None = None
+    try:
+        group = orbit(problem, instance) if horizon > floor else None
+        if group is not None:
+            left = (deadline - time.perf_counter()) * SYMMETRIC_SHARE
+            symmetric = (f"direct AllReduce model, symmetric under a group of {group.order} "
+                         f"({len(group.representatives)} representative chunk(s)), at the bound's {floor} epochs")
+            try:
+                out, found = solve(problem, floor, floor, orbit=group, time_limit=max(0.05, left),
+                                   threads=threads, seed=seed, max_memory=max_memory,
+                                   work_limit=None if work is None else work * SYMMETRIC_SHARE)
+            except TooSlowToBuild as slow:  # the unrestricted model may still fit the time left
+                phase.notes.append(f"{symmetric}: {slow}")
+            else:
+                phase.interrupted |= out.interrupted
+                phase.work += out.work
+                phase.notes.append(f"{symmetric}: {out.status} ({out.wall:.2f} s)")
+                if found is not None:
+                    best = found
+                    phase.params["symmetric_epochs"] = found.makespan(problem)
+        at_floor = best is not None and best.makespan(problem) <= floor
+        if not phase.interrupted and not at_floor and time.perf_counter() < deadline - 0.05 \
+                and (work is None or work > phase.work):
+            out, found = solve(problem, horizon, floor, start=best if best is not None else hint,
+                               time_limit=deadline - time.perf_counter(), threads=threads, seed=seed,
+                               max_memory=max_memory, work_limit=None if work is None else work - phase.work)
+            phase.interrupted |= out.interrupted
+            phase.work += out.work
+            phase.notes.append(f"direct AllReduce model ({out.size.variables} variables, {out.size.terms} "
+                               f"terms, hint {out.hinted}): {out.status} ({out.wall:.2f} s)")
+            phase.params.update(status=out.status, variables=out.size.variables, terms=out.size.terms,
+                                wall_time=out.wall, family_bound=None if out.bound is None else out.bound * q)
+            if found is not None and (best is None or found.makespan(problem) < best.makespan(problem)):
+                best = found
+    except ModelTooLarge as refused:
+        phase.notes.append(f"direct AllReduce model: memory limit: {refused.detail}")
+        phase.params["refused"] = refused.detail
+    except TooSlowToBuild as slow:
+        phase.notes.append(f"direct AllReduce model: time limit: {slow}")
+        phase.params["refused"] = str(slow)
+    except KeyboardInterrupt:
+        phase.interrupted = True
+    if best is not None:
+        phase.params["epochs"] = best.makespan(problem)
+        phase.schedule = schedule_of(problem, best)
+    return phase
+
+
+def schedule_of(problem: DirectProblem, transfers: RouteTransfers) -> Schedule:
+    return to_schedule(problem, transfers, producer="optcoll-timed", family="direct",
+                       quantum=problem.quantum)
