@@ -140,9 +140,9 @@ def test_least_steps_and_least_rounds(run, flag, steps, rounds):
 
 
 @pytest.mark.parametrize("args,message", [
-    (["--steps", "0"], "'--steps': 0 is not in the range x>=1"),
-    (["--rounds", "-2"], "'--rounds': -2 is not in the range x>=1"),
-    (["--chunks", "0"], "'--chunks': 0 is not in the range x>=1"),
+    (["--steps", "0"], "--steps: 0 is not in the range x>=1"),
+    (["--rounds", "-2"], "--rounds: -2 is not in the range x>=1"),
+    (["--chunks", "0"], "--chunks: 0 is not in the range x>=1"),
     (["--steps", "3", "--rounds", "2"], "--rounds 2 < --steps 3: every step takes at least one round"),
     (["--least-steps", "--rounds", "3"], "--least-steps chooses the rounds"),
     (["--least-steps", "--least-rounds"], "ask different questions"),
@@ -162,7 +162,7 @@ def test_step_flags_with_the_timed_model_are_refused(run, flag):
 
 def test_pareto_question_limit_is_checked_and_leaves_the_front_honest(run):
     code, _, err = run("pareto", QUICK / "dgx1-allgather-c1.toml", "--question-limit", "0")
-    assert code == 2 and "'--question-limit': must be a positive number of seconds" in err
+    assert code == 2 and "--question-limit: must be a positive number of seconds" in err
     code, out, _ = run("pareto", QUICK / "dgx1-allgather-c1.toml", "--max-chunks", "6",
                        "--question-limit", "60", "--time-limit", "120", "--json")
     data = json.loads(out)
