@@ -32,8 +32,9 @@ from optcoll.units import format_time
 
 GIB = 2.0**30
 #: What a benchmark section may be limited to: the fixed list (timed instances and the DGX-1
-#: Pareto front), the size ladders, or the direct AllReduce model.
-PARTS = ("fixed", "ladder", "allreduce")
+#: Pareto front), the size ladders, the step model's questions (bench/step.py), or the direct
+#: AllReduce model.
+PARTS = ("fixed", "ladder", "step", "allreduce")
 THREADS, SEED = 2, 0
 #: Seconds per question of the direct AllReduce section (its instances take seconds to a minute).
 DIRECT_LIMIT = 300.0
@@ -384,12 +385,39 @@ def bench_ladders(ladders: Sequence[Ladder], time_limit: float, solver: str = "c
                             for ladder in ladders)]
 
 
+def check_part(only: str | None) -> None:
+    if only is not None and only not in PARTS:
+        raise InputError(f"unknown part {only!r}; use one of {', '.join(PARTS)}", field="only")
+
+
+def _hours(seconds: float) -> str:
+    return f"{seconds / 3600:.1f} h" if seconds >= 3600 else f"{seconds / 60:.0f} min" if seconds >= 120 \
+        else f"{seconds:.0f} s"
+
+
+def expected_duration(time_limit: float, pareto_limit: float, only: str | None = None,
+                      families: Sequence[str] | None = None) -> str | None:
+    """What the run will take, said before it starts: its worst case (every timed instance and
+    rung at its limit) and the usual floor (each family stops at the first rung not proven in
+    time, so each costs at least one limit)."""
+    check_part(only)
+    ladders = select_ladders(families) if only in (None, "ladder") else []
+    fixed = (len(TIMED_CASES) * time_limit + 2 * pareto_limit) if only in (None, "fixed") else 0.0
+    worst = fixed + sum(len(ladder.rungs) for ladder in ladders) * time_limit
+    parts = ([f"{len(TIMED_CASES)} timed instances and the DGX-1 front"] if fixed else []) + \
+        ([f"{len(ladders)} ladder families"] if ladders else [])
+    if not parts:
+        return None
+    usual = f", usually more than {_hours(len(ladders) * time_limit)}" if ladders else ""
+    return (f"{' and '.join(parts)}: up to {_hours(worst)} with --time-limit {time_limit:g} s{usual}; "
+            "--time-limit, --only and --families shorten it")
+
+
 def run_bench(out: str, time_limit: float, pareto_limit: float, echo: Callable[[str], None] = _quiet,
               only: str | None = None, families: Sequence[str] | None = None) -> str:
     """Writes the report. ``only`` (one of PARTS) measures that part alone and keeps the file's
     other sections as they were, so a slow part need not be rerun to refresh another."""
-    if only is not None and only not in PARTS:
-        raise InputError(f"unknown part {only!r}; use one of {', '.join(PARTS)}", field="only")
+    check_part(only)
     ladders = select_ladders(families)  # checked before anything slow runs
     sections: list[Section] = []
     if only in (None, "fixed"):
@@ -403,6 +431,10 @@ def run_bench(out: str, time_limit: float, pareto_limit: float, echo: Callable[[
              bench_pareto(time_limit=pareto_limit),
              "Target: ≤ 10 s. z3 is the SMT encoding (as SCCL uses); CP-SAT is optcoll's default."),
         ]
+    if only in (None, "step"):
+        from optcoll.bench.step import step_sections
+
+        sections += step_sections(pareto_limit)
     if only in (None, "ladder"):
         sections += bench_ladders(ladders, time_limit, echo=echo)
     if only in (None, "allreduce"):

@@ -27,6 +27,7 @@ class CheckReport:
     against: str
     outcomes: tuple[Outcome, ...]
     wall_time: float
+    seeds: str = ""  # the seeds it ran, in words (run.seeds_text)
 
     @property
     def failures(self) -> list[Outcome]:
@@ -58,8 +59,8 @@ class CheckReport:
 
     def context(self) -> str:
         return (f"synthesizer {self.synthesizer} on suite {self.suite} ({self.directory}), "
-                f"{len(self.outcomes)} instances; ratio = verified time / "
-                f"{REFERENCE_TEXT[self.against]}")
+                f"{len(self.outcomes)} instances" + (f", {self.seeds}" if self.seeds else "")
+                + f"; ratio = verified time / {REFERENCE_TEXT[self.against]}")
 
     def rows(self) -> list[list[str]]:
         """The cells under ``HEADERS``: the text table and the Markdown table share them."""
@@ -92,6 +93,6 @@ class CheckReport:
     def to_dict(self) -> dict[str, Any]:
         return {"synthesizer": self.synthesizer, "suite": self.suite, "directory": self.directory,
                 "against": self.against, "reference": REFERENCE_TEXT[self.against],
-                "passed": self.passed, "counts": self.counts(), "wall_time": self.wall_time,
+                "passed": self.passed, "counts": self.counts(), "wall_time": self.wall_time, "seeds": self.seeds,
                 "optcoll_version": optcoll.__version__,
                 "instances": [o.to_dict() for o in self.outcomes]}

@@ -3,19 +3,21 @@ from __future__ import annotations
 
 import click
 
-from optcoll.cli.limits import time_limit_option
-from optcoll.cli.output import done, echo, json_option
+
+from optcoll.cli.limits import as_flags, out_option, time_limit_option
+from optcoll.cli.output import WholeHelpGroup, done, echo, json_option, say_overwrites
+from optcoll.errors import InputError
 from optcoll.units import format_size
 
 
-@click.group()
+@click.group(cls=WholeHelpGroup)
 def bench() -> None:
     """Benchmarks (figures, not pass/fail)."""
 
 
 @bench.command("core")
 @click.option("--side", default=32, show_default=True, help="Torus side: side×side NPUs.")
-@click.option("--out", default="reports/bench-core.md", show_default=True, type=click.Path(dir_okay=False))
+@out_option("The benchmark report to write.", default="reports/bench-core.md", show_default=True)
 @json_option
 def bench_core(side: int, out: str, as_json: bool) -> None:
     """Verifier on a ~million-transfer torus AllGather, and the exact cut bound of the torus."""
@@ -23,7 +25,11 @@ def bench_core(side: int, out: str, as_json: bool) -> None:
     from optcoll.bench.file import write_bench_report
     from optcoll.bench.verify import bench_verify
 
+    echo(f"optcoll bench core: verify a {side * side}-NPU torus AllGather, then its exact cut bound "
+         "(targets: 5 s and 10 s, more under load)", err=True)
+    say_overwrites(out)
     v = bench_verify(side)
+    echo(f"verified in {v['verify_seconds']:.2f} s; cut bound next", err=True)
     c = bench_cut(side)
     sections = [
         (f"Verify a {v['npus']}-NPU 2D-torus AllGather schedule",
@@ -47,21 +53,28 @@ def bench_core(side: int, out: str, as_json: bool) -> None:
 @time_limit_option(default_text="Limit per timed instance and per ladder rung", default=600.0, show_default=True)
 @time_limit_option("--pareto-limit", default_text="Limit of the DGX-1 Pareto front, per solver", default=120.0,
                    show_default=True)
-@click.option("--only", default=None, metavar="fixed|ladder|allreduce",
+@click.option("--only", default=None, metavar="fixed|ladder|step|allreduce",
               help="Measure one part (fixed: issue 3's list and the DGX-1 front; ladder: the size "
-                   "ladders; allreduce: the direct AllReduce model) and keep the report's other "
-                   "sections as they are.")
+                   "ladders; step: SCCL's questions as whole commands, limit --pareto-limit; "
+                   "allreduce: the direct AllReduce model) and keep the report's other sections as "
+                   "they are.")
 @click.option("--families", default=None, metavar="NAMES",
               help="Ladder families, comma-separated (default: all; a wrong name lists them).")
-@click.option("--out", default="reports/bench-exact.md", show_default=True, type=click.Path(dir_okay=False))
+@out_option("The benchmark report to write (sections not measured are kept).", default="reports/bench-exact.md",
+            show_default=True)
 @json_option
 def bench_exact(time_limit: float, pareto_limit: float, only: str | None, families: str | None, out: str,
                 as_json: bool) -> None:
     """Exact solvers: wall time to a proven optimum on issue 3's instances, the DGX-1 front, and
     per family the largest instance proven optimal within the time limit."""
-    from optcoll.bench.exact import run_bench
+    from optcoll.bench.exact import expected_duration, run_bench
 
     names = None if families is None else [name.strip() for name in families.split(",") if name.strip()]
+    with as_flags(families="--families", only="--only"):
+        expected = expected_duration(time_limit, pareto_limit, only, names)
+    if expected:
+        echo(f"optcoll bench exact: {expected}", err=True)
+    say_overwrites(out)
     text = run_bench(out, time_limit, pareto_limit, echo=lambda line: echo(line, err=True), only=only,
                      families=names)
     done(as_json, f"{text}\nwrote {out}", report=text, out=out)
@@ -69,32 +82,44 @@ def bench_exact(time_limit: float, pareto_limit: float, only: str | None, famili
 
 @bench.command("allreduce")
 @time_limit_option(default_text="Exact-solver limit per machine", default=120.0, show_default=True)
-@click.option("--out", default="reports/allreduce.md", show_default=True, type=click.Path(dir_okay=False))
+@out_option("The benchmark report to write.", default="reports/allreduce.md", show_default=True)
 @json_option
 def bench_allreduce(time_limit: float, out: str, as_json: bool) -> None:
     """Is ReduceScatter then AllGather optimal for AllReduce? Per machine of issue 13, with the
     faster direct schedules written beside the report."""
     from optcoll.bench.allreduce import write_report
 
+    echo(f"optcoll bench allreduce: every machine of issue 13, the exact solver up to {time_limit:g} s on each; "
+         "a line on stderr as each ends", err=True)
+    say_overwrites(out)
     text = write_report(out, time_limit, echo=lambda line: echo(line, err=True))
     done(as_json, f"{text}\nwrote {out}", report=text, out=out)
 
 
 @bench.command("greedy")
-@click.option("--sizes", default="64,256,1024", show_default=True, help="NPU counts, comma-separated.")
-@click.option("--families", default="mesh2d,torus2d,hypercube,torus3d", show_default=True)
-@click.option("--collectives", default="allgather,allreduce,alltoall", show_default=True)
-@click.option("--algos", default="tacos,tacos+", show_default=True)
-@click.option("--out", default="reports/bench-greedy.md", show_default=True, type=click.Path(dir_okay=False))
+@click.option("--npus", default="64,256,1024", show_default=True, help="NPU counts, comma-separated.")
+@click.option("--families", default="mesh2d,torus2d,hypercube,torus3d", show_default=True,
+              help="Topology families (generator kinds), comma-separated.")
+@click.option("--collectives", default="allgather,allreduce,alltoall", show_default=True,
+              help="Collectives, comma-separated.")
+@click.option("--algos", default="tacos,tacos+", show_default=True, help="Greedy synthesizers, comma-separated.")
+@out_option("The benchmark report to write (a JSON-lines file of the rows beside it).",
+            default="reports/bench-greedy.md", show_default=True)
 @json_option
-def bench_greedy(sizes: str, families: str, collectives: str, algos: str, out: str, as_json: bool) -> None:
+def bench_greedy(npus: str, families: str, collectives: str, algos: str, out: str, as_json: bool) -> None:
     """Greedy synthesis time, peak memory, growth exponent and gap, 64 to 4096 NPUs (one process per case)."""
     from optcoll.bench.greedy import run_bench
 
     def split(text: str) -> tuple[str, ...]:
-        return tuple(item for item in text.split(",") if item)
+        return tuple(item.strip() for item in text.split(",") if item.strip())
 
-    rows = run_bench(tuple(int(n) for n in split(sizes)), split(families), split(collectives), split(algos), out)
+    if not all(n.isdigit() and int(n) > 0 for n in split(npus)):
+        raise InputError(f"must be positive NPU counts, comma-separated, got {npus!r}", field="--npus")
+    cases = len(split(npus)) * len(split(families)) * len(split(collectives)) * len(split(algos))
+    echo(f"optcoll bench greedy: {cases} cases, one process each, a JSON row on stderr as each ends (a "
+         "1024-NPU AlltoAll with tacos+ takes about half a minute of CPU, 4096 NPUs minutes)", err=True)
+    say_overwrites(out)
+    rows = run_bench(tuple(int(n) for n in split(npus)), split(families), split(collectives), split(algos), out)
     done(as_json, f"wrote {out} ({len(rows)} cases)", rows=rows, out=out)
 
 
@@ -102,13 +127,17 @@ def bench_greedy(sizes: str, families: str, collectives: str, algos: str, out: s
 @click.option("--scale/--no-scale", default=True, show_default=True,
               help="The 512- and 1024-NPU rows (minutes).")
 @click.option("--lp/--no-lp", "lps", default=True, show_default=True, help="The LP solver comparison.")
-@click.option("--out", default="reports/bench-alltoall.md", show_default=True, type=click.Path(dir_okay=False))
+@out_option("The benchmark report to write.", default="reports/bench-alltoall.md", show_default=True)
 @json_option
 def bench_alltoall(scale: bool, lps: bool, out: str, as_json: bool) -> None:
     """AlltoAll and AlltoAllv: the MCF bound and the LP-guided schedules on the suites and at
     512-1024 NPUs, CPU time and memory per case (one process each), and the LP solvers."""
     from optcoll.bench.alltoall import run_bench
 
+    echo("optcoll bench alltoall: the suites' AlltoAll cases" + (", then the 512- and 1024-NPU rows (minutes)"
+         if scale else "") + (", then the LP solver comparison" if lps else "") + "; a JSON row on stderr as each "
+         "ends (--no-scale and --no-lp shorten it)", err=True)
+    say_overwrites(out)
     text = run_bench(out, scale=scale, lps=lps, echo=lambda line: click.echo(line, err=True))
     done(as_json, f"{text}\nwrote {out}", report=text, out=out)
 

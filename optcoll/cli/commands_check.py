@@ -7,8 +7,8 @@ import sys
 
 import click
 
-from optcoll.cli.limits import time_limit_option
-from optcoll.cli.output import echo
+from optcoll.cli.limits import jobs_option, progress_option, runs_option, time_limit_option
+from optcoll.cli.output import echo, say_suite_origin
 
 EXIT_FAILED = 1
 
@@ -26,19 +26,17 @@ EXIT_FAILED = 1
                    "max_gap, else 1.10].")
 @click.option("--against", type=click.Choice(["best", "bound"]), default="best", show_default=True,
               help="Reference: the recorded optimum/best known schedule, or the proven lower bound.")
-@time_limit_option("--timeout", default_text="Time limit per instance [default: each instance's [budget] "
-                                             "time_limit]")
-@click.option("--jobs", "-j", type=click.IntRange(min=1), default=None,
-              help="Instances checked at once, each in its own process [default: all cores].")
+@time_limit_option(default_text="Time limit per instance [default: each instance's [budget] time_limit]")
+@runs_option
+@jobs_option
 @click.option("--junit", type=click.Path(dir_okay=False), default=None, metavar="FILE",
               help="Write JUnit XML (one testcase per instance).")
 @click.option("--summary", type=click.Path(dir_okay=False), default=None, metavar="FILE.md",
               help="Write a Markdown summary (e.g. \"$GITHUB_STEP_SUMMARY\").")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON instead of a table.")
-@click.option("--progress/--no-progress", default=None,
-              help="Progress bar on stderr [default: when stderr is a terminal].")
-def check(synth: str, suite: str, max_gap: float | None, against: str, timeout: float | None,
-          jobs: int | None, junit: str | None, summary: str | None, as_json: bool,
+@progress_option
+def check(synth: str, suite: str, max_gap: float | None, against: str, time_limit: float | None,
+          runs: int | None, jobs: int | None, junit: str | None, summary: str | None, as_json: bool,
           progress: bool | None) -> None:
     """Check a synthesizer against recorded ground truth: every instance of SUITE is run (in
     parallel, each with its time limit), every schedule verified, every time compared."""
@@ -46,8 +44,9 @@ def check(synth: str, suite: str, max_gap: float | None, against: str, timeout: 
     from optcoll.cli.output import emit_json
     from optcoll.fileio import write_text_atomic
 
-    report = run_check(synth, suite, max_gap=max_gap, timeout=timeout, jobs=jobs, against=against,
-                       progress=progress)
+    say_suite_origin(suite)
+    report = run_check(synth, suite, max_gap=max_gap, timeout=time_limit, jobs=None if jobs is None else max(jobs, 1), against=against,
+                       progress=progress, runs=runs or 1)
     if junit:
         write_text_atomic(junit, junit_xml(report))
     if summary:

@@ -5,7 +5,9 @@ import sys
 
 import click
 
-from optcoll.cli.output import done, echo, emit_json, json_option
+
+from optcoll.cli.limits import progress_option
+from optcoll.cli.output import WholeHelpGroup, done, echo, emit_json, json_option, progress_shown
 from optcoll.text.table import percent, table
 from optcoll.units import format_size, format_time
 
@@ -18,7 +20,7 @@ def narrowed_to_show(command: str):
     return limits.narrowed(command, nodes="show_nodes", links="show_links")
 
 
-@click.group()
+@click.group(cls=WholeHelpGroup)
 def model() -> None:
     """Machine models: list, show, draw."""
 
@@ -44,10 +46,15 @@ def model_list(as_json: bool) -> None:
                     for r in rows]))
 
 
+#: Machines with more links than this take seconds to describe: say so first.
+SLOW_SHOW_LINKS = 2048
+
+
 @model.command("show")
 @click.argument("ref")
+@progress_option
 @json_option
-def model_show(ref: str, as_json: bool) -> None:
+def model_show(ref: str, progress: bool | None, as_json: bool) -> None:
     """Figures of a model (built-in NAME or FILE.toml): sizes, degrees, diameter, cuts, and the
     sources of its numbers (which ones have none)."""
     from optcoll.bounds.cuts import worst_cut
@@ -57,6 +64,10 @@ def model_show(ref: str, as_json: bool) -> None:
 
     with narrowed_to_show("model show"):
         model = load_model(ref)
+    machine = model.machine
+    if machine.num_links > SLOW_SHOW_LINKS and progress_shown(progress):
+        echo(f"optcoll: {machine.num_npus} NPUs, {machine.num_links} links: computing the diameter and the "
+             "worst cut takes seconds", err=True)
     info = describe_machine(model.machine, cut_finder=worst_cut)
     if as_json:
         figures = model.figures
@@ -84,7 +95,7 @@ def model_draw(ref: str, out: str, as_json: bool) -> None:
     done(as_json, f"wrote {out}", out=out)
 
 
-@click.group()
+@click.group(cls=WholeHelpGroup)
 def instance() -> None:
     """Problem instances: show."""
 

@@ -5,25 +5,16 @@ import sys
 
 import click
 
+
 from optcoll.cli.commands_core import load_instance_and_schedule, model
-from optcoll.cli.output import done, echo, emit_json, json_option
+from optcoll.cli.limits import BANDWIDTH, BYTES, TIME, as_flags, out_option, progress_option
+from optcoll.cli.output import Ticker, WholeHelpGroup, done, echo, emit_json, json_option, say_overwrites
 from optcoll.errors import InputError
-from optcoll.units import format_time, parse_bandwidth, parse_size, parse_time
+from optcoll.instances.budget import MAX_SEED
+from optcoll.units import format_time
 
 
-def parsed_option(parse):
-    """A click callback reading an option's value(s) with ``parse``; a bad value names the option."""
-    def convert(ctx: click.Context, param: click.Parameter, value):
-        try:
-            if isinstance(value, tuple):
-                return tuple(parse(v) for v in value)
-            return None if value is None else parse(value)
-        except InputError as exc:
-            raise exc.located(field=param.opts[0]) from None
-    return convert
-
-
-@click.group()
+@click.group(cls=WholeHelpGroup)
 def msccl() -> None:
     """MSCCL-IR XML: export verified schedules, validate and import XML."""
 
@@ -34,7 +25,8 @@ def msccl() -> None:
 @click.option("-o", "--out", required=True, type=click.Path(dir_okay=False), help="XML file to write.")
 @click.option("--runtime", type=click.Choice(["executor", "msccl"]), default="executor", show_default=True,
               help="Target runtime: the MSCCL executor, or the first MSCCL runtime (its coll names and limits).")
-@click.option("--proto", type=click.Choice(["Simple", "LL", "LL128"]), default="Simple", show_default=True)
+@click.option("--proto", type=click.Choice(["Simple", "LL", "LL128"]), default="Simple", show_default=True,
+              help="NCCL protocol the XML asks the runtime to use.")
 @click.option("--inplace", is_flag=True, help="In-place buffer layout (default out-of-place).")
 @click.option("--name", default=None, help="Algorithm name (default: the instance name).")
 @json_option
@@ -68,8 +60,8 @@ def msccl_validate(xml_path, runtime, as_json) -> None:
 @msccl.command("import")
 @click.argument("xml_path", metavar="XML", type=click.Path(dir_okay=False))
 @click.option("--machine", "machine_ref", required=True, help="Machine model (name or .toml).")
-@click.option("--size", default=None, callback=parsed_option(parse_size),
-              help="Buffer size M, e.g. '1 GiB' (default: one byte per chunk unit).")
+@click.option("--size", required=True, type=BYTES,
+              help="Buffer size M as nccl-tests counts it, e.g. '1 GiB' (MSCCL-IR XML does not state it).")
 @click.option("-o", "--out", type=click.Path(dir_okay=False), help="Write the schedule (.json/.json.gz).")
 @click.option("--runtime", type=click.Choice(["executor", "msccl", "any"]), default="executor", show_default=True,
               help="Refuse (exit 2) what this runtime's loader refuses; any: only what execution needs.")
@@ -104,20 +96,22 @@ def msccl_import(xml_path, machine_ref, size, out, runtime, as_json) -> None:
     sys.exit(0 if ok else 1)
 
 
-@click.group()
+@click.group(cls=WholeHelpGroup)
 def astra() -> None:
     """ASTRA-sim 2.0: network.yml, Chakra ET traces, the analytical-backend predictor."""
 
 
 @astra.command("predict")
-@click.option("--network", "network_path", required=True, type=click.Path(dir_okay=False))
+@click.option("--network", "network_path", required=True, type=click.Path(dir_okay=False),
+              help="ASTRA-sim analytical network.yml.")
 @click.option("--system", "system_path", type=click.Path(dir_okay=False),
               help="system.json (default: ASTRA-sim's own defaults: endpoint-delay 10 ns, one "
                    "dataset split, no local-mem-bw).")
 @click.option("--collective", required=True, help="allreduce, reducescatter, allgather or alltoall.")
-@click.option("--size", required=True, callback=parsed_option(parse_size),
+@click.option("--size", required=True, type=BYTES,
               help="ASTRA-sim's comm_size, e.g. 1MiB (AllGather: per-NPU input).")
-@click.option("--backend", type=click.Choice(["unaware", "aware"]), default="unaware", show_default=True)
+@click.option("--backend", type=click.Choice(["unaware", "aware"]), default="unaware", show_default=True,
+              help="ASTRA-sim's analytical backend: congestion-unaware or congestion-aware.")
 @click.option("--algorithm", default=None,
               help="ring, direct[N], halvingDoubling or doubleBinaryTree in every dimension, or "
                    "oneRing, oneDirect[N], oneHalvingDoubling over all NPUs (default with no "
@@ -132,6 +126,7 @@ def astra_predict(network_path, system_path, collective, size, backend, algorith
     from optcoll.interop.astra.system import ASTRA_DEFAULTS, KINDS, parse_impl, read_system
     from optcoll.producers.exact.memory import default_limit
 
+    _collective_kinds([collective])
     network = read_network(network_path)
     system = read_system(system_path) if system_path else ASTRA_DEFAULTS
     if algorithm or not system_path:
@@ -144,17 +139,28 @@ def astra_predict(network_path, system_path, collective, size, backend, algorith
         echo(prediction.summary())
 
 
+def _collective_kinds(names) -> None:
+    """Checks ``--collective`` values before anything is read: a bad one names the flag."""
+    from optcoll.collectives.builtins import canonical_kind
+
+    for name in names:
+        try:
+            canonical_kind(name)
+        except InputError as exc:
+            raise exc.located(field="--collective") from None
+
+
 @astra.command("chakra")
 @click.argument("instance_path", metavar="INSTANCE", type=click.Path(dir_okay=False))
 @click.argument("schedule_path", metavar="SCHEDULE", type=click.Path(dir_okay=False))
-@click.option("--prefix", required=True, help="Output prefix: writes PREFIX.<npu>.et and PREFIX.system.json.")
+@out_option("Output prefix: writes PREFIX.<npu>.et and PREFIX.system.json.", required=True, metavar="PREFIX")
 @json_option
-def astra_chakra(instance_path, schedule_path, prefix, as_json) -> None:
+def astra_chakra(instance_path, schedule_path, out, as_json) -> None:
     """Export a verified schedule as Chakra ET traces for ASTRA-sim's custom collectives."""
     from optcoll.interop.astra.etexport import export_chakra
 
     inst, schedule = load_instance_and_schedule(instance_path, schedule_path)
-    exported = export_chakra(inst.machine, inst.collective, schedule, prefix, inst.model)
+    exported = export_chakra(inst.machine, inst.collective, schedule, out, inst.model)
     done(as_json, f"wrote {len(exported.files)} trace files and {exported.system_json}",
          traces=[str(f) for f in exported.files], system_json=str(exported.system_json))
 
@@ -164,7 +170,8 @@ def astra_chakra(instance_path, schedule_path, prefix, as_json) -> None:
 @click.argument("schedule_path", metavar="SCHEDULE", type=click.Path(dir_okay=False))
 @click.option("--network", "network_path", type=click.Path(dir_okay=False),
               help="ASTRA-sim network.yml to replay on (default: the instance's machine, when it is one).")
-@click.option("--backend", type=click.Choice(["unaware", "aware"]), default="unaware", show_default=True)
+@click.option("--backend", type=click.Choice(["unaware", "aware"]), default="unaware", show_default=True,
+              help="ASTRA-sim's analytical backend: congestion-unaware or congestion-aware.")
 @click.option("--traces", "prefix", default=None,
               help="Replay PREFIX.<npu>.et files (from `optcoll astra chakra`) instead of exporting anew.")
 @json_option
@@ -229,16 +236,18 @@ def astra_export_network(ref, out, as_json) -> None:
 @astra.command("compare")
 @click.argument("networks", nargs=-1, required=True, type=click.Path(dir_okay=False))
 @click.option("--collective", "collectives", multiple=True, default=["allgather", "reducescatter", "allreduce"],
-              show_default=True)
+              show_default=True, help="A collective to compare (repeat the option for more).")
 @click.option("--size", "sizes", multiple=True, default=["1 MiB", "64 MiB"], show_default=True,
-              callback=parsed_option(parse_size))
-@click.option("--out", default="reports/astra-compare.md", show_default=True, type=click.Path(dir_okay=False))
+              type=BYTES, help="ASTRA-sim's comm_size, e.g. '1 MiB' (repeat the option for more).")
+@out_option("The comparison report to write.", default="reports/astra-compare.md", show_default=True)
 @json_option
 def astra_compare_cmd(networks, collectives, sizes, out, as_json) -> None:
     """Side by side: ASTRA-sim's native algorithms vs optcoll's bound, greedy and baselines."""
     from optcoll.analysis.astra_compare import astra_compare
     from optcoll.producers.registry import SYNTHESIZERS
 
+    _collective_kinds(collectives)
+    say_overwrites(out)
     command = " ".join(["optcoll astra compare", *networks, *(f"--collective {c}" for c in collectives),
                         *(f"--size '{int(s)} B'" for s in sizes), f"--out {out}"])
     rows = astra_compare(list(networks), list(collectives), [int(s) for s in sizes], out,
@@ -248,21 +257,22 @@ def astra_compare_cmd(networks, collectives, sizes, out, as_json) -> None:
 
 @model.command("from-nvidia-smi")
 @click.argument("text_path", metavar="TOPO_TXT", type=click.Path(dir_okay=False))
-@click.option("--nvlink-bandwidth", required=True, callback=parsed_option(parse_bandwidth),
+@click.option("--nvlink-bandwidth", required=True, type=BANDWIDTH,
               help="Per NVLink and direction: 25 GB/s for NVLink 2-4 (V100, A100, H100), 50 GB/s for "
                    "NVLink 5 (B200).")
-@click.option("--nvlink-latency", default="0.5 us", show_default=True, callback=parsed_option(parse_time))
-@click.option("--pcie-bandwidth", default=None, callback=parsed_option(parse_bandwidth),
+@click.option("--nvlink-latency", default="0.5 us", show_default=True, type=TIME, help="Per NVLink hop.")
+@click.option("--pcie-bandwidth", default=None, type=BANDWIDTH,
               help="Also model the PCIe switches and host domains, links of this bandwidth per direction.")
-@click.option("--pcie-latency", default="0 s", show_default=True, callback=parsed_option(parse_time))
+@click.option("--pcie-latency", default="0 s", show_default=True, type=TIME, help="Per PCIe link, with --pcie-bandwidth.")
 @click.option("--nvls", is_flag=True, help="The NVSwitches multicast and reduce (NVLS: H100 and later).")
 @click.option("--nodes", type=click.IntRange(min=1), default=1, show_default=True,
               help="Build a cluster of this many boxes joined through their NICs.")
-@click.option("--nic-bandwidth", default=None, callback=parsed_option(parse_bandwidth),
+@click.option("--nic-bandwidth", default=None, type=BANDWIDTH,
               help="With --nodes: per NIC and direction, e.g. '400 Gbit/s'.")
-@click.option("--nic-latency", default="2 us", show_default=True, callback=parsed_option(parse_time))
-@click.option("--network", type=click.Choice(["rail", "leaf"]), default="rail", show_default=True)
-@click.option("--network-latency", default="1 us", show_default=True, callback=parsed_option(parse_time),
+@click.option("--nic-latency", default="2 us", show_default=True, type=TIME, help="Per NIC link, with --nodes.")
+@click.option("--network-kind", "network", type=click.Choice(["rail", "leaf"]), default="rail", show_default=True,
+              help="With --nodes: rail (NIC r on rail r's leaf switch) or leaf (one switch).")
+@click.option("--network-latency", default="1 us", show_default=True, type=TIME,
               help="Per leaf-spine link.")
 @click.option("-o", "--out", required=True, type=click.Path(dir_okay=False), help="Model .toml to write.")
 @json_option
@@ -288,30 +298,38 @@ def model_from_nvidia_smi(text_path, nvlink_bandwidth, nvlink_latency, pcie_band
 
 @click.command()
 @click.option("--machine", "machine_ref", required=True, help="A multinode machine model (name or .toml).")
-@click.option("--gpus", required=True, type=int, help="GPU count (sets the number of nodes).")
-@click.option("--layer-size", required=True, type=int, help="Transformer hidden size H.")
-@click.option("--seq-len", default=2048, show_default=True)
-@click.option("--batch", default=256, show_default=True)
+@click.option("--gpus", required=True, type=click.IntRange(min=1), help="GPU count (sets the number of nodes).")
+@click.option("--layer-size", required=True, type=click.IntRange(min=1), help="Transformer hidden size H.")
+@click.option("--seq-len", default=2048, show_default=True, type=click.IntRange(min=1), help="Sequence length in tokens.")
+@click.option("--batch", default=256, show_default=True, type=click.IntRange(min=1),
+              help="Global batch size in sequences.")
 @click.option("--shape", default=None, help="Only this grid, e.g. 1,4,16,1 (X,Y,Z,D).")
 @click.option("--sharing", type=click.Choice(["axonn", "none"]), default="axonn", show_default=True,
               help="How groups crossing nodes share the NIC bandwidth in the ring model.")
 @click.option("--bandwidths", default="nominal", show_default=True,
               help="The ring model's bandwidths: nominal (the model's links), measured (AxoNN's own "
                    "table for the machine: perlmutter), or a TOML table by group size and level.")
-@click.option("--min-tensor-parallel", default=1, show_default=True)
+@click.option("--min-tensor-parallel", default=1, show_default=True, type=click.IntRange(min=1),
+              help="Only grids whose tensor-parallel size X·Y·Z is at least this.")
 @click.option("--no-schedules", is_flag=True, help="Ring model and bounds only (fast).")
-@click.option("--top", type=int, default=None, help="Rows to show.")
-@click.option("--seed", default=0, show_default=True)
-@click.option("--out", type=click.Path(dir_okay=False), help="Also write the Markdown report here.")
+@click.option("--top", type=click.IntRange(min=1), default=None, help="Rows to show.")
+@click.option("--seed", default=0, show_default=True, type=click.IntRange(0, MAX_SEED),
+              help="Seed of the greedy synthesizers behind the schedules.")
+@out_option("Also write the Markdown report here.")
+@progress_option
 @json_option
 def axonn(machine_ref, gpus, layer_size, seq_len, batch, shape, sharing, bandwidths, min_tensor_parallel,
-          no_schedules, top, seed, out, as_json) -> None:
+          no_schedules, top, seed, out, progress, as_json) -> None:
     """Rank AxoNN 4D configurations: ring model vs optcoll bounds vs verified schedules."""
     from optcoll.analysis.axonn import axonn_command
 
-    text = axonn_command(machine_ref, gpus, layer_size, seq_len=seq_len, batch=batch, shape=shape,
-                         out=out, sharing=sharing, schedules=not no_schedules,
-                         min_tensor_parallel=min_tensor_parallel, top=top, seed=seed, bandwidths=bandwidths)
+    with as_flags(gpus="--gpus", hidden="--layer-size", seq_len="--seq-len", batch="--batch", shape="--shape",
+                  sharing="--sharing", min_tensor_parallel="--min-tensor-parallel", top="--top", seed="--seed"), \
+            Ticker("axonn configurations", progress) as ticker:
+        text = axonn_command(machine_ref, gpus, layer_size, seq_len=seq_len, batch=batch, shape=shape,
+                             out=out, sharing=sharing, schedules=not no_schedules,
+                             min_tensor_parallel=min_tensor_parallel, top=top, seed=seed, bandwidths=bandwidths,
+                             progress=ticker)
     done(as_json, text, markdown=text, out=out)
 
 

@@ -7,9 +7,9 @@ import sys
 
 import click
 
-from optcoll.cli.limits import max_memory_option, seed_option, threads_option, time_limit_option
-from optcoll.cli.output import echo, emit_json, json_option
-from optcoll.instances.budget import MAX_SEED
+from optcoll.cli.limits import (TIME, as_flags, max_memory_option, out_option, progress_option, runs_option, seed_option,
+                                threads_option, time_limit_option)
+from optcoll.cli.output import echo, emit_json, json_option, progress_shown
 from optcoll.text.table import percent, table
 from optcoll.units import format_time
 
@@ -18,10 +18,9 @@ from optcoll.units import format_time
 @click.command()
 @click.argument("instance_path", metavar="INSTANCE", required=False, type=click.Path(dir_okay=False))
 @click.option("--algo", default="tacos", show_default=True, help="Synthesizer name (see --list).")
-@click.option("--seed", default=None, type=click.IntRange(0, MAX_SEED),
-              help="First seed (default: the instance's budget seed).")
-@click.option("--runs", default=1, show_default=True, help="Keep the best of this many seeds.")
-@click.option("--out", type=click.Path(dir_okay=False), help="Write the best schedule (.json or .json.gz).")
+@seed_option
+@runs_option
+@out_option("Write the best schedule (.json or .json.gz).")
 @click.option("--portfolio", is_flag=True,
               help="Also run every other synthesizer that implements the collective; keep the best.")
 @click.option("--list", "list_algos", is_flag=True, help="List the synthesizers and what they implement.")
@@ -48,7 +47,8 @@ def synth(instance_path: str | None, algo: str, seed: int | None, runs: int, out
     from optcoll.schedules.jsonfile import save_schedule
 
     inst = load_instance(instance_path)
-    produced = run.synthesized(inst, algo, runs, seed, portfolio=portfolio)
+    with as_flags(algo="--algo"):
+        produced = run.synthesized(inst, algo, runs or 1, seed, portfolio=portfolio)
     result, schedule, times, wall = produced.result, produced.schedule, produced.times, produced.result.wall_time
     algo = result.producer
     if out:
@@ -83,6 +83,20 @@ def _progress_printer(enabled: bool):
     return show
 
 
+def _front_printer(enabled: bool):
+    """Prints the best R/C so far and the rounds bound to stderr as the front grows."""
+    if not enabled:
+        return None
+    last: list[tuple[float | None, float | None]] = []
+
+    def show(wall: float, best: float | None, bound: float | None) -> None:
+        if not last or last[-1] != (best, bound):
+            last.append((best, bound))
+            echo(f"  {wall:7.1f} s  best R/C {'-' if best is None else f'{best:g}':>8}  "
+                 f"bound R/C {'-' if bound is None else f'{bound:g}':>8}", err=True)
+    return show
+
+
 def _with_model(inst, kind: str | None):
     from dataclasses import replace
 
@@ -98,32 +112,42 @@ def _with_model(inst, kind: str | None):
 @time_limit_option(default_text="Wall-clock limit of the whole solve (default: the instance's [budget])")
 @threads_option
 @seed_option
-@click.option("--quantum", default=None, help="Timed model: time quantum, e.g. '10 us' (default: exact unit).")
-@click.option("--objective", type=click.Choice(["cost", "steps"]), default="cost", show_default=True,
-              help="Step model: least step cost, or SCCL's least steps with one round per step (an "
-                   "AllReduce then is solved directly, with combining semantics).")
-@click.option("--out", type=click.Path(dir_okay=False), help="Write the verified schedule (.json/.json.gz).")
+@click.option("--quantum", type=TIME, default=None, help="Timed model: time quantum, e.g. '10 us' (default: exact unit).")
+@out_option("Write the verified schedule (.json/.json.gz).")
 @click.option("--export-model", type=click.Path(dir_okay=False),
               help="Also write the encoding: .mps/.lp (MIP), .smt2 (z3, step model), .pbtxt (CP-SAT, step).")
-@click.option("--progress/--no-progress", default=True, show_default=True, help="Show incumbent/bound over time.")
+@progress_option
 @max_memory_option
+@click.option("--steps", type=click.IntRange(min=1), default=None,
+              help="Step model: exactly S steps (SCCL's --steps).")
+@click.option("--rounds", type=click.IntRange(min=1), default=None,
+              help="Step model: at most R rounds in all; with --steps, SCCL's feasibility question.")
+@click.option("--chunks", type=click.IntRange(min=1), default=None,
+              help="Step model: C chunks per rank (default: the instance's chunks_per_rank).")
+@click.option("--least-steps", is_flag=True, help="Step model: SCCL's least steps (one round per step).")
+@click.option("--least-rounds", is_flag=True, help="Step model: the least rounds R, then the least steps with it.")
 @json_option
-def solve(instance_path, solver, model_kind, time_limit, threads, seed, quantum, objective, out, export_model,
-          progress, max_memory, as_json) -> None:
-    """Optimal schedule (or best found plus a proven bound) from an exact solver, verified."""
+def solve(instance_path, solver, model_kind, time_limit, threads, seed, quantum, out, export_model,
+          progress, max_memory, steps, rounds, chunks, least_steps, least_rounds, as_json) -> None:
+    """Optimal schedule (or best found plus a proven bound) from an exact solver, verified.
+
+    The step model answers SCCL's questions: the least cost S·α + R·b/B_min (default), the
+    least steps or the least rounds, within --steps/--rounds at --chunks.
+    """
     from optcoll.instances.instancefile import load_instance
     from optcoll.producers import run
+    from optcoll.results.advice import tightening_hints
     from optcoll.schedules.jsonfile import save_schedule
-    from optcoll.units import parse_time
 
     inst = _with_model(load_instance(instance_path), model_kind)
     if solver == "z3" and inst.model.kind != "step":
         raise click.UsageError("z3 solves the step model only (use --model step)")
-    if objective != "cost" and inst.model.kind != "step":
-        raise click.UsageError("--objective steps applies to the step model (use --model step)")
+    objective = _step_question(inst.model.kind, steps, rounds, chunks, least_steps, least_rounds)
+    if chunks is not None:
+        inst = _rechunked(inst, chunks)
     limits = inst.budget.overridden(time_limit=time_limit, threads=threads, seed=seed, max_memory=max_memory)
-    produced = run.exact(inst, solver=solver, budget=limits, progress=_progress_printer(progress and not as_json),
-                         quantum=parse_time(quantum) if quantum else None, objective=objective)
+    produced = run.exact(inst, solver=solver, budget=limits, progress=_progress_printer(progress_shown(progress) and not as_json),
+                         quantum=quantum, steps=steps, rounds=rounds, objective=objective)
     result, outcome = produced.result, produced.outcome
     if out and outcome.schedule is not None:
         save_schedule(out, outcome.schedule, inst.machine)
@@ -136,38 +160,91 @@ def solve(instance_path, solver, model_kind, time_limit, threads, seed, quantum,
                 raise click.UsageError("no step-model solution to export the encoding of")
             export_step_model(inst, outcome.schedule.num_steps, sum(outcome.schedule.rounds), export_model)
         else:
-            export_timed_model(inst, export_model, quantum=parse_time(quantum) if quantum else None)
+            export_timed_model(inst, export_model, quantum=quantum)
     if as_json:
         emit_json({**result.to_dict(), "out": out})
         return
     echo(inst.describe())
-    if result.time is None:
+    if result.status == "infeasible":
+        echo(f"infeasible: proven that no schedule answers this question ({result.lower_bound_source})")
+    elif result.time is None:
         echo(f"{result.status}: no schedule within the budget; lower bound "
                    f"{format_time(result.lower_bound) if result.lower_bound else '-'} ({result.lower_bound_source})")
     else:
         echo(f"{result.status}: {format_time(result.time)} (verified); lower bound "
                    f"{format_time(result.lower_bound)} ({result.lower_bound_source}); gap {percent(result.gap)}")
     if result.steps:
-        echo(f"step model: S = {result.steps} steps, R = {result.rounds} rounds")
+        echo(_sccl_terms(inst, result.steps, result.rounds))
     echo(f"{outcome.solver_version}, {result.wall_time:.2f} s"
                + (f", quantum {format_time(outcome.quantum)}" if outcome.quantum else ""))
     for note in outcome.notes:
         echo(f"  note: {note}")
+    for hint in tightening_hints(result):
+        echo(f"  to tighten: {hint}")
     for path in (out, export_model):
         if path:
             echo(f"wrote {path}")
     sys.exit(0 if result.status in ("optimal", "bounded") else 1)
 
 
+def _step_question(kind: str, steps, rounds, chunks, least_steps: bool, least_rounds: bool) -> str:
+    """The step-model objective the flags ask for; a flag that does not fit is a usage error."""
+    given = [flag for flag, value in (("--steps", steps), ("--rounds", rounds), ("--chunks", chunks),
+                                      ("--least-steps", least_steps), ("--least-rounds", least_rounds)) if value]
+    if given and kind != "step":
+        raise click.UsageError(f"{given[0]} applies to the step model only (use --model step)")
+    if least_steps and least_rounds:
+        raise click.UsageError("--least-steps and --least-rounds ask different questions; give one")
+    if (least_steps or least_rounds) and rounds is not None:
+        raise click.UsageError(f"{'--least-steps' if least_steps else '--least-rounds'} chooses the rounds; "
+                               "leave --rounds out")
+    if steps is not None and rounds is not None and rounds < steps:
+        raise click.UsageError(f"--rounds {rounds} < --steps {steps}: every step takes at least one round")
+    return "steps" if least_steps else "rounds" if least_rounds else "cost"
+
+
+def _rechunked(inst, chunks: int):
+    """The instance with its buffer cut into ``chunks`` pieces per rank (SCCL's C)."""
+    from dataclasses import replace
+
+    from optcoll.errors import InputError
+    from optcoll.instances.instance import check_chunk_copies
+    from optcoll.producers.exact.step.chunking import rechunk
+
+    try:
+        check_chunk_copies(inst.collective.num_ranks, chunks)
+    except InputError as exc:
+        raise click.UsageError(f"--chunks {chunks}: {exc.detail}") from None
+    return replace(inst, collective=rechunk(inst.collective, chunks))
+
+
+def _sccl_terms(inst, steps: int, rounds: int) -> str:
+    """A step-model answer in SCCL's terms: S, R, C, R/C and the α-β cost."""
+    from fractions import Fraction
+
+    timing = inst.model.step_timing(inst.machine, inst.collective.chunk_bytes)
+    C = inst.collective.chunks_per_rank
+    return (f"step model: S = {steps} steps, R = {rounds} rounds, C = {C} chunks per rank, "
+            f"R/C = {Fraction(rounds, C)}; cost {steps}·α + {rounds}·b/B_min with α = "
+            f"{format_time(timing.alpha)}, b/B_min = {format_time(timing.per_round)} "
+            f"= {format_time(timing.cost(steps, rounds))}")
+
+
 @click.command()
 @click.argument("instance_path", metavar="INSTANCE", type=click.Path(dir_okay=False))
-@click.option("--max-chunks", default=6, show_default=True, help="Chunks per rank C from 1 up to this.")
-@click.option("--solver", type=click.Choice(["cpsat", "highs", "scip", "z3"]), default="cpsat", show_default=True)
+@click.option("--max-chunks", default=6, show_default=True, type=click.IntRange(min=1),
+              help="Chunks per rank C from 1 up to this.")
+@click.option("--solver", type=click.Choice(["cpsat", "highs", "scip", "z3"]), default="cpsat", show_default=True,
+              help="Solver of each point's step model.")
 @time_limit_option(default_text="Wall-clock limit of the whole front (default: the instance's [budget])")
+@time_limit_option("--question-limit", default_text="Wall-clock limit of each (S, C) question; one that "
+                   "reaches it leaves its point unproven and the front goes on (default: none)")
 @threads_option
 @max_memory_option
+@progress_option
 @json_option
-def pareto(instance_path, max_chunks, solver, time_limit, threads, max_memory, as_json) -> None:
+def pareto(instance_path, max_chunks, solver, time_limit, question_limit, threads, max_memory, progress,
+           as_json) -> None:
     """The step model's Pareto front over (steps S, rounds per chunk R/C), every point verified."""
     from optcoll.instances.instancefile import load_instance
     from optcoll.producers.exact.step import pareto_front, rounds_lower_bound
@@ -175,9 +252,11 @@ def pareto(instance_path, max_chunks, solver, time_limit, threads, max_memory, a
     from optcoll.verify import require_valid
 
     inst = _with_model(load_instance(instance_path), "step")
-    front = pareto_front(inst, max_chunks, solver=solver, time_limit=time_limit, threads=threads,
-                         max_memory=max_memory)
-    bound = rounds_lower_bound(inst.machine, inst.collective)
+    with as_flags(max_chunks="--max-chunks"):
+        front = pareto_front(inst, max_chunks, solver=solver, time_limit=time_limit, threads=threads,
+                             max_memory=max_memory, question_limit=question_limit,
+                             progress=_front_printer(progress_shown(progress) and not as_json))
+    bound = rounds_lower_bound(inst.machine, inst.collective, inst.model)
     for point in front.points:  # each point's schedule cuts the buffer into its own C pieces
         require_valid(inst.machine, rechunk(inst.collective, point.chunks), point.schedule, inst.model)
     rows = [{"steps": p.steps, "rounds": p.rounds, "chunks": p.chunks, "rounds_per_chunk": str(p.rounds_per_chunk),

@@ -12,8 +12,10 @@ from typing import Any
 
 import click
 
-from optcoll.cli.limits import max_memory_option, seed_option, threads_option, time_limit_option
-from optcoll.cli.output import echo, emit_json, json_option
+
+from optcoll.cli.limits import (jobs_option, max_memory_option, out_option, progress_option, runs_option,
+                                seed_option, threads_option, time_limit_option)
+from optcoll.cli.output import WholeHelpGroup, echo, emit_json, json_option, say_overwrites, say_suite_origin
 from optcoll.errors import InputError
 
 EXIT_CONTRADICTION = EXIT_JOBS_FAILED = 1
@@ -23,12 +25,10 @@ DEFAULT_SUITE = "quick"
 def sweep_options(command: Callable) -> Callable:
     """The options every sweeping command shares."""
     options = [
-        click.option("--jobs", "-j", type=click.IntRange(min=0), default=None,
-                     help="Local worker processes (default: all cores; 0 runs in this process)."),
+        jobs_option,
         click.option("--cluster", metavar="ADDRESS", default=None,
                      help="Run on this Dask scheduler (tcp://host:8786) instead of locally."),
-        click.option("--runs", type=click.IntRange(min=1), default=None,
-                     help="Seeds per randomised synthesizer, best kept (default: the suite's, else 20)."),
+        runs_option,
         seed_option,
         time_limit_option(default_text="Exact-solver time limit per instance (default: each instance's [budget])"),
         threads_option,
@@ -40,8 +40,7 @@ def sweep_options(command: Callable) -> Callable:
         click.option("--no-cache", is_flag=True, help="Compute everything afresh, store nothing."),
         click.option("--retry-failed", is_flag=True, help="Run failed jobs again instead of "
                      "reusing their cached failure."),
-        click.option("--progress/--no-progress", default=None,
-                     help="Progress bar with ETA on stderr (default: when stderr is a terminal)."),
+        progress_option,
     ]
     for option in reversed(options):
         command = option(command)
@@ -69,7 +68,10 @@ def _settings(runs, seed, time_limit, threads, solver, max_memory):
 def _suites(refs: tuple[str, ...]):
     from optcoll.instances.suite import find_suite
 
-    return [find_suite(ref) for ref in (refs or (DEFAULT_SUITE,))]
+    suites = [find_suite(ref) for ref in (refs or (DEFAULT_SUITE,))]
+    for ref in refs or (DEFAULT_SUITE,):
+        say_suite_origin(ref)
+    return suites
 
 
 def _only(suites: list, names: str | None) -> list:
@@ -120,8 +122,8 @@ def _command_line(ctx: click.Context) -> str:
 @click.command()
 @click.pass_context
 @click.argument("suites", nargs=-1)
-@click.option("--out", type=click.Path(file_okay=False), default=None,
-              help="Write README.md, report.html, results.csv, report.json and SVG figures here.")
+@out_option("Write README.md, report.html, results.csv, report.json and SVG figures into this folder.",
+            type=click.Path(file_okay=False), default=None)
 @click.option("--resolve", is_flag=True,
               help="Run the exact solver even where the instance records a proven optimum.")
 @sweep_options
@@ -142,6 +144,8 @@ def report(ctx: click.Context, suites: tuple[str, ...], out: str | None, resolve
     from optcoll.truth.record import TruthContradiction
 
     chosen = _suites(suites)
+    if out is not None:
+        say_overwrites(out)
     settings = _settings(runs, seed, time_limit, threads, solver, max_memory)
     try:
         plan = plan_report(chosen, settings, plots=out is not None, resolve=resolve)
@@ -166,7 +170,7 @@ def report(ctx: click.Context, suites: tuple[str, ...], out: str | None, resolve
     _exit_if_failed([line] if (line := stats.failure_line()) else [])
 
 
-@click.group()
+@click.group(cls=WholeHelpGroup)
 def truth() -> None:
     """Recorded ground truth of suite instances: update (re-solve), verify (no solving)."""
 

@@ -1,16 +1,28 @@
-"""The limit options every command shares, parsed once into typed values at the command line:
-a time limit as "90" (seconds), "90 s" or "2 min"; memory as "8 GiB". A bad value is one line
-naming the flag as the user wrote it (exit 2)."""
+"""The options every command shares, one spelling and one parser per concept (the CLI
+consistency test, tests/cli/test_cli_consistency.py, holds every command to them):
+
+* limits: a time limit as "90" (seconds), "90 s" or "2 min"; memory and sizes as "8 GiB";
+  bandwidths as "25 GB/s"; latencies as "0.5 us" — each parsed once at the command line, a bad
+  value one line naming the flag as the user wrote it (exit 2);
+* ``-o/--out`` for what a command writes, ``-j/--jobs`` for worker processes,
+  ``--progress/--no-progress`` for the progress bar, ``--seed`` and ``--threads``.
+"""
 from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
 
 import click
 
 from optcoll.errors import InputError
 from optcoll.instances.budget import MAX_SEED, MAX_THREADS, parse_bytes, parse_seconds
 from optcoll.producers.exact.memory import DEFAULT_SHARE
+from optcoll.units import parse_bandwidth, parse_time
 
 
 class _Limit(click.ParamType):
+    """A value with a unit, parsed by ``parse(value, flag)``; its ``name`` is the concept."""
+
     def __init__(self, name: str, parse):
         self.name, self._parse = name, parse
 
@@ -24,14 +36,28 @@ class _Limit(click.ParamType):
             self.fail(exc.detail, param, ctx)
 
 
+def _unflagged(parse):
+    def parse_for(value: str, flag: str):
+        return parse(value)
+    return parse_for
+
+
 SECONDS = _Limit("seconds", parse_seconds)
 BYTES = _Limit("size", parse_bytes)
+BANDWIDTH = _Limit("bandwidth", _unflagged(parse_bandwidth))
+TIME = _Limit("time", _unflagged(parse_time))
 
 
 def time_limit_option(*names: str, default_text: str, **kwargs):
     """A wall-clock limit in seconds or with a unit (``names`` default to ``--time-limit``)."""
     return click.option(*(names or ("--time-limit",)), type=SECONDS, metavar="TIME",
                         help=f"{default_text}; seconds, or with a unit: '90 s', '2 min'.", **kwargs)
+
+
+def out_option(help: str, **kwargs):
+    """``-o/--out``: what the command writes (a file, a folder or a prefix, as ``help`` says)."""
+    kwargs.setdefault("type", click.Path(dir_okay=False))
+    return click.option("-o", "--out", help=help, **kwargs)
 
 
 #: ``--max-memory`` of every command that runs an exact solver.
@@ -42,4 +68,27 @@ max_memory_option = click.option(
 threads_option = click.option("--threads", type=click.IntRange(1, MAX_THREADS), default=None,
                               help="Solver threads (default: the instance's [budget]).")
 seed_option = click.option("--seed", type=click.IntRange(0, MAX_SEED), default=None,
-                           help="Seed (default: the instance's [budget]).")
+                           help="Seed, the first of --runs seeds (default: the instance's [budget]).")
+runs_option = click.option("--runs", type=click.IntRange(min=1), default=None,
+                           help="Seeds per randomised synthesizer, from --seed or the instance's [budget] "
+                                "seed on, the fastest kept (default: report and truth: the suite's, else 20; "
+                                "synth and check: 1).")
+jobs_option = click.option(
+    "--jobs", "-j", type=click.IntRange(min=0), default=None,
+    help="Worker processes (default: all cores). 0: no pool: sweeps run in this process, check runs "
+         "one instance at a time (each still in its own process).")
+progress_option = click.option(
+    "--progress/--no-progress", default=None,
+    help="Progress on stderr (done/total, ETA where one exists; default: when stderr is a terminal).")
+
+
+@contextlib.contextmanager
+def as_flags(**flags: str) -> Iterator[None]:
+    """Errors about a parameter the command passed on (``hidden``) name the flag the user wrote
+    (``--layer-size``) instead, and no file: the value came from the command line."""
+    try:
+        yield
+    except InputError as exc:
+        if exc.field in flags:
+            raise InputError(exc.detail, field=flags[exc.field]) from None
+        raise

@@ -8,7 +8,7 @@ import sys
 import click
 
 import optcoll
-from optcoll.cli.output import echo
+from optcoll.cli.output import WholeHelpGroup, echo
 from optcoll.errors import InputError
 
 EXIT_OK, EXIT_CHECK_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_TERMINATED = 0, 1, 2, 130, 143
@@ -23,7 +23,7 @@ def _terminate(signum, frame) -> None:
     raise Terminated()
 
 
-class OptcollGroup(click.Group):
+class OptcollGroup(WholeHelpGroup):
     """Turns user errors into one line and an exit code instead of a traceback.
 
     Usage errors of subcommands (a directory where a file argument belongs, a missing option)
@@ -37,6 +37,10 @@ class OptcollGroup(click.Group):
             _fail(exc.one_line())
         except click.exceptions.NoArgsIsHelpError:
             raise  # a bare group: click prints its help
+        except click.BadParameter as exc:  # a bad option value: "FLAG: detail", as for file fields
+            hint = f" (see '{exc.ctx.command_path} --help')" if exc.ctx else ""
+            where = _as_written(exc.param) if isinstance(exc.param, click.Option) else None
+            _fail(f"{where}: {exc.message}{hint}" if where else exc.format_message() + hint)
         except click.UsageError as exc:
             hint = f" (see '{exc.ctx.command_path} --help')" if exc.ctx else ""
             _fail(exc.format_message() + hint)
@@ -49,6 +53,13 @@ class OptcollGroup(click.Group):
         except KeyboardInterrupt:
             echo("optcoll: interrupted", err=True)
             sys.exit(EXIT_INTERRUPTED)
+
+
+def _as_written(option: click.Option) -> str:
+    """The option's name as the user wrote it (``-o`` or ``--out``), else its long name."""
+    names = option.opts + option.secondary_opts
+    written = [word.split("=", 1)[0] for word in sys.argv[1:]]
+    return next((name for name in names if name in written), max(option.opts, key=len))
 
 
 def _fail(line: str) -> None:

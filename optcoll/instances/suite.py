@@ -34,7 +34,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from optcoll.bundled import bundled_dir
+from optcoll.bundled import bundled_dir, bundled_origin
 from optcoll.errors import InputError
 from optcoll.instances.instance import Instance
 from optcoll.inputfiles import known_keys, read_toml
@@ -48,6 +48,13 @@ _SUITE_KEYS = {"suite", "plots", "check"}  # [check]: thresholds of ``optcoll ch
 def instances_dir() -> Path:
     """Built-in suites: ``optcoll/_instances`` when installed, ``instances/`` in a checkout."""
     return bundled_dir("instances")
+
+
+def builtin_suite_origin(ref: str) -> str | None:
+    """Which copy a built-in suite name reads (None when ``ref`` is a path, not a name)."""
+    if "/" in ref or Path(ref).exists() or ref not in builtin_suite_names():
+        return None
+    return f"built-in suite {ref}: {instances_dir() / ref} ({bundled_origin('instances')})"
 
 
 def builtin_suite_names() -> list[str]:

@@ -22,9 +22,7 @@ from collections.abc import Callable, Hashable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import partial
 from itertools import combinations
-from typing import Any
-
-import networkx as nx
+from typing import TYPE_CHECKING, Any
 
 from optcoll.errors import InputError
 from optcoll.machines.checks import check_bandwidth, check_int, check_latency
@@ -32,6 +30,9 @@ from optcoll.machines.clusters import Network, NodeGroup, cluster, cluster_kind
 from optcoll.machines.machine import Machine, MachineBuilder, check_size
 from optcoll.machines.describe import bandwidth_text
 from optcoll.units import format_time
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 # -- argument checks (see checks.py) ------------------------------------------------------------
 

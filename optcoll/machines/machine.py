@@ -9,12 +9,15 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import TYPE_CHECKING
 
-import networkx as nx
 import numpy as np
 
 from optcoll import limits
 from optcoll.errors import InputError
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 
 @dataclass(frozen=True)
@@ -123,8 +126,10 @@ class Machine:
         return tuple(order[bounds[v]:bounds[v + 1]] for v in range(self.num_nodes))
 
     # -- graph views -------------------------------------------------------------------------
-    def to_networkx(self) -> nx.MultiDiGraph:
+    def to_networkx(self) -> "nx.MultiDiGraph":
         """A MultiDiGraph whose edges carry ``id``, ``latency`` and ``bandwidth``."""
+        import networkx as nx  # loaded by the graph views only: a plain solve does not need it
+
         graph = nx.MultiDiGraph(name=self.name)
         for v in range(self.num_nodes):
             graph.add_node(v, label=self.label(v), switch=self.is_switch(v))

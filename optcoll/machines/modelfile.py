@@ -139,10 +139,25 @@ class _Reader:
     def table(self, value: Any, path: str, allowed: tuple[str, ...],
               required: tuple[str, ...] = ()) -> dict[str, Any]:
         known_keys(value, path, allowed, self.source, sections=not path)  # top level: [sections]
-        for key in required:
-            if key not in value:
-                raise self.error(join(path, key), "missing")
+        self.require([join(path, key) for key in required if key not in value])
         return value
+
+    def tables(self, value: Any, path: str, allowed: tuple[str, ...],
+               required: tuple[str, ...]) -> list[dict[str, Any]]:
+        """An array of tables, every item's keys checked before any is read: all the missing
+        keys of all items are named in one error, not one per run."""
+        items = self.list(value, path)
+        for i, item in enumerate(items):
+            known_keys(item, f"{path}[{i}]", allowed, self.source)
+        self.require([f"{path}[{i}].{key}" for i, item in enumerate(items) for key in required
+                      if key not in item])
+        return items
+
+    def require(self, missing: list[str]) -> None:
+        """One error naming every missing field: the first as the field, the others after it."""
+        if missing:
+            also = f" (also missing: {', '.join(missing[1:])})" if len(missing) > 1 else ""
+            raise self.error(missing[0], f"missing{also}")
 
     def list(self, value: Any, path: str) -> list[Any]:
         if not isinstance(value, list):
@@ -228,9 +243,8 @@ def _per_dim(one: Callable[[Any, str], float], value: Any, path: str) -> float |
 
 def _astra_dims(r: _Reader, value: Any, path: str) -> list[AstraDim]:
     dims = []
-    for i, item in enumerate(r.list(value, path)):
+    for i, table in enumerate(r.tables(value, path, _ASTRA_DIM, ("topology", "npus_count", "bandwidth", "latency"))):
         where = f"{path}[{i}]"
-        table = r.table(item, where, _ASTRA_DIM, ("topology", "npus_count", "bandwidth", "latency"))
         dims.append(AstraDim(r.str(table["topology"], f"{where}.topology"),
                              r.int(table["npus_count"], f"{where}.npus_count"),
                              r.bandwidth(table["bandwidth"], f"{where}.bandwidth"),
@@ -242,9 +256,8 @@ def _astra_dims(r: _Reader, value: Any, path: str) -> list[AstraDim]:
 
 def _node_groups(r: _Reader, value: Any, path: str) -> list[NodeGroup]:
     groups = []
-    for i, item in enumerate(r.list(value, path)):
+    for i, table in enumerate(r.tables(value, path, _GROUP, ("nodes", "node"))):
         where = f"{path}[{i}]"
-        table = r.table(item, where, _GROUP, ("nodes", "node"))
         model = r.node_model(table["node"], f"{where}.node")
         r.node_models.append(model)
         nic_gpus = None
@@ -330,9 +343,8 @@ def _explicit(r: _Reader, data: dict[str, Any], machine: dict[str, Any], name: s
                               f"duplicate label {label!r} (as labels[{first[label]}])")
     builder = MachineBuilder(name, n, "", labels)
     switch_ids: dict[str, int] = {}
-    for i, item in enumerate(r.list(data.get("switches", []), "switches")):
+    for i, table in enumerate(r.tables(data.get("switches", []), "switches", _SWITCH, ("name",))):
         where = f"switches[{i}]"
-        table = r.table(item, where, _SWITCH, ("name",))
         label = r.str(table["name"], f"{where}.name")
         if label in switch_ids:
             raise r.error(f"{where}.name", f"duplicate switch name {label!r}")
@@ -342,9 +354,8 @@ def _explicit(r: _Reader, data: dict[str, Any], machine: dict[str, Any], name: s
     if "links" not in data:
         raise r.error("links", "missing: an explicit graph lists its [[links]]")
     total = 0
-    for i, item in enumerate(r.list(data["links"], "links")):
+    for i, table in enumerate(r.tables(data["links"], "links", _LINK, ("src", "dst", "bandwidth", "latency"))):
         where = f"links[{i}]"
-        table = r.table(item, where, _LINK, ("src", "dst", "bandwidth", "latency"))
         src = r.node(table["src"], f"{where}.src", n, switch_ids)
         dst = r.node(table["dst"], f"{where}.dst", n, switch_ids)
         if src == dst:

@@ -36,20 +36,27 @@ class Produced:
 
 
 def exact(instance: Instance, *, solver: str = "cpsat", budget: Budget | None = None,
-          progress: Progress | None = None, quantum: float | None = None, objective: str = "cost") -> Produced:
+          progress: Progress | None = None, quantum: float | None = None, steps: int | None = None,
+          rounds: int | None = None, objective: str = "cost") -> Produced:
     """The exact solver of the instance's time model (timed: ``solve_timed``, step:
-    ``solve_step`` for ``objective``) within ``budget`` (default: the instance's), its schedule
-    verified."""
+    ``solve_step`` with its ``steps``, ``rounds`` and ``objective``) within ``budget`` (default:
+    the instance's), its schedule verified."""
     budget = budget or instance.budget
     if instance.model.kind == "step":
         if quantum is not None:
             raise InputError("a time quantum applies to the timed model only", field="quantum")
         from optcoll.producers.exact.step import solve_step
 
-        outcome = solve_step(instance, solver=solver, budget=budget, progress=progress, objective=objective)
+        outcome = solve_step(instance, solver=solver, budget=budget, progress=progress, steps=steps,
+                             rounds=rounds, objective=objective)
     else:
         if solver == "z3":
             raise InputError("z3 solves the step model only (use the step model)", field="solver")
+        for name, value in (("steps", steps), ("rounds", rounds)):
+            if value is not None:
+                raise InputError(f"{name} apply to the step model only (use the step model)", field=name)
+        if objective != "cost":
+            raise InputError(f"objective {objective!r} applies to the step model only", field="objective")
         from optcoll.producers.exact.timed import solve_timed
 
         outcome = solve_timed(instance, solver=solver, budget=budget, progress=progress, quantum=quantum)

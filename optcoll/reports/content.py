@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import statistics
 
-from optcoll.producers.registry import NCCL
+from optcoll.producers.registry import NCCL, RANDOMIZED
 from optcoll.reports.data import EXACT, InstanceRow, ProducerResult, Report
-from optcoll.text.document import Block, Figure, Heading, Paragraph, Table
+from optcoll.text.document import Block, Bullets, Figure, Heading, Item, Paragraph, Table
 from optcoll.sweeps.jobs import FAILED, NOT_APPLICABLE
 from optcoll.truth.record import OPTIMAL
 from optcoll.units import format_size, format_time
@@ -272,10 +272,34 @@ def build_blocks(report: Report, figures: dict[str, tuple[str, str]], command: s
     return blocks
 
 
+def seeds_text(report: Report) -> str:
+    """Which seeds the randomised synthesizers ran: what makes a report's verdict reproducible."""
+    runs = ", ".join(str(r) for r in report.settings["runs"])
+    first = report.settings["seed"]
+    start = f"seed {first}" if first is not None else "each instance's [budget] seed"
+    return f"best of {runs} seeds, {start} and the next ones"
+
+
+def legend(report: Report) -> Bullets:
+    """What the terminal report's marks and summary columns mean."""
+    return Bullets(tuple(Item(text) for text in (
+        "gap: verified time / best proven lower bound − 1; 0.0 % is the proven optimum",
+        "≤ x %: no optimum is proven for the instance, so x % (from the lower bound) is an upper bound "
+        "on the gap to the optimum",
+        "†: the ground truth recorded in the instance file, better than this run's exact solve",
+        "n/a: the producer does not implement this collective on this machine (not run); failed: it "
+        "raised or its schedule did not verify (see the failures)",
+        "misses the optimum k of n: of the n instances with a proven optimum it ran on, the k where "
+        "its schedule is slower; max gap: the largest gap over every instance it ran, those without a "
+        "proven optimum included (an upper bound there), so it can be large with 0 misses",
+        f"randomised synthesizers ({', '.join(sorted(RANDOMIZED))}): {seeds_text(report)}; `optcoll check --synth "
+        "builtin:NAME --runs R` runs seeds the same way")))
+
+
 def terminal_blocks(report: Report, stats_line: str) -> list[Block]:
     blocks: list[Block] = [Heading(report.title), compact_table(report), summary_table(report, 3)]
     if report.failures:
         blocks.append(Table(("instance", "producer", "failed because"),
                             tuple((f["instance"], f["producer"], f["reason"]) for f in report.failures)))
-    blocks.append(Paragraph(stats_line))
+    blocks += [legend(report), Paragraph(stats_line)]
     return blocks

@@ -175,7 +175,7 @@ def _check(job: Job) -> tuple[dict[str, Any], None]:
     from optcoll.producers.external.worker import check_instance
 
     return check_instance(job.spec, job.params["synth"], job.params["time_limit"],
-                          job.params["workdir"]), None
+                          job.params["workdir"], tuple(job.params.get("seeds", ()))), None
 
 
 _RUNNERS = {"bounds": _bounds, "synth": _synth, "exact": _exact, "pareto": _pareto,

@@ -43,9 +43,9 @@ def step_starts(machine: Machine, collective: Collective, rounds: tuple[int, ...
 
 
 def check_options(model: TimeModel) -> None:
-    """Port limits, serialization occupancy and reduction cost belong to the timed model."""
-    for name, default in (("send_ports", None), ("recv_ports", None), ("occupancy", "link"),
-                          ("reduce_cost", 0.0)):
+    """Serialization occupancy and reduction cost belong to the timed model (port limits apply
+    to both: in the step model per round, see ``timing.step_ports``)."""
+    for name, default in (("occupancy", "link"), ("reduce_cost", 0.0)):
         if getattr(model, name) != default:
             raise InputError(f"{name} = {getattr(model, name)!r} applies to timed schedules only; "
                              f"this schedule uses the step model (it has rounds)", field=f"model.{name}")

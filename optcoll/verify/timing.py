@@ -1,6 +1,7 @@
 """Checks that depend only on when transfers run, not on what they carry, vectorised.
 
-Link overlap (timed), port limits (timed) and step capacity (step model). Each returns the first
+Link overlap (timed), port limits (timed, and per round in the step model) and step capacity
+(step model). Each returns the first
 offending transfer in (start, transfer id) order as a ``Finding``. The message writers here scan
 the columns for the transfers in the way, so both engines word a conflict identically.
 
@@ -135,3 +136,33 @@ def step_capacity(p: Problem, weight: np.ndarray, rounds: np.ndarray) -> Finding
         f"{p.link_name(e)} carries {count} transfers in step {s}, but its capacity is "
         f"{int(weight[e] * rounds[s - 1])} (relative bandwidth {int(weight[e])} × {int(rounds[s - 1])} "
         f"round(s)); chunk {int(p.chunk[j])} (transfer {int(p.ids[j])}) is one too many"), j)
+
+
+def step_ports(p: Problem, weight: np.ndarray, rounds: np.ndarray, side: str) -> Finding | None:
+    """Port limits per round (DESIGN.md §5 with ``send_ports``/``recv_ports``): a port carries one
+    transfer at a time and a transfer holds it for b/B_e = 1/w_e of a round, so the transfers of
+    an NPU's side in step s need Σ 1/w_e ≤ P·r_s; counted in units of 1/lcm(w). Switches have no
+    port limit. The first transfer (by id) that overflows is reported."""
+    column, direction, option, kind = _SIDES[side]
+    limit = getattr(p.model, option)
+    if limit is None or p.start.size == 0:
+        return None
+    nodes = getattr(p, column)
+    npu = nodes < p.machine.num_npus
+    lcm = int(np.lcm.reduce(np.unique(weight).astype(np.int64))) if weight.size else 1
+    step = p.start.astype(np.int64)
+    order = np.flatnonzero(npu)[np.lexsort((p.ids[npu], step[npu], nodes[npu]))]
+    key = nodes[order] * (rounds.size + 1) + step[order]
+    cost = lcm // weight[p.link[order]]
+    used = np.cumsum(cost)
+    group_start = np.concatenate([[True], key[1:] != key[:-1]]) if order.size else np.zeros(0, dtype=bool)
+    before = np.maximum.accumulate(np.where(group_start, used - cost, 0))
+    j = first_position(p, order[used - before > limit * lcm * rounds[step[order] - 1]])
+    if j is None:
+        return None
+    v, s = int(nodes[j]), int(step[j])
+    mine = np.flatnonzero((nodes == v) & (step == s))
+    return p.finding(kind, (
+        f"{p.node(v)} has {mine.size} transfer(s) {direction} it in step {s}, but {option} = {limit} "
+        f"allows {limit} at a time over {int(rounds[s - 1])} round(s) (a transfer on a link of relative "
+        f"bandwidth w holds a port for 1/w of a round); {p.transfer_text(j)} is one too many"), j, node=v)

@@ -4,7 +4,7 @@
 sending switches multicast, the event engine (``events``) for everything else. Both implement the
 timed model of DESIGN.md section 5 and report the earliest violation in (time, transfer id) order.
 Step-model schedules (``schedule.rounds`` set) run through the same engines in step time plus the
-per-link per-step capacity check, and cost S·α + R·b/B_min.
+per-link per-step capacity and per-round port checks, and cost S·α + R·b/B_min.
 """
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from optcoll.verify import events, fast, stepmodel
 from optcoll.verify.problem import BATCH_TRANSFERS, earliest, prepare
 from optcoll.verify.result import Verification
 from optcoll.verify.stats import statistics
-from optcoll.verify.timing import step_capacity
+from optcoll.verify.timing import step_capacity, step_ports
 
 ENGINES = ("auto", "vectorised", "events")
 
@@ -72,8 +72,9 @@ def verify_with(machine: Machine, collective: Collective, schedule: Schedule, mo
     time = math.inf
     if first is None or math.isfinite(first.time):
         outcome = (fast if use_fast else events).run(problem, batch)
-        capacity = step_capacity(problem, weights, rounds) if step_model else None
-        first = earliest(first, outcome.finding, capacity)
+        capacity = [step_capacity(problem, weights, rounds), step_ports(problem, weights, rounds, "send"),
+                    step_ports(problem, weights, rounds, "recv")] if step_model else []
+        first = earliest(first, outcome.finding, *capacity)
         if first is None:
             time = float(step_start[-1]) if step_model else outcome.time
     stats = statistics(problem)

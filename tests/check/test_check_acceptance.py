@@ -61,7 +61,7 @@ def test_broken_synthesizers_are_each_reported_precisely_and_the_others_still_ru
     suite = make_suite(BROKEN)
     junit, summary = tmp_path / "out" / "junit.xml", tmp_path / "out" / "summary.md"
     code, out, err = run_cli("--synth", PY_CHAOS if way == "py" else CMD_CHAOS, "--suite", suite,
-                             "--timeout", "2", "--jobs", "2", "--junit", junit, "--summary", summary,
+                             "--time-limit", "2", "--jobs", "2", "--junit", junit, "--summary", summary,
                              "--json")
     assert code == 1, err
     report = json.loads(out)

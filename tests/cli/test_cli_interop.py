@@ -79,7 +79,7 @@ def test_astra_predict_refuses_a_bad_system_json_in_one_line(run, tmp_path, syst
 def test_chakra_and_nvidia_smi(run, tmp_path):
     inst = QUICK / "ring8-allgather-c1.toml"
     run("synth", inst, "--algo", "ring", "--out", tmp_path / "r.json")
-    code, out, _ = run("astra", "chakra", inst, tmp_path / "r.json", "--prefix", tmp_path / "et" / "ag")
+    code, out, _ = run("astra", "chakra", inst, tmp_path / "r.json", "-o", tmp_path / "et" / "ag")
     assert code == 0 and len(list((tmp_path / "et").glob("ag.*.et"))) == 8
     # the files written replay to the time of exporting anew; 64 MiB over ring(8): 7 steps of
     # 500 + 2^23 / (50 · 2^30 / 1e9) = 156750 ns, with nothing to floor

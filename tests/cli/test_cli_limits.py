@@ -14,7 +14,7 @@ LIMITS = [
     (["pareto", MISSING], "--time-limit"),
     (["report", MISSING], "--time-limit"),
     (["truth", "update", MISSING], "--time-limit"),
-    (["check", "--synth", "builtin:ring", "--suite", MISSING], "--timeout"),
+    (["check", "--synth", "builtin:ring", "--suite", MISSING], "--time-limit"),
     (["bench", "exact", "--families", "no-such-family"], "--time-limit"),
     (["bench", "exact", "--families", "no-such-family"], "--pareto-limit"),
 ]
@@ -25,7 +25,7 @@ IDS = [f"{' '.join(words[:2])} {flag}" for words, flag in LIMITS]
 @pytest.mark.parametrize("value", ["90", "90 s", "2 min", "0.5"])
 def test_every_time_limit_takes_seconds_and_units(run, words, flag, value):
     code, _, err = run(*words, flag, value)
-    assert code == 2 and "Invalid value" not in err  # the limit passed; the missing file did not
+    assert code == 2 and f"{flag}:" not in err  # the limit passed; the missing file did not
     assert "no-such" in err
 
 
@@ -36,7 +36,7 @@ def test_every_time_limit_takes_seconds_and_units(run, words, flag, value):
 def test_a_bad_time_limit_is_one_line_naming_the_flag(run, words, flag, value, says):
     code, out, err = run(*words, flag, value)
     assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
-    assert err.startswith(f"optcoll: error: Invalid value for '{flag}': ") and says in err
+    assert err.startswith(f"optcoll: error: {flag}: ") and says in err
 
 
 @pytest.mark.parametrize("words", [["solve", MISSING], ["pareto", MISSING], ["report", MISSING]])
@@ -44,7 +44,7 @@ def test_memory_limits_take_sizes_with_units(run, words):
     code, _, err = run(*words, "--max-memory", "8 GiB")
     assert code == 2 and "no-such" in err
     code, _, err = run(*words, "--max-memory", "8")
-    assert code == 2 and err.startswith("optcoll: error: Invalid value for '--max-memory': size '8' has no unit")
+    assert code == 2 and err.startswith("optcoll: error: --max-memory: size '8' has no unit")
 
 
 def test_the_budget_is_parsed_and_checked_once_and_packs_into_plain_parameters():

@@ -70,12 +70,12 @@ def test_sccl_whole_buffer_allreduce_is_posed_and_solved_from_the_cli(run, tmp_p
     path = _write(tmp_path, "wb.toml", '[instance]\nmachine = "ring4"\ncollective = "custom"\n'
                   '[custom]\npre = [[0,1,2,3],[0,1,2,3],[0,1,2,3],[0,1,2,3]]\n'
                   'post = [[0,1,2,3],[0,1,2,3],[0,1,2,3],[0,1,2,3]]\nchunk_size = "1 MiB"\ncombining = true\n')
-    code, text, _ = run("solve", path, "--model", "step", "--objective", "steps", "--no-progress", "--json")
+    code, text, _ = run("solve", path, "--model", "step", "--least-steps", "--no-progress", "--json")
     data = json.loads(text)
     assert code == 0 and data["status"] == "optimal" and (data["steps"], data["rounds"]) == (3, 3)
     code, _, err = run("solve", path, "--model", "step", "--no-progress")
-    assert code == 2 and err.count("\n") == 1 and "--objective steps" in err
-    code, _, err = run("solve", path, "--objective", "steps", "--no-progress")
+    assert code == 2 and err.count("\n") == 1 and "--least-steps" in err
+    code, _, err = run("solve", path, "--least-steps", "--no-progress")
     assert code == 2 and "step model" in err
 
 
@@ -105,3 +105,66 @@ def test_bound_prints_assumptions_and_what_the_machine_rules_out(run, tmp_path):
     code, out, _ = run("bound", REPO / "instances" / "standard" / "ring8-allreduce-c1.toml", "--json")
     rows = {row["name"]: row for row in json.loads(out)}
     assert rows["allreduce-transfers"]["assumptions"] == ["no in-network reduction (switches do not combine)"]
+
+
+@pytest.mark.parametrize("solver", ["cpsat", "z3"])
+@pytest.mark.parametrize("rounds,status", [("7", "optimal"), ("6", "infeasible")])
+def test_sccl_feasibility_question_with_steps_rounds_and_chunks(run, solver, rounds, status):
+    """SCCL's `solve instance DGX1 Allgather --steps 3 --rounds 7 --chunks 6`: feasible, and
+    7 rounds are needed (7/6 is the rounds bound)."""
+    code, text, _ = run("solve", QUICK / "dgx1-allgather-c2.toml", "--model", "step", "--solver", solver,
+                        "--steps", "3", "--rounds", rounds, "--chunks", "6", "--time-limit", "300",
+                        "--no-progress", "--json")
+    data = json.loads(text)
+    assert code == 0 and data["status"] == status
+    if status == "optimal":
+        assert (data["steps"], data["rounds"]) == (3, 7)
+
+
+def test_sccl_terms_are_printed(run):
+    code, text, _ = run("solve", QUICK / "dgx1-allgather-c2.toml", "--model", "step", "--steps", "3",
+                        "--rounds", "7", "--chunks", "6", "--no-progress")
+    assert code == 0 and "S = 3 steps, R = 7 rounds, C = 6 chunks per rank, R/C = 7/6" in text
+    assert "cost 3·α + 7·b/B_min with α = 500 ns" in text and "optimal: 6.26499 ms (verified)" in text
+
+
+@pytest.mark.parametrize("flag,steps,rounds", [("--least-steps", 2, 2), ("--least-rounds", 3, 7)])
+def test_least_steps_and_least_rounds(run, flag, steps, rounds):
+    """DGX-1 AllGather: SCCL's least steps at C = 1 is 2 (one round each); the least rounds at
+    C = 6 is 7 (the rounds bound 7/6), first reached with 3 steps."""
+    chunks = "1" if flag == "--least-steps" else "6"
+    code, text, _ = run("solve", QUICK / "dgx1-allgather-c2.toml", "--model", "step", flag,
+                        "--chunks", chunks, "--no-progress", "--json")
+    data = json.loads(text)
+    assert code == 0 and data["status"] == "optimal" and (data["steps"], data["rounds"]) == (steps, rounds)
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--steps", "0"], "--steps: 0 is not in the range x>=1"),
+    (["--rounds", "-2"], "--rounds: -2 is not in the range x>=1"),
+    (["--chunks", "0"], "--chunks: 0 is not in the range x>=1"),
+    (["--steps", "3", "--rounds", "2"], "--rounds 2 < --steps 3: every step takes at least one round"),
+    (["--least-steps", "--rounds", "3"], "--least-steps chooses the rounds"),
+    (["--least-steps", "--least-rounds"], "ask different questions"),
+    (["--chunks", "100000000"], "--chunks 100000000: 100000000 chunks per rank is too many"),
+])
+def test_bad_step_questions_are_one_line(run, args, message):
+    code, out, err = run("solve", QUICK / "dgx1-allgather-c2.toml", "--model", "step", *args)
+    assert code == 2 and out == "" and message in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("flag", ["--steps", "--rounds", "--chunks"])
+def test_step_flags_with_the_timed_model_are_refused(run, flag):
+    code, _, err = run("solve", QUICK / "dgx1-allgather-c2.toml", "--model", "timed", flag, "3")
+    assert code == 2 and f"{flag} applies to the step model only" in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_pareto_question_limit_is_checked_and_leaves_the_front_honest(run):
+    code, _, err = run("pareto", QUICK / "dgx1-allgather-c1.toml", "--question-limit", "0")
+    assert code == 2 and "--question-limit: must be a positive number of seconds" in err
+    code, out, _ = run("pareto", QUICK / "dgx1-allgather-c1.toml", "--max-chunks", "6",
+                       "--question-limit", "60", "--time-limit", "120", "--json")
+    data = json.loads(out)
+    assert code == 0 and data["complete"] and {(2, 3, 2), (3, 7, 6)} <= {
+        (p["steps"], p["rounds"], p["chunks"]) for p in data["points"]}

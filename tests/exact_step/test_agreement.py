@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from step_helpers import STEP, agreement_instances, close, verified
+from step_helpers import STEP, agreement_instances, close, instance, verified
+
+from optcoll.machines import generators as G
 
 from optcoll.bounds import best_lower_bound
 from optcoll.collectives.builtins import split_allreduce
@@ -110,3 +112,22 @@ def test_optimum_is_no_worse_than_tacos(inst):
     best = min(verify(timed.machine, timed.collective, tacos(timed, seed), timed.model).time
                for seed in range(3))
     assert verified(inst, out) <= best * (1 + 1e-9)
+
+
+def _front_points(inst: Instance, max_chunks: int, solver: str):
+    from optcoll.producers.exact.step import pareto_front
+
+    front = pareto_front(inst, max_chunks, solver=solver, budget=BUDGET, time_limit=300)
+    assert front.complete, (solver, front.stopped)
+    return [(p.steps, p.rounds, p.chunks, p.proven) for p in front.points]
+
+
+@pytest.mark.parametrize("max_chunks", [4, pytest.param(6, marks=pytest.mark.slow)])
+def test_z3_and_cpsat_agree_on_every_dgx1_pareto_point(max_chunks):
+    """The DGX-1 AllGather front (SCCL's): (2, 3, 2), then (3, 5, 4) at C ≤ 4 or (3, 7, 6) at
+    C ≤ 6, every point proven by both encodings."""
+    inst = instance(G.dgx1())
+    cpsat, z3 = _front_points(inst, max_chunks, "cpsat"), _front_points(inst, max_chunks, "z3")
+    assert cpsat == z3
+    assert [p[:3] for p in cpsat] == [(2, 3, 2), (3, 5, 4) if max_chunks == 4 else (3, 7, 6)]
+    assert all(p[3] for p in cpsat)

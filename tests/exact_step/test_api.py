@@ -44,10 +44,11 @@ def test_bandwidth_ratios_must_be_whole():
 
 
 def test_timed_only_options_are_refused(dgx1_c2):
-    inst = Instance("ports", dgx1_c2.machine, dgx1_c2.collective, TimeModel(kind="step", send_ports=1))
+    inst = Instance("occupancy", dgx1_c2.machine, dgx1_c2.collective,
+                    TimeModel(kind="step", occupancy="serialization"))
     with pytest.raises(InputError) as err:
         solve_step(inst)
-    assert err.value.field == "model.send_ports"
+    assert err.value.field == "model.occupancy"
 
 
 def test_least_cost_trades_steps_for_rounds(dgx1_c2):

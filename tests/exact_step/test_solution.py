@@ -8,7 +8,7 @@ import pytest
 from step_helpers import STEP, agreement_instances
 
 from optcoll.collectives.builtins import split_allreduce
-from optcoll.producers.exact.step.greedy import greedy_solution
+from optcoll.producers.exact.step.greedy import greedy_solution, one_round_per_step, rarest_first
 from optcoll.producers.exact.step.inversion import plan
 from optcoll.producers.exact.step.solution import StepSolution, cleaned, split_step, stretched
 from optcoll.verify import verify
@@ -33,6 +33,28 @@ def test_greedy_is_valid_and_free_rounds_meet_the_latency_bound(inst, part, chos
     unit = greedy_solution(chosen.problem, 1)
     assert set(unit.rounds) == {1}
     _valid(inst, part, chosen, unit)
+
+
+@pytest.mark.parametrize("inst, part, chosen", PLANS, ids=IDS)
+def test_rarest_first_is_valid_with_one_round_per_step(inst, part, chosen):
+    p = chosen.problem
+    fresh = rarest_first(p)
+    if fresh is not None:
+        assert set(fresh.rounds) == {1} and fresh.steps >= p.latency_bound
+        _valid(inst, part, chosen, fresh)
+    best = one_round_per_step(p)
+    assert best.steps == min(s.steps for s in (greedy_solution(p, 1), fresh) if s is not None)
+
+
+def test_rarest_first_reaches_the_rounds_bound_on_the_torus_8x8():
+    """63 chunks over 4 in-links: 16 steps at least; rarest first takes 16, the fixed trees 20."""
+    from optcoll.collectives.builtins import make_collective
+    from optcoll.machines.catalog import load_machine
+    from optcoll.producers.exact.step.problem import step_problem
+
+    machine = load_machine("torus8x8")
+    p = step_problem(machine, make_collective("allgather", range(64), 2**30, 1))
+    assert rarest_first(p).steps == 16 and greedy_solution(p, 1).steps == 20
 
 
 @pytest.mark.parametrize("inst, part, chosen", PLANS, ids=IDS)

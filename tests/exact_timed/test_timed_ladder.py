@@ -163,8 +163,8 @@ def test_cli_runs_the_ladder_alone_and_keeps_the_other_sections(tmp_path):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--families", "dgx1-chunks,tori"], "optcoll: error: families: unknown family 'tori'"),
-    (["--only", "everything"], "optcoll: error: only: unknown part 'everything'; use one of fixed, ladder, allreduce"),
+    (["--families", "dgx1-chunks,tori"], "optcoll: error: --families: unknown family 'tori'"),
+    (["--only", "everything"], "optcoll: error: --only: unknown part 'everything'; use one of fixed, ladder, step, allreduce"),
 ])
 def test_cli_refuses_bad_options_in_one_line_before_running(tmp_path, args, message):
     out = tmp_path / "bench-exact.md"

@@ -14,7 +14,7 @@ from optcoll.sweeps.plan import Settings, exact_job, synth_job
 
 #: torus4x4 AllGather: CP-SAT has to search (about 2 s on one thread) to prove the optimum; the
 #: ring8 AllGather never reaches CP-SAT (its greedy schedule meets the bound), so the torus
-#: solve is the one a patched ``CpSolver.solve`` kills.
+#: solve is the one a patched ``backends.cpsat_solve`` kills.
 SETTINGS = Settings(runs=2, time_limit=60.0, threads=1)
 
 
@@ -30,18 +30,18 @@ def jobs(tmp_path):
 def _die_once_when_solving(marker: str) -> None:
     """Runs on each worker: the first CP-SAT solve on any worker creates ``marker`` and SIGKILLs
     its own process (the nanny starts a fresh, unpatched one); every later solve runs normally."""
-    from ortools.sat.python import cp_model
+    from optcoll.producers.exact.toolkit import backends
 
-    solve = cp_model.CpSolver.solve
+    solve = backends.cpsat_solve
 
-    def die_once(self, *args, **kwargs):
+    def die_once(*args, **kwargs):
         try:
             os.close(os.open(marker, os.O_CREAT | os.O_EXCL))
         except FileExistsError:
-            return solve(self, *args, **kwargs)
+            return solve(*args, **kwargs)
         os.kill(os.getpid(), signal.SIGKILL)
 
-    cp_model.CpSolver.solve = die_once
+    backends.cpsat_solve = die_once
 
 
 def test_a_lost_dask_worker_does_not_change_the_results(jobs, tmp_path):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import signal
 
-from ortools.sat.python import cp_model
+from optcoll.producers.exact.toolkit import backends
 
 from fault_helpers import comparable, temporary_files, write_instance
 from optcoll.sweeps import FAILED, ResultCache, run_sweep
@@ -16,7 +16,7 @@ from optcoll.sweeps.plan import Settings, exact_job, synth_job
 
 #: torus4x4 AllGather: CP-SAT has to search (about 2 s on one thread) to prove the optimum; the
 #: ring8 AllGather never reaches CP-SAT (its greedy schedule meets the bound), so the torus
-#: solve is the one a patched ``CpSolver.solve`` kills. (hypercube4 AlltoAll served until the
+#: solve is the one a patched ``backends.cpsat_solve`` kills. (hypercube4 AlltoAll served until the
 #: LP-guided start met its flow bound.)
 SLOW_EXACT = ("ag-torus4x4", "torus4x4", "allgather", "16 MiB")
 SETTINGS = Settings(runs=2, time_limit=60.0, threads=1)
@@ -36,12 +36,12 @@ def _die(*args, **kwargs):
 
 def test_a_worker_killed_mid_solve_fails_its_job_and_the_next_run_recovers(tmp_path, monkeypatch):
     """Fault: SIGKILL to the worker process at the moment CP-SAT starts solving (the model is
-    built; the forked worker inherits a patched ``CpSolver.solve``, so the kill lands at that exact
+    built; the forked worker inherits a patched ``backends.cpsat_solve``, so the kill lands at that exact
     point however fast the machine is)."""
     jobs = _jobs(tmp_path)
     cache = ResultCache(tmp_path / "cache")
     with monkeypatch.context() as patch:
-        patch.setattr(cp_model.CpSolver, "solve", _die)
+        patch.setattr(backends, "cpsat_solve", _die)
         records, stats = run_sweep(jobs, cache, workers=1, progress=False)
 
     lost = records[jobs[0].key]

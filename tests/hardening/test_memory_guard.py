@@ -130,6 +130,9 @@ FACTOR = 1.5
 #: A model the solver must build (no start schedule meets the bound), small and quick. (ring4
 #: AlltoAll served until the LP-guided start met its flow bound: no model is built there now.)
 NEEDS_A_MODEL = ROOT / "instances" / "quick" / "torus4x4-allgather-c1.toml"
+#: The step search settles the torus with its one-round-per-step heuristics alone; the ring
+#: AlltoAll needs a model for both least cost and least steps.
+STEP_NEEDS_A_MODEL = ROOT / "instances" / "quick" / "ring4-alltoall-c1.toml"
 
 
 @pytest.mark.parametrize("formulation, instance, backend, scale", [
@@ -302,7 +305,7 @@ def test_a_refused_step_model_ends_the_search_with_the_greedy_start():
     from optcoll.producers.exact.step import solve_step
     from optcoll.verify import require_valid
 
-    inst = load_instance(NEEDS_A_MODEL)
+    inst = load_instance(STEP_NEEDS_A_MODEL)
     for objective in ("cost", "steps"):
         outcome = solve_step(inst, threads=1, time_limit=30, objective=objective, max_memory=2**20)
         assert outcome.status == "feasible" and outcome.schedule is not None, objective

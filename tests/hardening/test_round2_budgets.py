@@ -117,7 +117,7 @@ def test_pareto_max_chunks_is_bounded(record_property):
     """Input: pareto --max-chunks 1000000000 --time-limit 5 (never returned: setup per C ran
     outside the limit)."""
     proc = invoke(["pareto", QUICK / "dgx1-allgather-c1.toml", "--max-chunks", "1000000000", "--time-limit", "5"])
-    line = assert_one_line_error(proc, "max_chunks: 1000000000 chunks per rank is too many: with 8 ranks the "
+    line = assert_one_line_error(proc, "--max-chunks: 1000000000 chunks per rank is too many: with 8 ranks the "
                                  "collective would track 64000000000 chunk copies, which is more than optcoll "
                                  "tracks (at most 16777216; raise it with OPTCOLL_MAX_CHUNK_COPIES)")
     record_property("tried", "pareto --max-chunks 1000000000")

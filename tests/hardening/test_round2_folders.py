@@ -68,7 +68,7 @@ def test_a_folder_holding_other_files_is_never_replaced(foreign, report_args, tm
     record_property("message", line.replace(str(tmp_path), "<tmp>"))
 
 
-@pytest.mark.parametrize("what, says", [("a file", "Invalid value for '--out': Directory '{out}' is a file"),
+@pytest.mark.parametrize("what, says", [("a file", "--out: Directory '{out}' is a file"),
                                         ("a FIFO", "{out}: is not a folder; nothing was written")],
                          ids=["a file", "a FIFO"])
 def test_report_out_that_is_not_a_folder(what, says, report_args, tmp_path, record_property):

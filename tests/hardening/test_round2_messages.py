@@ -27,11 +27,11 @@ def _raw(text: str, carriage_return: bool = True) -> bool:
 
 
 @pytest.mark.parametrize("args, says", [
-    (["synth", RING, "--seed", "-1"], "Invalid value for '--seed': -1 is not in the range 0<=x<=2147483647"),
-    (["solve", RING, "--seed", "2147483648"], "Invalid value for '--seed': 2147483648 is not in the range"),
-    (["solve", RING, "--threads", "10001"], "Invalid value for '--threads': 10001 is not in the range 1<=x<=10000"),
-    (["pareto", RING, "--threads", "0"], "Invalid value for '--threads': 0 is not in the range 1<=x<=10000"),
-    (["report", RING, "--seed", "99999999999"], "Invalid value for '--seed': 99999999999 is not in the range"),
+    (["synth", RING, "--seed", "-1"], "--seed: -1 is not in the range 0<=x<=2147483647"),
+    (["solve", RING, "--seed", "2147483648"], "--seed: 2147483648 is not in the range"),
+    (["solve", RING, "--threads", "10001"], "--threads: 10001 is not in the range 1<=x<=10000"),
+    (["pareto", RING, "--threads", "0"], "--threads: 0 is not in the range 1<=x<=10000"),
+    (["report", RING, "--seed", "99999999999"], "--seed: 99999999999 is not in the range"),
 ], ids=["synth --seed -1", "solve --seed 2^31", "solve --threads 10001", "pareto --threads 0",
         "report --seed 10^11"])
 def test_seeds_and_threads_beyond_what_solvers_take(args, says, record_property):

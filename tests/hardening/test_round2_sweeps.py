@@ -99,7 +99,7 @@ def test_sigterm_to_check_stops_a_synthesizer_command(tmp_path, record_property)
     sleeper.write_text(f"import os, time\nopen({str(pidfile)!r}, 'w').write(str(os.getpid()))\ntime.sleep(300)\n")
     write_instance(tmp_path / "suite", "ring8-ag", "ring8", "allgather", "64 MiB")
     proc = subprocess.Popen(cli_command(["check", "--synth", f"cmd:{sys.executable} {sleeper} {{out}}", "--suite",
-                                         tmp_path / "suite", "--timeout", "200", "--jobs", "1"]),
+                                         tmp_path / "suite", "--time-limit", "200", "--jobs", "1"]),
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     _wait_for(lambda: pidfile.exists() and pidfile.read_text(), proc, "the synthesizer")
     synth = int(pidfile.read_text())

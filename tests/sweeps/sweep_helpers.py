@@ -1,13 +1,16 @@
 """Shared by the sweep and report tests: small suites written to tmp dirs, and record comparison
-that ignores what legitimately differs between runs (wall-clock times and dates)."""
+that ignores what legitimately differs between runs (wall-clock times, dates, and the CPU seconds
+a bound's text quotes for its LP, which in a threaded Dask worker include the other jobs' CPU)."""
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 from typing import Any
 
 QUICK = Path(__file__).resolve().parents[2] / "instances" / "quick"
 VOLATILE = {"wall_time", "date", "generated", "trace"}
+CPU_SECONDS = re.compile(r"\d+\.\d+ s CPU")
 
 #: Runs the optcoll CLI as a real subprocess.
 CLI = [sys.executable, "-m", "optcoll"]
@@ -18,6 +21,8 @@ def comparable(value: Any) -> Any:
         return {k: comparable(v) for k, v in value.items() if k not in VOLATILE}
     if isinstance(value, (list, tuple)):
         return [comparable(v) for v in value]
+    if isinstance(value, str):
+        return CPU_SECONDS.sub("… s CPU", value)
     return value
 
 

@@ -300,8 +300,8 @@ def test_step_model_rejects_fractional_weights_and_timed_options(ring3, ag3):
     b.add_link(1, 0, bandwidth=BW, latency=LAT)
     with pytest.raises(InputError, match="integer multiple"):
         verify(b.build(), collective("allgather", 2), step_schedule([(0, 0, 1), (1, 1, 1)], (1,)))
-    with pytest.raises(InputError, match="model.send_ports"):
-        verify(ring3, ag3, step_schedule([(0, 0, 1)], (1,)), TimeModel(send_ports=1))
+    with pytest.raises(InputError, match="model.occupancy"):
+        verify(ring3, ag3, step_schedule([(0, 0, 1)], (1,)), TimeModel(occupancy="serialization"))
 
 
 # -- ordering and plumbing -------------------------------------------------------------------------

@@ -12,6 +12,8 @@ out, as there). Per collective:
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from dataclasses import dataclass
 
 from optcoll.analysis.axonn.cluster import Cluster
@@ -119,11 +121,16 @@ class Ranking:
 
 def rank_configurations(cluster: Cluster, layer: TransformerLayer, *, sharing: str = "axonn",
                         evaluator: NetworkEvaluator | None = None, min_tensor_parallel: int = 1,
-                        order: str = AXONN_ORDER, table: BandwidthTable | None = None) -> Ranking:
+                        order: str = AXONN_ORDER, table: BandwidthTable | None = None,
+                        progress: Callable[[int, int, str], None] | None = None) -> Ranking:
     """Every 4D grid of the cluster's GPUs with X·Y·Z ≥ ``min_tensor_parallel`` (AxoNN's search
-    skips grids whose model shard would not fit in memory), costed by ``evaluate``."""
+    skips grids whose model shard would not fit in memory), costed by ``evaluate``; ``progress``
+    gets (grids done, grids in all, the grid) after each."""
     results, skipped = [], []
-    for grid in configurations(cluster.gpus, order):
+    grids = list(configurations(cluster.gpus, order))
+    for done, grid in enumerate(grids):
+        if progress is not None:
+            progress(done, len(grids), grid.label())
         if grid.x * grid.y * grid.z < min_tensor_parallel:
             continue
         reason = infeasible(layer, grid) or unmeasured(table, layer, grid)
@@ -131,6 +138,8 @@ def rank_configurations(cluster: Cluster, layer: TransformerLayer, *, sharing: s
             skipped.append((grid, reason))
             continue
         results.append(evaluate(cluster, layer, grid, sharing=sharing, evaluator=evaluator, table=table))
+    if progress is not None:
+        progress(len(grids), len(grids), "")
     if not results:
         raise InputError(f"no 4D configuration of {cluster.gpus} GPUs can run this layer",
                          field="gpus")

@@ -3,7 +3,7 @@ schedules, with a per-collective breakdown; and the entry point ``optcoll axonn`
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from optcoll.analysis.axonn.cluster import Cluster, cluster_from_model
@@ -120,7 +120,8 @@ def axonn_report(cluster: Cluster, layer: TransformerLayer, *, path: str | os.Pa
                  sharing: str = "axonn", evaluator: NetworkEvaluator | None = None,
                  shape: str | None = None, min_tensor_parallel: int = 1, top: int | None = None,
                  measure_top: int | None = None, order: str = AXONN_ORDER,
-                 table: BandwidthTable | None = None) -> str:
+                 table: BandwidthTable | None = None,
+                 progress: Callable[[int, int, str], None] | None = None) -> str:
     """Markdown: every configuration ranked (or, with ``shape`` "X,Y,Z,D", that one only), and the
     per-collective breakdown of the ring model's best (or of ``shape``). ``measure_top`` k: the
     network (``evaluator``) measures only the ring model's k best, for GPU counts where measuring
@@ -141,7 +142,8 @@ def axonn_report(cluster: Cluster, layer: TransformerLayer, *, path: str | os.Pa
         partial = measure_top is not None and evaluator is not None
         ranking = rank_configurations(cluster, layer, sharing=sharing,
                                       evaluator=None if partial else evaluator,
-                                      min_tensor_parallel=min_tensor_parallel, order=order, table=table)
+                                      min_tensor_parallel=min_tensor_parallel, order=order, table=table,
+                                      progress=progress)
         shown = "all" if top is None or top >= len(ranking.results) else f"top {top}"
         blocks += [Heading("Ranking"),
                    Paragraph(f"{len(ranking.results)} configurations with X·Y·Z ≥ {min_tensor_parallel} "
@@ -174,11 +176,13 @@ def axonn_command(machine: str, gpus: int, layer_size: int, *, seq_len: int = 20
                   sharing: str = "axonn", chunks_per_rank: int = 2,
                   producers: Sequence[str] = DEFAULT_PRODUCERS, schedules: bool = True,
                   bounds: bool = True, min_tensor_parallel: int = 1, top: int | None = None,
-                  measure_top: int | None = None, seed: int = 0, bandwidths: str = "nominal") -> str:
+                  measure_top: int | None = None, seed: int = 0, bandwidths: str = "nominal",
+                  progress: Callable[[int, int, str], None] | None = None) -> str:
     """What ``optcoll axonn --machine MODEL --gpus N --layer-size H ...`` runs: ``layer_size`` is
     the hidden size H. ``bounds=False`` gives the ring model alone; ``schedules=False`` skips (c).
     ``bandwidths``: the ring model's β: "nominal", "measured" (the machine's built-in table) or a
-    table file (``measured``). Returns the Markdown (also written to ``out`` when given)."""
+    table file (``measured``); ``progress`` as in ``rank_configurations``. Returns the Markdown
+    (also written to ``out`` when given)."""
     table = bandwidth_table(bandwidths, machine)
     cluster = cluster_from_model(machine, gpus)
     layer = TransformerLayer(layer_size, seq_len, batch, bytes_per_element, grad_bytes, recompute)
@@ -190,7 +194,7 @@ def axonn_command(machine: str, gpus: int, layer_size: int, *, seq_len: int = 20
                          field="schedules")
     return axonn_report(cluster, layer, path=out, sharing=sharing, evaluator=evaluator, shape=shape,
                         min_tensor_parallel=min_tensor_parallel, top=top, measure_top=measure_top,
-                        table=table)
+                        table=table, progress=progress)
 
 
 #: The reports under ``reports/``: file name → ``axonn_command`` arguments. 64 GPUs: AxoNN's

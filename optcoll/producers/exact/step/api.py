@@ -2,7 +2,8 @@
 
 Statuses and bounds refer to the question asked (DESIGN.md section 6): with ``objective="cost"``
 the least step cost S·α + R·b/B_min over every S and R (within ``steps``/``rounds`` when given);
-with ``objective="steps"`` SCCL's least steps with one round per step. ``lower_bound`` is in
+with ``objective="steps"`` SCCL's least steps with one round per step; with ``objective="rounds"``
+the least R, then the least S with it. ``lower_bound`` is in
 seconds of step cost, proven for that question.
 """
 from __future__ import annotations
@@ -15,7 +16,6 @@ from optcoll.collectives.collective import Collective
 from optcoll.errors import InputError
 from optcoll.instances.budget import Budget
 from optcoll.instances.instance import Instance, check_chunk_copies
-from optcoll.machines.machine import Machine
 from optcoll.producers.base import NotApplicable
 from optcoll.producers.exact.allreduce.steps import least_steps
 from optcoll.producers.exact.step.backends import Backend, LinearBackend
@@ -24,7 +24,6 @@ from optcoll.producers.exact.step.chunking import rechunk
 from optcoll.producers.exact.step.inversion import Plan, plan
 from optcoll.producers.exact.step.pareto import Front, frontier, sum_fronts
 from optcoll.producers.exact.step.search import Found, Progress, Search
-from optcoll.producers.exact.step.smt import Z3Backend
 from optcoll.producers.exact.step.solution import StepSolution
 from optcoll.producers.exact.toolkit import SOLVERS as LINEAR_SOLVERS
 from optcoll.producers.exact.toolkit import Clock, check_solver
@@ -33,12 +32,16 @@ from optcoll.results.outcome import SolverOutcome
 from optcoll.verify.stepmodel import check_options
 
 SOLVERS = (*LINEAR_SOLVERS, "z3")
-OBJECTIVES = ("cost", "steps")
+OBJECTIVES = ("cost", "steps", "rounds")
 
 
 def backend_for(solver: str, work_limit: float | None = None) -> Backend:
     check_solver(solver, work_limit, SOLVERS)
-    return Z3Backend() if solver == "z3" else LinearBackend(solver)
+    if solver != "z3":
+        return LinearBackend(solver)
+    from optcoll.producers.exact.step.smt import Z3Backend  # z3 is loaded only when asked for
+
+    return Z3Backend()
 
 
 def solve_step(instance: Instance, *, solver: str = "cpsat", steps: int | None = None,
@@ -70,15 +73,15 @@ def solve_step(instance: Instance, *, solver: str = "cpsat", steps: int | None =
     for name, value in (("steps", steps), ("rounds", rounds)):
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
             raise InputError(f"must be a positive integer, got {value!r}", field=name)
-    if objective == "steps" and rounds is not None:
-        raise InputError("objective 'steps' fixes one round per step; leave rounds unset", field="rounds")
+    if objective != "cost" and rounds is not None:
+        raise InputError(f"objective {objective!r} chooses the rounds itself; leave rounds unset", field="rounds")
     check_options(instance.model)
     if allreduce_set(instance.collective) is not None:
         if objective == "steps":  # SCCL's combining semantics: partial sums, no phases
             return least_steps(instance, steps=steps, budget=budget, progress=progress)
         if instance.collective.kind != "allreduce":
             raise NotApplicable("an AllReduce-shaped custom collective is solved directly for the least "
-                                "steps with one round per step: use objective 'steps' (--objective steps)")
+                                "steps with one round per step: use objective 'steps' (--least-steps)")
     if instance.collective.kind == "allreduce" and (steps is not None or rounds is not None):
         raise InputError("steps/rounds apply to one phase; solve the reducescatter and allgather "
                          "parts separately to limit them", field="steps")
@@ -88,7 +91,7 @@ def solve_step(instance: Instance, *, solver: str = "cpsat", steps: int | None =
         params: dict[str, Any] = {**part_clock.limits(), "objective": objective, "steps_limit": steps,
                                   "rounds_limit": rounds, "symmetry": symmetry,
                                   "C": inst.collective.chunks_per_rank}
-        chosen = plan(inst.machine, inst.collective)
+        chosen = plan(inst.machine, inst.collective, inst.model)
         found = _search(chosen, backend, part_clock, objective, steps, rounds, symmetry, progress, params)
         params.update(part_clock.work_params())
         schedule = None if found.solution is None else chosen.schedule(
@@ -111,7 +114,8 @@ def _search(chosen: Plan, backend: Backend, clock: Clock, objective: str, steps:
     if problem.latency_bound == 0:  # every destination already holds its chunks
         return Found(StepSolution.from_rows((), ()), "optimal", 0.0, "nothing to send")
     search = Search(problem, backend, clock, symmetry=symmetry, progress=progress)
-    found = search.least_steps(steps) if objective == "steps" else search.least_cost(steps, rounds)
+    found = (search.least_steps(steps) if objective == "steps" else search.least_rounds(steps)
+             if objective == "rounds" else search.least_cost(steps, rounds))
     params.update(rounds_bound=str(search.bound.value), rounds_bound_source=search.bound.source,
                   questions=search.asked, interrupted=clock.interrupted)
     if found.solution is not None:
@@ -122,11 +126,12 @@ def _search(chosen: Plan, backend: Backend, clock: Clock, objective: str, steps:
 def pareto_front(instance: Instance, max_chunks: int, *, solver: str = "cpsat",
                  time_limit: float | None = None, threads: int | None = None, seed: int | None = None,
                  symmetry: bool = False, progress: Progress | None = None,
-                 max_memory: int | None = None, budget: Budget | None = None) -> Front:
+                 max_memory: int | None = None, budget: Budget | None = None,
+                 question_limit: float | None = None) -> Front:
     """The (S, R/C) front for C = 1..``max_chunks`` (pareto.py), each point with its schedule for
     the instance's collective cut into C pieces per base chunk. ``time_limit`` covers the whole
-    front (points found before it stand, ``proven`` says which are settled, ``Front.stopped``
-    why it ended); ``progress`` gets (wall seconds, best R/C so far, rounds bound R/C) as points
+    front and ``question_limit`` (seconds) each (S, C) question in it: points found before a
+    limit stand, ``proven`` says which are settled, ``Front.stopped`` why the front ended; ``progress`` gets (wall seconds, best R/C so far, rounds bound R/C) as points
     are found; the limits as in ``solve_step`` (a refused model ends the front there).
     AllReduce: the front of ReduceScatter then AllGather (``pareto.sum_fronts``), each phase's
     front computed in half the time left (after Ctrl-C in the first, the second stops at once)."""
@@ -135,6 +140,8 @@ def pareto_front(instance: Instance, max_chunks: int, *, solver: str = "cpsat",
     backend = backend_for(solver, budget.work_limit)
     if isinstance(max_chunks, bool) or not isinstance(max_chunks, int) or max_chunks < 1:
         raise InputError(f"must be a positive integer, got {max_chunks!r}", field="max_chunks")
+    if question_limit is not None and not question_limit > 0:
+        raise InputError(f"must be a positive number of seconds, got {question_limit!r}", field="question_limit")
     try:
         check_chunk_copies(instance.collective.num_ranks, max_chunks)
     except InputError as exc:
@@ -142,8 +149,10 @@ def pareto_front(instance: Instance, max_chunks: int, *, solver: str = "cpsat",
     check_options(instance.model)
     clock = Clock(budget)
     if instance.collective.kind != "allreduce":
-        return _front(instance.machine, instance.collective, max_chunks, backend, clock, symmetry, progress)[0]
-    parts = [_front(instance.machine, part, max_chunks, backend, clock.part(1.0 / (2 - i)), symmetry, progress)
+        return _front(instance, instance.collective, max_chunks, backend, clock, symmetry, progress,
+                      question_limit)[0]
+    parts = [_front(instance, part, max_chunks, backend, clock.part(1.0 / (2 - i)), symmetry, progress,
+                    question_limit)
              for i, part in enumerate(split_allreduce(instance.collective))]
     (rs, rs_plan, rs_bound), (ag, ag_plan, ag_bound) = parts
     if rs_plan is None or ag_plan is None:
@@ -151,16 +160,20 @@ def pareto_front(instance: Instance, max_chunks: int, *, solver: str = "cpsat",
     return sum_fronts(rs, ag, ag_plan.problem.alpha, ag_plan.problem.beta, rs_bound.value + ag_bound.value)
 
 
-def _front(machine: Machine, collective: Collective, max_chunks: int, backend: Backend, clock: Clock,
-           symmetry: bool, progress: Progress | None) -> tuple[Front, Plan | None, RoundsBound | None]:
-    """A one-phase front, with the plan at C = 1 and the rounds bound (None: nothing to send);
-    the clock's limits cover setting up each C (``pareto.frontier``)."""
-    first = plan(machine, rechunk(collective, 1))
+def _front(instance: Instance, collective: Collective, max_chunks: int, backend: Backend, clock: Clock,
+           symmetry: bool, progress: Progress | None,
+           question_limit: float | None) -> tuple[Front, Plan | None, RoundsBound | None]:
+    """A one-phase front of ``collective`` on the instance's machine and model, with the plan at
+    C = 1 and the rounds bound (None: nothing to send); the clock's limits cover setting up each
+    C (``pareto.frontier``)."""
+    machine, model = instance.machine, instance.model
+    first = plan(machine, rechunk(collective, 1), model)
     if first.problem.latency_bound == 0:
         return Front((), True, "nothing to send"), None, None
     bound = problem_rounds_bound(first.problem)
 
     def prepare(C: int) -> Plan:
-        return first if C == 1 else plan(machine, rechunk(collective, C))
-    front = frontier(prepare, max_chunks, bound, backend, clock, symmetry=symmetry, progress=progress)
+        return first if C == 1 else plan(machine, rechunk(collective, C), model)
+    front = frontier(prepare, max_chunks, bound, backend, clock, symmetry=symmetry, progress=progress,
+                     question_limit=question_limit)
     return front, first, bound

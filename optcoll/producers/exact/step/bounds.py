@@ -7,7 +7,8 @@ serves them all), so a chunk's use of a link is the largest of its destinations'
 switch forwards a chunk at most as often as it receives it. Why it is a relaxation: averaging the
 paths of a schedule's C pieces of each chunk gives such flows with R/C times the link capacity.
 The counting bounds (what a node must receive over its in-links, what a sole holder must send over
-its out-links) are implied by the LP but reported by name because they explain the number.
+its out-links) are implied by the LP but reported by name because they explain the number. Link
+groups (port limits) cap both: a group row in the LP, and a node's ports in the counts.
 """
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from scipy.sparse import csr_matrix
 
 from optcoll.collectives.builtins import split_allreduce
 from optcoll.collectives.collective import Collective
+from optcoll.instances.instance import TimeModel
 from optcoll.machines.machine import Machine
 from optcoll.producers.exact.step.chunking import rechunk
 from optcoll.producers.exact.step.inversion import plan
@@ -54,8 +56,8 @@ class RoundsBound:
         return max(0, math.ceil(float(self.value) * chunks_per_rank - ROUNDING_SLACK))
 
 
-def rounds_lower_bound(machine: Machine, collective: Collective) -> RoundsBound:
-    """R/C ≥ value for ``collective`` on ``machine`` in the step model.
+def rounds_lower_bound(machine: Machine, collective: Collective, model: TimeModel | None = None) -> RoundsBound:
+    """R/C ≥ value for ``collective`` on ``machine`` in the step model (with ``model``'s port limits).
 
     Combining collectives are bounded through their dual on the reversed machine; AllReduce by its
     ReduceScatter (an AllReduce schedule is also a ReduceScatter schedule), with the bound of the
@@ -63,11 +65,11 @@ def rounds_lower_bound(machine: Machine, collective: Collective) -> RoundsBound:
     """
     if collective.kind == "allreduce":
         rs, ag = split_allreduce(collective)
-        rs_bound, ag_bound = rounds_lower_bound(machine, rs), rounds_lower_bound(machine, ag)
+        rs_bound, ag_bound = rounds_lower_bound(machine, rs, model), rounds_lower_bound(machine, ag, model)
         return RoundsBound(rs_bound.value, "reducescatter " + rs_bound.source,
                            {**rs_bound.detail, "reducescatter+allgather family":
                             rs_bound.value + ag_bound.value})
-    return problem_rounds_bound(plan(machine, collective).problem)
+    return problem_rounds_bound(plan(machine, collective, model).problem)
 
 
 def problem_rounds_bound(problem: StepProblem) -> RoundsBound:
@@ -95,10 +97,9 @@ def _ingress(problem: StepProblem) -> tuple[Fraction, str] | None:
     best = None
     for v in range(problem.num_nodes):
         need = sum(v in d for d in problem.needers)
-        capacity = int(problem.edge_weight[list(problem.in_edges[v])].sum())
-        if need and (best is None or Fraction(need, capacity) > best[0]):
-            best = (Fraction(need, capacity), f"ingress of {problem.machine.label(v)}: {need} "
-                    f"chunks over in-links of total weight {capacity}")
+        capacity, what = _capacity(problem, problem.in_edges[v], "in-links")
+        if need and (best is None or need / capacity > best[0]):
+            best = (need / capacity, f"ingress of {problem.machine.label(v)}: {need} chunks over {what}")
     return best
 
 
@@ -106,10 +107,22 @@ def _egress(problem: StepProblem) -> tuple[Fraction, str] | None:
     best = None
     for h in range(problem.num_nodes):
         sole = sum(holders == {h} and bool(d) for holders, d in zip(problem.holders, problem.needers))
-        capacity = int(problem.edge_weight[list(problem.out_edges[h])].sum())
-        if sole and (best is None or Fraction(sole, capacity) > best[0]):
-            best = (Fraction(sole, capacity), f"egress of {problem.machine.label(h)}: sole holder "
-                    f"of {sole} chunks, out-links of total weight {capacity}")
+        capacity, what = _capacity(problem, problem.out_edges[h], "out-links")
+        if sole and (best is None or sole / capacity > best[0]):
+            best = (sole / capacity, f"egress of {problem.machine.label(h)}: sole holder of {sole} chunks, {what}")
+    return best
+
+
+def _capacity(problem: StepProblem, edges: tuple[int, ...], links: str) -> tuple[Fraction, str]:
+    """Chunks per round a node's in- or out-edges carry: their total weight, or less when a link
+    group covering all of them (its ports) allows less, and words for it."""
+    total = Fraction(int(problem.edge_weight[list(edges)].sum()))
+    best = (total, f"{links} of total weight {total}")
+    for group in problem.groups:
+        if set(edges) <= set(group.edges.tolist()):
+            ports = Fraction(group.capacity, int(group.coef.min()))
+            if ports < best[0]:
+                best = (ports, f"its {group.name} ({ports} chunks per round)")
     return best
 
 
@@ -149,6 +162,13 @@ def flow_lp(problem: StepProblem) -> Fraction | None:
     base = ub_rows.reserve(E, rhs=np.zeros(E))  # Σ_c u[c, e] ≤ w_e · z
     ub_rows.entries(base + use_edge, use_ids, 1.0)
     ub_rows.entries(base + np.arange(E), np.zeros(E, dtype=np.int64), -problem.edge_weight.astype(float))
+    for group in problem.groups:  # Σ_{e in group} coef_e · Σ_c u[c, e] ≤ capacity · z
+        coef = np.zeros(E)
+        coef[group.edges] = group.coef
+        hit = coef[use_edge] > 0
+        base = ub_rows.reserve(1, rhs=np.zeros(1))
+        ub_rows.entries(np.full(int(hit.sum()), base), use_ids[hit], coef[use_edge[hit]])
+        ub_rows.entries(np.array([base]), np.array([0]), -float(group.capacity))
     plain = ~problem.copies
     if plain.any():  # a plain switch forwards a chunk at most as often as it receives it
         key = use_chunk * V

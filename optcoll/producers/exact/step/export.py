@@ -11,7 +11,6 @@ from optcoll.fileio import write_text_atomic
 from optcoll.instances.instance import Instance
 from optcoll.producers.exact.step.inversion import plan
 from optcoll.producers.exact.step.linear import encode
-from optcoll.producers.exact.step.smt import SmtEncoding
 from optcoll.producers.exact.toolkit import export
 from optcoll.producers.exact.toolkit.export import FORMATS as LINEAR_FORMATS
 
@@ -47,19 +46,19 @@ def export_step_model(instance: Instance, steps: int, rounds: int, path: str | P
     if rounds < steps:
         raise InputError(f"every step takes at least one round: rounds {rounds} < steps {steps}",
                          field="rounds")
-    chosen = plan(instance.machine, instance.collective)
+    chosen = plan(instance.machine, instance.collective, instance.model)
     problem = chosen.problem
     if steps < problem.latency_bound:
         raise InputError(f"no schedule fits {steps} steps: some destination is "
                          f"{problem.latency_bound} hops from its chunk", field="steps")
     if suffix == ".smt2":
+        from optcoll.producers.exact.step.smt import SmtEncoding
+
         enc = SmtEncoding(problem, steps, rounds)
-        text = enc.solver.to_smt2()
-        variables = len(enc.sent) + len(enc.count) + len(enc.rounds) + sum(
-            1 for t in enc.time.values() if not isinstance(t, int))
+        text = enc.smt2()
         write_text_atomic(path, text)
-        return StepExportInfo(str(path), suffix[1:], steps, rounds, chosen.inverted, variables,
-                              len(enc.solver.assertions()))
+        return StepExportInfo(str(path), suffix[1:], steps, rounds, chosen.inverted, enc.variables(),
+                              len(enc.constraints))
     enc = encode(problem, steps, steps, rounds)
     if enc is None:
         raise InputError(f"no schedule fits {steps} steps", field="steps")

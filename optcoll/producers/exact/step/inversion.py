@@ -6,7 +6,8 @@ Broadcast) on the reversed machine, run backwards — step s becomes S+1−s and
 reduction into the receiver. A step schedule of the combining collective read backwards is a
 schedule of the dual with the same steps and rounds, and a lean dual schedule (each node receives
 a chunk once and only if it needs or forwards it) read backwards sends every contribution exactly
-once, so both have the same optimum. In the dual a switch may copy iff it reduces in the original.
+once, so both have the same optimum. In the dual a switch may copy iff it reduces in the original,
+and port limits swap sides: a receive in the original is a send in the dual.
 AllReduce is ReduceScatter then AllGather (``toolkit.allreduce``), steps concatenated.
 """
 from __future__ import annotations
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 
 from optcoll.collectives.builtins import dual
 from optcoll.collectives.collective import Collective
+from optcoll.instances.instance import TimeModel
 from optcoll.machines.machine import Machine
 from optcoll.producers.base import NotApplicable
 from optcoll.producers.exact.step.problem import StepProblem, step_problem
@@ -34,19 +36,22 @@ class Plan:
         return to_schedule(self.problem, solution, reverse=self.inverted, **meta)
 
 
-def plan(machine: Machine, collective: Collective) -> Plan:
+def plan(machine: Machine, collective: Collective, model: TimeModel | None = None) -> Plan:
+    """The step problem of ``collective`` under ``model``'s port limits (none when None)."""
+    send, recv = (None, None) if model is None else (model.send_ports, model.recv_ports)
     if collective.kind == "allreduce":
         raise ValueError("allreduce is solved as reducescatter then allgather")
     if not collective.combining:
-        return Plan(step_problem(machine, collective), False)
+        return Plan(step_problem(machine, collective, send_ports=send, recv_ports=recv), False)
     if not invertible(collective):
         raise NotApplicable(f"{collective.kind} has chunks with several destinations: only reductions "
                             "to one node per chunk invert into a dual collective (an AllReduce-shaped one "
-                            "is solved directly for the least steps: objective 'steps')")
+                            "is solved directly for the least steps: --least-steps)")
     bad = [s.label for s in machine.switches if s.multicast and not s.reduce]
     if bad:
         raise NotApplicable(
             f"the step solver inverts {collective.kind} into its dual, which needs every switch to "
             f"either reduce or forward each arrival once; switch {bad[0]!r} multicasts without "
             f"reducing (it would overwrite one partial with the next)")
-    return Plan(step_problem(machine.reversed(), dual(collective), copy_flag="reduce"), True)
+    return Plan(step_problem(machine.reversed(), dual(collective), copy_flag="reduce", send_ports=recv,
+                             recv_ports=send), True)

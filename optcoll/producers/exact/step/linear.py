@@ -10,7 +10,8 @@ Variables for S steps: ``have[c, v, s]`` (copying node v may send chunk c from s
 plain switch), ``r[s]`` (rounds of step s). Rows: a copying node has c after step s only if it had
 it or received it in s, receives it at most once, and keeps it; it sends only what it has; a plain
 switch forwards by step s at most what arrived by step s−1; an edge carries at most w·r[s] copies
-in step s; every destination has its chunk after step S; lo ≤ Σ r ≤ hi. Objective: min Σ r.
+in step s, a link group (port limits, problem.py) at most its capacity·r[s]; every destination
+has its chunk after step S; lo ≤ Σ r ≤ hi. Objective: min Σ r.
 """
 from __future__ import annotations
 
@@ -75,7 +76,9 @@ def size(problem: StepProblem, steps: int) -> ModelSize:
     x_switch = int(per_edge[:, plain].sum())
     useful = (problem.dist_from > 0) & (problem.dist_from + problem.dist_to <= S) & problem.copies[None, :]
     have = int(np.where(useful, S - problem.dist_from + 1, 0).sum())
-    return ModelSize("step", f"for S = {S} steps", x + have + S, 5 * x + S * x_switch + 4 * have + 2 * S)
+    grouped = int(sum(per_edge[:, g.edges].sum() for g in problem.groups))
+    return ModelSize("step", f"for S = {S} steps", x + have + S,
+                     5 * x + S * x_switch + 4 * have + 2 * S + grouped)
 
 
 def encode(problem: StepProblem, steps: int, lo: int, hi: int,
@@ -154,6 +157,12 @@ def encode(problem: StepProblem, steps: int, lo: int, hi: int,
     for (e, s), vars_ in by_edge_step.items():
         if sum(upper[v] for v in vars_) > int(weight[e]):
             m.row([(v, 1) for v in vars_] + [(rounds[s - 1], -int(weight[e]))], None, 0)
+    for group in problem.groups:
+        for s in range(1, S + 1):
+            terms = [(v, int(k)) for e, k in zip(group.edges.tolist(), group.coef.tolist())
+                     for v in by_edge_step.get((e, s), ())]
+            if sum(k * upper[v] for v, k in terms) > group.capacity:
+                m.row(terms + [(rounds[s - 1], -group.capacity)], None, 0)
     for pairs in lex:  # arrival steps lie in 0..S+1
         lex_leq(m, Affine.of_terms([_arrival(a, S, have, problem) for a, _ in pairs]),
                 Affine.of_terms([_arrival(b, S, have, problem) for _, b in pairs]), S + 1)

@@ -59,10 +59,12 @@ class Front:
 
 
 def frontier(prepare: Callable[[int], Plan], max_chunks: int, bound: RoundsBound, backend: Backend,
-             clock: Clock, *, symmetry: bool, progress: Progress | None = None) -> Front:
+             clock: Clock, *, symmetry: bool, progress: Progress | None = None,
+             question_limit: float | None = None) -> Front:
     """The front for C = 1..``max_chunks``, ``prepare(C)`` giving C's plan: the points found
     before any limit. The clock's limits cover each C's setup (plan, symmetry constraints,
-    greedy start), made only when C is first asked."""
+    greedy start), made only when C is first asked. ``question_limit`` (seconds) caps each
+    (S, C) question: one that reaches it leaves its best answer unproven and the front goes on."""
 
     def check_clock() -> None:
         if clock.left() <= 0:
@@ -108,7 +110,8 @@ def frontier(prepare: Callable[[int], Plan], max_chunks: int, bound: RoundsBound
                     active.discard(C)
                     continue
                 check_clock()
-                result = backend.minimise_rounds(problem, S, lo, hi, hint=hint, lex=lex[C], clock=clock)
+                result = backend.minimise_rounds(problem, S, lo, hi, hint=hint, lex=lex[C],
+                                                  clock=clock.capped(question_limit))
                 settled &= result.status in ("optimal", "infeasible")
                 if result.solution is not None:
                     last[C] = result.solution
@@ -134,6 +137,8 @@ def frontier(prepare: Callable[[int], Plan], max_chunks: int, bound: RoundsBound
         q, C, solution = at_s
         points.append(_point(plans[C], solution, C, q, False, bound))
         best = q
+    if not stopped and not settled:
+        stopped = "a question ended without a proof at its question limit (later points unproven, better ones may exist)"
     return Front(tuple(points), not stopped, stopped or (
         "bandwidth-optimal: R/C meets the rounds lower bound" if best is not None and best <= bound.value
         else "no chunk count can lower R/C further"))

@@ -6,9 +6,18 @@ back to concrete link ids only at the end. A node either *copies* (an NPU or a c
 it holds what it received and may send it on several links) or is a *plain* switch (each arrival is
 forwarded at most once). Hop distances from a chunk's holders and to its destinations prune every
 encoding the same way, which keeps the encodings comparable.
+
+Port limits (``send_ports``/``recv_ports``, the timed model's options) become *link groups*: sets
+of edges that share a capacity per round, as SCCL's switch constraints do (its HubAndSpoke is a
+fully connected network where each node sends one chunk and receives one chunk per round). A
+port sends one transfer at a time and a transfer holds it for its link's time b/B, so in one
+round (b/B_min) a port carries w chunks over a link of relative bandwidth w: a group row is
+Σ_e (L/w_e)·copies_e ≤ P·L·r_s with L the least common multiple of the group's link weights.
+Like the timed model, port limits apply to NPUs only, never to switches.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -21,6 +30,16 @@ from optcoll.machines.machine import Machine
 
 #: Distance meaning "unreachable" in integer distance arrays.
 FAR = 1 << 30
+
+
+@dataclass(frozen=True, eq=False)
+class LinkGroup:
+    """Edges sharing one capacity: Σ_e coef_e · (copies on e in step s) ≤ capacity · r_s."""
+
+    name: str  # what the group is, for messages: "send port of gpu3"
+    edges: np.ndarray
+    coef: np.ndarray  # integer weight of one copy on each edge
+    capacity: int  # per round
 
 
 @dataclass(frozen=True, eq=False)
@@ -41,6 +60,39 @@ class StepProblem:
     needers: tuple[tuple[int, ...], ...]  # per chunk, the nodes that must receive it (sorted)
     dist_from: np.ndarray  # (chunks, nodes): hops from the nearest holder (FAR if unreachable)
     dist_to: np.ndarray  # (chunks, nodes): hops to the nearest needer (0 at a needer)
+    send_ports: int | None = None  # per NPU: transfers leaving it at once (None: no limit)
+    recv_ports: int | None = None  # per NPU: transfers entering it at once
+
+    @cached_property
+    def groups(self) -> tuple[LinkGroup, ...]:
+        """The port limits as link groups (module docstring), one per NPU and limited side,
+        only where the NPU's links could exceed the limit."""
+        out = []
+        for ports, ends, side in ((self.send_ports, self.edge_src, "send"), (self.recv_ports, self.edge_dst, "recv")):
+            if ports is None:
+                continue
+            for v in range(self.machine.num_npus):
+                edges = np.flatnonzero(ends == v)
+                unit = self.edge_unit[edges]
+                if sum(len(self.edge_links[e]) for e in edges) <= ports:
+                    continue  # no more links than ports: the limit never binds
+                lcm = math.lcm(*unit.tolist())
+                out.append(LinkGroup(f"{side} port{'s' if ports > 1 else ''} of {self.machine.label(v)}",
+                                     edges, lcm // unit, ports * lcm))
+        return tuple(out)
+
+    @cached_property
+    def edge_unit(self) -> np.ndarray:
+        """The relative bandwidth w of each edge's parallel links (port limits need them equal)."""
+        unit = np.array([int(self.link_weight[links[0]]) for links in self.edge_links], dtype=np.int64)
+        if self.send_ports is not None or self.recv_ports is not None:
+            for e, links in enumerate(self.edge_links):
+                if len({int(self.link_weight[l]) for l in links}) > 1:
+                    raise InputError(
+                        f"port limits in the step model need parallel links of equal bandwidth; "
+                        f"{self.machine.label(int(self.edge_src[e]))}->{self.machine.label(int(self.edge_dst[e]))} "
+                        "has links of different bandwidths", field="model.send_ports")
+        return unit
 
     @property
     def num_chunks(self) -> int:
@@ -95,25 +147,28 @@ class StepProblem:
         return np.where(useless, 0, np.clip(last - first + 1, 0, None))
 
     def with_collective(self, collective: Collective) -> "StepProblem":
-        """The same machine (and switch semantics) with another collective."""
-        return _build(self.machine, collective, self.copies)
+        """The same machine (switch semantics, port limits) with another collective."""
+        return _build(self.machine, collective, self.copies, self.send_ports, self.recv_ports)
 
 
-def step_problem(machine: Machine, collective: Collective, *, copy_flag: str = "multicast") -> StepProblem:
+def step_problem(machine: Machine, collective: Collective, *, copy_flag: str = "multicast",
+                 send_ports: int | None = None, recv_ports: int | None = None) -> StepProblem:
     """The step problem of a non-combining collective.
 
     ``copy_flag`` names the switch attribute that lets a switch copy: ``"multicast"`` for a
     collective run as is, ``"reduce"`` for the dual of a combining collective (a switch that
-    reduces in the original runs as one that copies in the time-reversed dual).
+    reduces in the original runs as one that copies in the time-reversed dual). ``send_ports``
+    and ``recv_ports`` limit every NPU (module docstring).
     """
     if collective.combining:
         raise ValueError(f"{collective.kind} is combining; solve its dual (see inversion.py)")
     copies = np.array([not machine.is_switch(v) or bool(getattr(machine.switch(v), copy_flag))
                        for v in range(machine.num_nodes)], dtype=bool)
-    return _build(machine, collective, copies)
+    return _build(machine, collective, copies, send_ports, recv_ports)
 
 
-def _build(machine: Machine, collective: Collective, copies: np.ndarray) -> StepProblem:
+def _build(machine: Machine, collective: Collective, copies: np.ndarray, send_ports: int | None,
+           recv_ports: int | None) -> StepProblem:
     if machine.num_links == 0:
         raise InputError(f"machine {machine.name!r} has no links", field="links")
     timing = TimeModel(kind="step").step_timing(machine, collective.chunk_bytes)
@@ -145,7 +200,8 @@ def _build(machine: Machine, collective: Collective, copies: np.ndarray) -> Step
                              f"holders {sorted(machine.label(h) for h in holders[c])}",
                              field="collective")
     return StepProblem(machine, collective, copies, edge_src, edge_dst, edge_weight, edge_links,
-                       link_weight, timing.alpha, timing.per_round, holders, needers, dist_from, dist_to)
+                       link_weight, timing.alpha, timing.per_round, holders, needers, dist_from, dist_to,
+                       send_ports, recv_ports)
 
 
 def _nearest(hops: np.ndarray, sets: ChunkSets, *, rows: bool) -> np.ndarray:

@@ -3,11 +3,19 @@
 ``least_cost``: the least step cost S·α + R·b/B_min. S starts at the latency bound, where the
 greedy schedule (free rounds) is a first incumbent; for each S the backend is asked only for R
 strictly below what would beat the incumbent, which is also R_min(S) ≤ R_min(S−1) for a stretched
-warm start. Since R ≥ max(S, rounds bound) and the cost grows with S, once no R fits the search
+warm start. The best one-round-per-step schedule is the first incumbent when it is cheaper: its
+cost caps R at every S before any solver runs. Each question gets half of the time left, so one
+hard S does not use up the budget of the larger S that often settle the question. Since R ≥ max(S, rounds bound) and the cost grows with S, once no R fits the search
 is over: it always ends, and every S it skipped is covered by the final proof.
 
+``least_rounds``: the least R (the bandwidth end of the front at this C), then the least S with
+it. Since R ≥ S, no S at or beyond the best R so far can beat it, which makes it terminate.
+
 ``least_steps``: SCCL's least steps, every step one round (R = S), from the larger of the latency
-and rounds bounds up to the greedy one-round-per-step schedule, which makes it terminate.
+and rounds bounds up to the better of the two one-round-per-step heuristics (greedy.py: fixed
+trees, rarest first), which makes it terminate. No
+hint: the only schedules with R = S are answers, and the greedy's routes stretched to S (more
+rounds than S allows) measured slower as a hint (torus 4×4 C = 2: 20 s against 2.9 s).
 """
 from __future__ import annotations
 
@@ -18,7 +26,7 @@ from dataclasses import dataclass, field
 from optcoll.producers.exact.memory import ModelTooLarge
 from optcoll.producers.exact.step.backends import Backend, RoundsResult
 from optcoll.producers.exact.step.bounds import problem_rounds_bound
-from optcoll.producers.exact.step.greedy import greedy_solution
+from optcoll.producers.exact.step.greedy import greedy_solution, one_round_per_step
 from optcoll.producers.exact.step.problem import StepProblem
 from optcoll.producers.exact.step.solution import StepSolution, stretched
 from optcoll.producers.exact.step.symmetry import automorphisms, lex_constraints
@@ -28,6 +36,8 @@ from optcoll.producers.exact.toolkit import Clock
 Progress = Callable[[float, float | None, float | None], None]
 #: Entries of T compared per automorphism lex constraint (see symmetry.py).
 LEX_PREFIX = 16
+#: Share of the time and work left that one least-cost question may use when S is open.
+QUESTION_SHARE = 0.5
 #: Relative slack for comparing costs (float noise only).
 COST_TOLERANCE = 1e-9
 
@@ -68,20 +78,22 @@ class Search:
         if self.clock.interrupted:
             found.notes.append("interrupted: returning the best schedule so far and the proven bound")
 
-    def ask(self, steps: int, lo: int, hi: int, hint: StepSolution | None) -> RoundsResult:
+    def ask(self, steps: int, lo: int, hi: int, hint: StepSolution | None, share: float = 1.0) -> RoundsResult:
+        """One backend question, on ``share`` of the time and work left."""
+        clock = self.clock if share == 1.0 else self.clock.part(share)
         result = self.backend.minimise_rounds(self.problem, steps, lo, hi, hint=hint, lex=self.lex,
-                                              clock=self.clock)
+                                              clock=clock)
         self.asked.append(f"S={steps} R in [{lo}, {hi}]: {result.status}"
                           + (f" R={result.solution.total_rounds}" if result.solution else "")
                           + f" (R >= {result.bound})")
         return result
 
     def ask_within_memory(self, steps: int, lo: int, hi: int, hint: StepSolution | None,
-                          found: Found) -> RoundsResult | None:
+                          found: Found, share: float = 1.0) -> RoundsResult | None:
         """``ask``, or None when the model is over the memory limit: then, as when time runs
         out, the search ends with the best schedule so far and the bound proven so far."""
         try:
-            return self.ask(steps, lo, hi, hint)
+            return self.ask(steps, lo, hi, hint, share)
         except ModelTooLarge as refused:
             found.notes.append(f"memory limit at S = {steps}: {refused.detail}")
             return None
@@ -100,6 +112,7 @@ class Search:
         first = max(p.latency_bound, steps or 0)
         last = steps if steps is not None else math.inf
         cap = rounds if rounds is not None else math.inf
+        share = 1.0 if steps is not None else QUESTION_SHARE  # a hard S leaves the next ones time
         best: StepSolution | None = None
         best_cost = math.inf
         open_bounds: list[float] = []  # lower bounds of the S values not settled
@@ -107,8 +120,11 @@ class Search:
         S = first
         try:
             start = greedy_solution(p)
+            unit = stretched(p, one_round_per_step(p), first)  # tried first
+            if unit.steps <= last and unit.total_rounds <= cap:
+                best, best_cost = unit, p.cost(unit.steps, unit.total_rounds)
             while S <= last:
-                candidate = stretched(p, best or start, S)
+                candidate = stretched(p, best if best is not None and best.steps <= S else start, S)
                 if candidate.total_rounds <= cap and p.cost(S, candidate.total_rounds) < best_cost:
                     best, best_cost = candidate, p.cost(S, candidate.total_rounds)
                 lo = max(S, self.rounds_floor)
@@ -118,7 +134,7 @@ class Search:
                 if self.out_of_time(found, S):
                     open_bounds.append(p.cost(S, lo))
                     break
-                result = self.ask_within_memory(S, lo, hi, candidate, found)
+                result = self.ask_within_memory(S, lo, hi, candidate, found, share)
                 if result is None:
                     open_bounds.append(p.cost(S, lo))
                     break
@@ -147,6 +163,53 @@ class Search:
             return math.inf
         return math.ceil((cost - steps * self.problem.alpha) / self.problem.beta - 1e-7) - 1
 
+    # -- least rounds --------------------------------------------------------------------------
+    def least_rounds(self, steps: int | None = None) -> Found:
+        """The least R, then the least S with it (``steps`` fixes S); the bound in seconds is
+        the least cost any schedule with R at or above the proven least R can have."""
+        p, found = self.problem, Found()
+        first = max(p.latency_bound, steps or 0)
+        last = steps if steps is not None else math.inf
+        best: StepSolution | None = None
+        open_rounds: list[int] = []  # proven bounds on R of the S values not settled
+        S = first
+        try:
+            start = greedy_solution(p)
+            while S <= last:
+                candidate = stretched(p, best or start, S)
+                best = best or candidate
+                lo, hi = max(S, self.rounds_floor), best.total_rounds - 1
+                if lo > hi:
+                    break  # lo only grows with S: no S from here on has fewer rounds
+                if self.out_of_time(found, S):
+                    open_rounds.append(lo)
+                    break
+                result = self.ask_within_memory(S, lo, hi, candidate, found)
+                if result is None:
+                    open_rounds.append(lo)
+                    break
+                if result.solution is not None and result.solution.total_rounds < best.total_rounds:
+                    best = result.solution
+                if result.status in ("feasible", "unknown"):
+                    open_rounds.append(result.bound)
+                self.record(found, p.cost(best.steps, best.total_rounds),
+                            p.cost(first, min(open_rounds + [best.total_rounds, max(S + 1, self.rounds_floor)])))
+                S += 1
+        except KeyboardInterrupt:
+            self.clock.interrupt()
+            open_rounds.append(max(S, self.rounds_floor))
+        self.note_interrupt(found)
+        found.solution = best
+        incumbent = None if best is None else p.cost(best.steps, best.total_rounds)
+        if open_rounds:
+            found.lower_bound = p.cost(first, min(open_rounds + ([best.total_rounds] if best else [])))
+        else:
+            found.lower_bound = incumbent
+        found.status = self._status(incumbent, found.lower_bound, bool(open_rounds))
+        found.source = self._source("least rounds, then least steps", steps, None)
+        self.record(found, incumbent, found.lower_bound)
+        return found
+
     # -- least steps ---------------------------------------------------------------------------
     def least_steps(self, steps: int | None = None) -> Found:
         """SCCL's least steps: the least S with one round per step (``steps`` fixes S)."""
@@ -157,7 +220,7 @@ class Search:
         best: StepSolution | None = None
         unit: StepSolution | None = None
         try:
-            unit = greedy_solution(p, 1)
+            unit = one_round_per_step(p)
             last = steps if steps is not None else max(first, unit.steps)
             for S in range(first, last + 1):
                 if S >= unit.steps:

@@ -82,7 +82,8 @@ def split_step(problem: StepProblem, solution: StepSolution) -> StepSolution | N
     """The same copies over one more step: the longest step's rounds shared by two steps.
 
     Valid because every copy of the split step had its chunk at the source before the step; None
-    when every step has one round (then S+1 steps need one more round).
+    when every step has one round (then S+1 steps need one more round) or when the copies do not
+    pack into the two halves within the link groups' capacities.
     """
     longest = max(range(solution.steps), key=lambda i: (solution.rounds[i], -i))
     r = solution.rounds[longest]
@@ -102,7 +103,22 @@ def split_step(problem: StepProblem, solution: StepSolution) -> StepSolution | N
             cap = int(problem.edge_weight[e]) * first
             rows += [(c, e, s if k < cap else s + 1) for k, (c, _, _) in enumerate(group)]
     rounds = (*solution.rounds[:longest], first, r - first, *solution.rounds[longest + 1:])
+    if problem.groups and not within_groups(problem, rounds, rows):
+        return None
     return StepSolution.from_rows(rounds, rows)
+
+
+def within_groups(problem: StepProblem, rounds: tuple[int, ...], rows: list[tuple[int, int, int]]) -> bool:
+    """Whether the copies of every step fit every link group's capacity × the step's rounds."""
+    load: dict[tuple[int, int], int] = defaultdict(int)
+    per_edge: dict[tuple[int, int], int] = defaultdict(int)
+    for _, e, s in rows:
+        per_edge[e, s] += 1
+    for g, group in enumerate(problem.groups):
+        for e, k in zip(group.edges.tolist(), group.coef.tolist()):
+            for s in range(1, len(rounds) + 1):
+                load[g, s] += k * per_edge.get((e, s), 0)
+    return all(n <= problem.groups[g].capacity * rounds[s - 1] for (g, s), n in load.items())
 
 
 def to_schedule(problem: StepProblem, solution: StepSolution, *, reverse: bool = False,

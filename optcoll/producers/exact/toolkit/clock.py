@@ -85,6 +85,14 @@ class Clock:
             return f"the work limit ({self.budget.work_limit:g})"
         return f"the time limit ({self.budget.time_limit:g} s)"
 
+    def capped(self, seconds: float | None) -> "Clock":
+        """A phase that ends after ``seconds`` or with this clock, whichever comes first (a
+        per-question limit); None: this clock itself."""
+        if seconds is None:
+            return self
+        now = time.perf_counter()
+        return Clock(self.budget, now, end=min(self.end, now + seconds), parent=self, work=self.work_left())
+
     def part(self, share: float) -> "Clock":
         """A phase that may use ``share`` of the time and of the work left now; it shares the
         interrupt, and what it spends is spent here too."""

@@ -20,12 +20,14 @@ def export(model: LinearModel, path: str | Path, *, name: str = "optcoll") -> No
         raise InputError(f"cannot export a linear model to {path.name!r}: use one of {', '.join(FORMATS)}",
                          field="export-model")
     if suffix in (".pbtxt", ".pb"):
-        cp = cpsat_model(model, named=True)
-        cp.proto.name = name
+        from ortools.sat.python.cp_model_helper import CpSatHelper
+
+        proto = cpsat_model(model, named=True)
+        proto.name = name
         if suffix == ".pbtxt":
-            write_text_atomic(path, str(cp.proto))
+            write_text_atomic(path, str(proto))
         else:  # CP-SAT writes binary to a name that does not end in "txt", as the temporary one
-            write_file_atomic(path, lambda tmp: _checked(cp.export_to_file(str(tmp)), tmp))
+            write_file_atomic(path, lambda tmp: _checked(CpSatHelper.write_model_to_file(proto, str(tmp)), tmp))
         return
     import ortools.linear_solver.python.model_builder_helper as mbh
 
