@@ -346,7 +346,7 @@ def mcf_bound(machine: Machine, collective: Collective, model: TimeModel = TimeM
     windows = f" and {own} commodity windows" if own else ""
     detail = (f"max-concurrent flow of {demand.pair_src.size} pairs as {demand.num} per-{demand.by} "
               f"commodities{symmetric} (LP: {found.variables} variables, {found.rows} rows, "
-              f"{lp.solver} {lp.seconds:.2f} s CPU, {lp.status}, T_LP = {format_time(found.lp_time)}); "
+              f"{lp.solver}, {lp.status}, T_LP = {format_time(found.lp_time)}); "
               f"certified by prices on {priced.size} links ({shown}{more}){windows}: fluid m/λ* = "
               f"{format_time(found.fluid)}, with each link's usable window {format_time(found.bound)}; "
               f"assumes {ASSUMPTIONS}")
