@@ -40,3 +40,12 @@ def test_formatting_is_readable():
     assert format_size(2**30) == "1 GiB"
     assert format_time(1.5e-6) == "1.5 us"
     assert format_time(float("inf")) == "inf"
+
+
+def test_gap_rounding_below_zero_prints_zero_but_a_real_violation_shows():
+    """A schedule that meets its bound up to float rounding is 0.00 %, never "-0.00 %"; a gap
+    clearly below zero (a bound a verified schedule beats: a bug) is printed as it is."""
+    from optcoll.text.table import percent
+
+    assert percent(-1e-12) == "0.00 %" and percent(0.0) == "0.00 %"
+    assert percent(-0.01) == "-1.00 %" and percent(None) == "-"
