@@ -140,6 +140,10 @@ def build(problem: DirectProblem, horizon: int, floor: int | None = None,
         _credit(model, index, c)
         _postcondition(model, index, c)
     _capacity(model, orbit)
+    if problem.ports != (None, None):
+        if orbit is not None:
+            raise ValueError("port limits under a symmetry quotient are not modelled")
+        _ports(model)
     if orbit is None:
         _order_chunks(model)
     if model.floor < H:
@@ -291,6 +295,23 @@ def _capacity(model: DirectModel, orbit) -> None:
     for (g, _), terms in load.items():
         if len(terms) > problem.group_capacity[g]:
             cp.add(sum(terms) <= int(problem.group_capacity[g]))
+
+
+def _ports(model: DirectModel) -> None:
+    """Per NPU and epoch, the transfers it starts at most its send ports and those it receives
+    at most its receive ports (routes are single hops here: ``step_problem`` refuses port limits
+    with plain switches)."""
+    problem, cand, cp = model.problem, model.cand, model.cp
+    for limit, end in zip(problem.ports, (problem.route_src, problem.route_dst)):
+        if limit is None:
+            continue
+        load: dict[tuple[int, int], list] = {}
+        for c in model.chunks:
+            for j, (r, k) in enumerate(zip(cand.route.tolist(), cand.start.tolist())):
+                load.setdefault((int(end[r]), k), []).append(model.sent(c, j))
+        for terms in load.values():
+            if len(terms) > limit:
+                cp.add(sum(terms) <= int(limit))
 
 
 def _objective(model: DirectModel) -> None:

@@ -24,7 +24,7 @@ at once.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -65,6 +65,7 @@ class DirectProblem:
     quantum: float  # seconds per epoch (timed); step model: seconds of one step, α + b/B_min
     rounding: str  # "exact", "up" or "steps"
     restrictions: tuple[str, ...]
+    ports: tuple[int | None, int | None] = (None, None)  # (sends, receives) per NPU per epoch; None: any
 
     @property
     def num_chunks(self) -> int:
@@ -259,7 +260,8 @@ def timed_problem(instance: Instance, quantum: float | None = None) -> DirectPro
 
 def step_problem(instance: Instance) -> DirectProblem:
     """The step model with one round per step: each hop one step, a link of relative bandwidth
-    w carrying w chunks per step; an epoch lasts α + b/B_min seconds of step cost."""
+    w carrying w chunks per step, each NPU sending and receiving at most its port limits per
+    step (SCCL's HubAndSpoke); an epoch lasts α + b/B_min seconds of step cost."""
     machine, collective = instance.machine, instance.collective
     members = members_of(collective)
     weights = link_weights(machine)
@@ -268,5 +270,10 @@ def step_problem(instance: Instance) -> DirectProblem:
     ones = np.ones(machine.num_links)
     step = float(machine.link_latency.max() + collective.chunk_bytes / machine.link_bandwidth.min())
     nodes, _, _ = _stateful(machine)
-    return _build(machine, collective, members, _paths(machine, nodes), group, capacity, ones, ones,
-                  ones, step, "steps", True)
+    problem = _build(machine, collective, members, _paths(machine, nodes), group, capacity, ones, ones,
+                     ones, step, "steps", True)
+    ports = (instance.model.send_ports, instance.model.recv_ports)
+    if ports != (None, None) and problem.restrictions:
+        raise NotApplicable("the direct AllReduce model takes port limits only on machines without plain "
+                            "switches")
+    return replace(problem, ports=ports)
