@@ -5,6 +5,8 @@ topologies (Ring, Line, Star, FullyConnected, HubAndSpoke), DGX-1 and six collec
 The answers in ``data/sccl_least_steps.csv`` were produced by running SCCL itself (msccl-tools at
 commit 030a750, its z3 encoding; the command is in the file's header). Rows SCCL did not answer
 within 30 s are kept with ``none`` and not compared: there optcoll's answer has no reference.
+``data/sccl/`` holds the two algorithms of SCCL's own DGX-1 AllGather Pareto front, as it wrote
+them (``data/sccl/README.md``).
 """
 from __future__ import annotations
 
@@ -24,6 +26,7 @@ from step_helpers import BW, LAT, instance, named, verified
 ANSWERS = Path(__file__).parent / "data" / "sccl_least_steps.csv"
 #: SCCL's HubAndSpoke: fully connected, one send and one receive per node per round.
 ONE_PORT = TimeModel(kind="step", send_ports=1, recv_ports=1)
+STEP_MODEL = TimeModel(kind="step")
 
 
 def _star(n: int) -> Machine:
@@ -67,3 +70,63 @@ def test_least_steps_agree_with_sccls_own_answer(topology, n, collective, steps)
     out = solve_step(inst, objective="steps", time_limit=60)
     assert out.status == "optimal" and out.params["S"] == steps, out.notes
     verified(inst, out)
+
+
+FRONT = sorted((Path(__file__).parent / "data" / "sccl").glob("*.json"))
+
+
+def _sccl_algorithm(path: Path):
+    """SCCL's algorithm file as (machine, collective, step schedule) in optcoll's terms: its links
+    matrix (links[dst][src] parallel links) as a machine, its input and output maps as a collective,
+    its steps as sends on one of the parallel links in each step."""
+    import json
+
+    from optcoll.schedules.schedule import from_arrays
+
+    data = json.loads(path.read_text(encoding="utf-8"))
+    links = data["topology"]["links"]
+    n = len(links)
+    b = MachineBuilder("sccl-" + data["topology"]["name"], n)
+    for dst, row in enumerate(links):
+        for src, count in enumerate(row):
+            if count:
+                b.add_link(src, dst, bandwidth=BW, latency=LAT, count=count)
+    machine = b.build()
+    chunks = 1 + max(c for held in data["input_map"].values() for c in held)
+    pre = [[int(r) for r, held in data["input_map"].items() if c in held] for c in range(chunks)]
+    post = [[int(r) for r, need in data["output_map"].items() if c in need] for c in range(chunks)]
+    coll = make_custom(range(n), pre, post, 1e3, name="allgather")
+    rows, rounds = [], []
+    for s, step in enumerate(data["steps"], start=1):
+        rounds.append(step["rounds"])
+        used: dict[tuple[int, int], int] = {}
+        for chunk, src, dst in step["sends"]:
+            lanes = machine.links_between(src, dst)
+            k = used.get((src, dst), 0)
+            used[(src, dst)] = k + 1
+            rows.append((chunk, lanes[k % len(lanes)], s))
+    chunk, link, step = (list(col) for col in zip(*rows))
+    return machine, coll, from_arrays(chunk, link, step=step, rounds=rounds), data["instance"]
+
+
+@pytest.mark.parametrize("path", FRONT, ids=lambda p: p.name.split(".")[1])
+def test_sccls_pareto_algorithms_verify_and_lie_on_optcolls_front(path):
+    """SCCL's own DGX-1 AllGather front, read from its files: its DGX-1 is optcoll's (the same
+    links), optcoll's verifier accepts each algorithm with SCCL's step count and rounds, and
+    optcoll's Pareto front has exactly SCCL's two points."""
+    import numpy as np
+
+    from optcoll.producers.exact.step import pareto_front
+    from optcoll.verify import verify
+
+    machine, coll, schedule, sccl = _sccl_algorithm(path)
+    ours = G.dgx1(BW, LAT)
+    pairs = lambda m: sorted(zip(m.link_src.tolist(), m.link_dst.tolist()))  # noqa: E731
+    assert pairs(machine) == pairs(ours)
+    result = verify(machine, coll, schedule, STEP_MODEL)
+    assert result.valid, result.violation
+    assert schedule.num_steps == sccl["steps"] and sum(schedule.rounds) == sccl["steps"] + sccl["extra_rounds"]
+    front = pareto_front(instance(ours), 6, time_limit=120)
+    found = {(p.steps, p.rounds, p.chunks) for p in front.points}
+    assert front.complete and (sccl["steps"], sum(schedule.rounds), sccl["chunks"]) in found
+    assert found == {(2, 3, 2), (3, 7, 6)} and np.all(np.diff([p.steps for p in front.points]) > 0)
