@@ -80,7 +80,12 @@ def size(problem: DirectProblem, horizon: int, chunks: int | None = None) -> Mod
     cand = candidates(problem, horizon)
     reach = problem.reach()
     k = problem.num_chunks if chunks is None else chunks
-    carries = int((reach[:, problem.route_src[cand.route]] <= cand.start[None, :]).sum())
+    # Contributors that can be at each candidate's sender by its start, counted per sender on the
+    # sorted reach (a members x candidates table is gigabytes on a 128-GPU cluster).
+    sender = problem.route_src[cand.route]
+    ordered = np.sort(reach, axis=0)
+    carries = sum(int(np.searchsorted(ordered[:, u], cand.start[sender == u], side="right").sum())
+                  for u in np.unique(sender).tolist())
     holds = int(np.clip(horizon - reach + 1, 0, None).sum())
     variables = k * (2 * len(cand) + carries + holds) + horizon
     return ModelSize("direct allreduce", f"at {horizon} epochs", variables,

@@ -26,7 +26,8 @@ from optcoll.producers.exact.allreduce.problem import DirectProblem, timed_probl
 from optcoll.producers.exact.allreduce.solve import TooSlowToBuild, solve
 from optcoll.producers.exact.allreduce.symmetric import orbit
 from optcoll.producers.exact.allreduce.transfers import RouteTransfers, from_schedule, to_schedule
-from optcoll.producers.exact.memory import ModelTooLarge
+from optcoll.producers.exact.allreduce.encoding import size as encoding_size
+from optcoll.producers.exact.memory import ModelSize, ModelTooLarge, require_fits
 from optcoll.schedules.schedule import Schedule
 
 #: Share of the direct phase's time the symmetric restriction may use first.
@@ -69,7 +70,8 @@ def direct_phase(instance: Instance, start: Schedule | None, start_time: float, 
                     "horizon_epochs": horizon, "floor_epochs": floor}
     best: RouteTransfers | None = None
     try:
-        group = orbit(problem, instance) if horizon > floor else None
+        group = orbit(problem, instance) if horizon > floor and _quotient_may_fit(problem, floor, threads,
+                                                                                  max_memory) else None
         if group is not None:
             left = (deadline - time.perf_counter()) * SYMMETRIC_SHARE
             symmetric = (f"direct AllReduce model, symmetric under a group of {group.order} "
@@ -113,6 +115,20 @@ def direct_phase(instance: Instance, start: Schedule | None, start_time: float, 
         phase.params["epochs"] = best.makespan(problem)
         phase.schedule = schedule_of(problem, best)
     return phase
+
+
+def _quotient_may_fit(problem: DirectProblem, floor: int, threads: int, max_memory: int | None) -> bool:
+    """Whether the symmetric model at ``floor`` epochs could fit in memory with the largest group
+    there can be (one that moves every rank: order at most the rank count). Where it cannot, the
+    group is not searched for (a search of minutes on a 128-GPU cluster, outside the solver's clock)."""
+    whole = encoding_size(problem, floor)
+    order = max(problem.num_members, 1)
+    try:
+        require_fits(ModelSize(whole.formulation, whole.what, whole.variables // order, whole.terms // order),
+                     "cpsat", threads, max_memory)
+    except ModelTooLarge:
+        return False
+    return True
 
 
 def schedule_of(problem: DirectProblem, transfers: RouteTransfers) -> Schedule:
