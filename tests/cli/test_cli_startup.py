@@ -1,9 +1,10 @@
-"""What a step-model command loads (issue 18: start-up cost). The step path needs neither the
-timed solver's greedy start (numba), nor a graph library (networkx), nor scipy's LP
-(scipy.optimize: the rounds bound's LP goes through OR-Tools), nor pandas (OR-Tools' cp_model
-module) nor z3 when CP-SAT is asked. Checked on ``sys.modules`` of a fresh interpreter after
-the command ran: behaviour, not wall clock. (scipy.sparse is still loaded: the instance loader,
-the machine's hop counts and the bounds package use it.)"""
+"""What a command loads (issue 18: start-up cost). The step path needs neither the timed
+solver's greedy start (numba), nor a graph library (networkx), nor scipy's LP (scipy.optimize:
+the rounds bound's LP goes through OR-Tools), nor pandas (OR-Tools' cp_model module) nor z3 when
+CP-SAT is asked; ``--help`` needs no numerical library at all. Checked on ``sys.modules`` of a
+fresh interpreter after the command ran: behaviour, not wall clock. (scipy.sparse is still
+loaded by a step question: the instance loader, the machine's hop counts and the bounds package
+use it.)"""
 from __future__ import annotations
 
 import json
@@ -29,12 +30,13 @@ finally:
 """
 
 
-def loaded_by(tmp_path, *args: str) -> tuple[dict, set[str]]:
+def loaded_by(tmp_path, *args: str) -> tuple[str, set[str]]:
+    """The command's output and every module loaded once it ended."""
     report = tmp_path / "modules.json"
     proc = subprocess.run([sys.executable, "-c", CHILD, str(report), *args], cwd=REPO, capture_output=True,
                           text=True, timeout=300)  # cwd: "-c" imports the package found there first
     assert proc.returncode == 0, proc.stderr
-    return json.loads(proc.stdout), set(json.loads(report.read_text()))
+    return proc.stdout, set(json.loads(report.read_text()))
 
 
 def heavy(modules: set[str]) -> list[str]:
@@ -47,14 +49,22 @@ def heavy(modules: set[str]) -> list[str]:
      "--json"),
 ], ids=["least-steps", "fixed-S-R-C"])
 def test_a_dgx1_step_question_loads_nothing_it_does_not_use(tmp_path, args):
-    answer, modules = loaded_by(tmp_path, *args)
+    output, modules = loaded_by(tmp_path, *args)
+    answer = json.loads(output)
     assert answer["status"] == "optimal" and answer["steps"] == 2
     assert heavy(modules) == []
     assert "optcoll.producers.exact.timed.solve" not in modules  # the timed solver: not asked
 
 
 def test_the_dgx1_front_loads_cpsat_without_pandas(tmp_path):
-    answer, modules = loaded_by(tmp_path, "pareto", str(DGX1), "--max-chunks", "6", "--json")
+    output, modules = loaded_by(tmp_path, "pareto", str(DGX1), "--max-chunks", "6", "--json")
+    answer = json.loads(output)
     assert [(p["steps"], p["rounds"], p["chunks"]) for p in answer["points"]] == [(2, 3, 2), (3, 7, 6)]
     assert "ortools.sat.python.cp_model_helper" in modules  # CP-SAT did answer the questions
     assert heavy(modules) == []
+
+
+def test_help_loads_no_numerical_library(tmp_path):
+    output, modules = loaded_by(tmp_path, "--help")
+    assert "pareto" in output and "solve" in output
+    assert sorted(m for m in modules if m.split(".")[0] in ("numpy", "scipy", "ortools", "z3")) == []
