@@ -5,10 +5,10 @@ beats every smaller S. Each C is asked only for R/C strictly below the best so f
 its rounds bound ⌈C·LB⌉ and S), so a C whose floor max(S, ⌈C·LB⌉)/C no longer beats the best is
 dropped for good — floors only grow with S and the best only falls. Each S starts with one probe:
 can the C of the lowest floor (the smallest such C) meet its floor exactly? If so no C can beat it
-at this S and every other C is dropped unasked (DGX-1 AllGather at S = 3: C = 6 meets the bound
-7/6, so C = 1..5 are not asked); if not, that C is asked from its floor + 1 at this S. The search
-stops when the best R/C meets the rounds lower bound (bandwidth-optimal) or every C is dropped;
-both always happen.
+at this S or later and every C is dropped unasked (DGX-1 AllGather at S = 3: C = 6 meets the bound
+7/6, so C = 3, 4 and 5 are no longer asked); if not, that C is asked from its floor + 1 at this S.
+The search stops when the best R/C meets the rounds lower bound (bandwidth-optimal) or every C is
+dropped; both always happen.
 """
 from __future__ import annotations
 
