@@ -57,3 +57,29 @@ def test_directed_rings_use_every_link_at_most_once():
             assert count <= len(machine.links_between(a, b))
     assert len(directed_rings(g.dgx1(), list(range(8)))) == 6  # every NVLink, both ways
     assert len(directed_rings(g.torus([4, 4], GIB, 1e-6), list(range(16)))) == 4
+
+
+def test_rail_fabric_splits_into_nodes_at_the_nics():
+    """A rail-optimized cluster has no one switch that joins the nodes (every rail's leaf and the
+    spine do it together): the nodes are what is left without the NIC links, every GPU a rail,
+    and NCCL's ring AllReduce then runs one channel per rail, so every NIC carries traffic (it used
+    to read the cluster as one node and cross nodes through 4 of 16 NICs, 8.7 times slower)."""
+    import numpy as np
+
+    from optcoll.collectives.builtins import make_collective
+    from optcoll.instances.instance import Instance
+    from optcoll.machines.catalog import load_machine
+    from optcoll.producers.registry import SYNTHESIZERS
+    from optcoll.verify import require_valid
+
+    machine = load_machine("dgxh100-rail-2x8")
+    topo = nccl_topology(machine, range(16))
+    assert topo.nodes == (tuple(range(8)), tuple(range(8, 16))) and topo.network is None
+    assert topo.rails == topo.nodes and topo.num_rails == 8
+    assert [machine.label(f) for f in topo.fabrics] == ["n0.nvswitch", "n1.nvswitch"]
+    instance = Instance("rail", machine, make_collective("allreduce", range(16), GIB, 8))
+    schedule = SYNTHESIZERS["nccl-ring"](instance)
+    require_valid(machine, instance.collective, schedule, instance.model)
+    nic = np.array([machine.label(int(v)).startswith("rail") for v in machine.link_dst])
+    used = np.unique(np.asarray(schedule.link)[nic[np.asarray(schedule.link)]])
+    assert used.size == 16

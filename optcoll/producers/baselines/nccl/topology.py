@@ -5,9 +5,11 @@ This module models what its search picks, from the machine's links alone:
 
 * **Nodes.** NCCL groups ranks by host. Here a *network switch* is a switch whose removal splits
   the communicator into at least two parts that each hold at least two members (the spine of
-  ``multinode``); the parts are the nodes, in order of their smallest member. Without one, the
-  whole communicator is one node. (A star of single-GPU servers is therefore read as one NVSwitch
-  node: the two are the same graph.)
+  ``multinode``); the parts are the nodes, in order of their smallest member. A rail fabric has no
+  such switch (each rail's leaf and the spine join the nodes together): there the nodes are the
+  parts left once the slowest NPU-to-switch links (the NICs) are dropped, and every GPU with such
+  a link is a rail. Without either, the whole communicator is one node. (A star of single-GPU
+  servers is therefore read as one NVSwitch node: the two are the same graph.)
 * **Rails.** A node's members that reach the network switch directly or through their own NIC
   switch, one rail per NIC, in order of the NIC's first GPU. NCCL's ring search starts channel c
   at NIC c mod #NICs and enters the node at that NIC's local GPU (``ncclTopoSearchRecNet``).
@@ -121,19 +123,57 @@ def _fabric(machine: Machine, node: tuple[int, ...], network: int | None) -> int
     return None
 
 
+def _nic_split(machine: Machine, members: list[int]) -> np.ndarray | None:
+    """Component labels once the slowest links between NPUs and switches are dropped, the
+    fewest classes of them that split the members into parts of at least two (a rail fabric:
+    every GPU's NIC on its rail's switch, no one switch joining the nodes); None if none does."""
+    npu_switch = machine.link_src < machine.num_npus
+    npu_switch ^= machine.link_dst < machine.num_npus
+    for slowest in np.unique(machine.link_bandwidth)[:-1].tolist():
+        dropped = machine.link_bandwidth <= slowest
+        if not np.all(npu_switch[dropped & ((machine.link_src < machine.num_npus)
+                                            | (machine.link_dst < machine.num_npus))]):
+            return None  # a slow link between two NPUs: not a NIC
+        keep = ~dropped
+        n = machine.num_nodes
+        graph = csr_matrix((np.ones(int(keep.sum())), (machine.link_src[keep], machine.link_dst[keep])),
+                           shape=(n, n))
+        labels = connected_components(graph, directed=False)[1]
+        _, counts = np.unique(labels[members], return_counts=True)
+        if counts.size >= 2 and counts.min() >= 2:
+            return labels
+    return None
+
+
+def _nic_gpus(machine: Machine, nodes: tuple[tuple[int, ...], ...]) -> tuple[tuple[int, ...], ...]:
+    """Per node, its members linked to a switch that members of another node are linked to too
+    (their NIC's rail switch), in order."""
+    node_of = {v: i for i, node in enumerate(nodes) for v in node}
+    reaches: dict[int, set[int]] = {}
+    for u, v in zip(machine.link_src.tolist(), machine.link_dst.tolist()):
+        if u in node_of and machine.is_switch(v):
+            reaches.setdefault(v, set()).add(node_of[u])
+    shared = {s for s, seen in reaches.items() if len(seen) >= 2}
+    return tuple(tuple(sorted({u for u, v in zip(machine.link_src.tolist(), machine.link_dst.tolist())
+                               if u in node and v in shared})) for node in nodes)
+
+
 def nccl_topology(machine: Machine, members: list[int] | tuple[int, ...]) -> NcclTopology:
     """NCCL's view of the communicator ``members`` on ``machine`` (module docstring)."""
     members = list(members)
     network, labels = _network_switch(machine, members)
-    if network is None or labels is None:
+    split = _nic_split(machine, members) if labels is None else None
+    if labels is None and split is None:
         nodes = (tuple(members),)
         rails: tuple[tuple[int, ...], ...] = ((),)
     else:
+        parts = labels if labels is not None else split
         groups: dict[int, list[int]] = {}
         for v in members:
-            groups.setdefault(int(labels[v]), []).append(v)
+            groups.setdefault(int(parts[v]), []).append(v)
         nodes = tuple(sorted((tuple(g) for g in groups.values()), key=min))
-        rails = tuple(_rails(machine, node, network) for node in nodes)
+        rails = (tuple(_rails(machine, node, network) for node in nodes) if network is not None
+                 else _nic_gpus(machine, nodes))
     fabrics = tuple(_fabric(machine, node, network) for node in nodes)
     return NcclTopology(machine, tuple(members), nodes, rails, network, fabrics)
 
