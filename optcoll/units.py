@@ -111,6 +111,20 @@ def format_bandwidth(bps: float) -> str:
     return f"{bps / 2**30:.6g} GiB/s"
 
 
+_READABLE_BANDWIDTH = (("TB/s", 1e12), ("GiB/s", 2.0**30), ("GB/s", 1e9), ("MiB/s", 2.0**20),
+                       ("MB/s", 1e6), ("B/s", 1.0))
+
+
+def bandwidth_text(bps: float) -> str:
+    """A bandwidth in the unit that makes it a round number ("25 GB/s", "50 GiB/s"), so the
+    decimal figures datasheets give are not shown as odd binary ones."""
+    for unit, factor in _READABLE_BANDWIDTH:
+        scaled = bps / factor
+        if 1 <= scaled < 1e5 and abs(scaled - round(scaled, 3)) <= 1e-12 * scaled:
+            return f"{round(scaled, 3):g} {unit}"
+    return format_bandwidth(bps)
+
+
 def format_time(seconds: float) -> str:
     """Seconds in the most readable unit; "inf" for an unbounded time."""
     if not math.isfinite(seconds):

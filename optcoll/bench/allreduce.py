@@ -116,7 +116,7 @@ def question_rows(time_limit: float, schedules: Path | None, echo: Callable[[str
     """One row per case: the exact timed solver (ReduceScatter then AllGather, then the direct
     model) within ``time_limit``, and the recorded ground truth where a suite instance asks the
     same question; a faster direct schedule is saved under ``schedules``."""
-    from optcoll.producers.exact.timed import solve_timed
+    from optcoll.producers.exact.timed.solve import solve_timed
     from optcoll.schedules.jsonfile import save_schedule
 
     rows = []

@@ -110,7 +110,7 @@ def measure(case: dict[str, Any]) -> dict[str, Any]:
                recorded=inst.results.get("status"), recorded_time_s=inst.results.get("time"))
     spent = bound_cpu + schedule_cpu
     if case.get("warm") and verified > found.bound * (1 + SUITE_GAP) and coll.equal_chunks:
-        from optcoll.producers.exact.timed import solve_timed
+        from optcoll.producers.exact.timed.solve import solve_timed
 
         start = time.process_time()
         outcome = solve_timed(inst, time_limit=max(1.0, SUITE_CPU - spent), threads=1, hint=schedule)

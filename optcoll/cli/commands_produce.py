@@ -153,7 +153,7 @@ def solve(instance_path, solver, model_kind, time_limit, threads, seed, quantum,
         save_schedule(out, outcome.schedule, inst.machine)
     if export_model:
         from optcoll.producers.exact.step import export_step_model
-        from optcoll.producers.exact.timed import export_timed_model
+        from optcoll.producers.exact.timed.solve import export_timed_model
 
         if inst.model.kind == "step":
             if outcome.schedule is None:
@@ -247,7 +247,8 @@ def pareto(instance_path, max_chunks, solver, time_limit, question_limit, thread
            as_json) -> None:
     """The step model's Pareto front over (steps S, rounds per chunk R/C), every point verified."""
     from optcoll.instances.instancefile import load_instance
-    from optcoll.producers.exact.step import pareto_front, rounds_lower_bound
+    from optcoll.producers.exact.step import pareto_front
+    from optcoll.producers.exact.step.bounds import FAMILY
     from optcoll.producers.exact.step.chunking import rechunk
     from optcoll.verify import require_valid
 
@@ -256,7 +257,7 @@ def pareto(instance_path, max_chunks, solver, time_limit, question_limit, thread
         front = pareto_front(inst, max_chunks, solver=solver, time_limit=time_limit, threads=threads,
                              max_memory=max_memory, question_limit=question_limit,
                              progress=_front_printer(progress_shown(progress) and not as_json))
-    bound = rounds_lower_bound(inst.machine, inst.collective, inst.model)
+    bound = front.bound
     for point in front.points:  # each point's schedule cuts the buffer into its own C pieces
         require_valid(inst.machine, rechunk(inst.collective, point.chunks), point.schedule, inst.model)
     rows = [{"steps": p.steps, "rounds": p.rounds, "chunks": p.chunks, "rounds_per_chunk": str(p.rounds_per_chunk),
@@ -268,7 +269,7 @@ def pareto(instance_path, max_chunks, solver, time_limit, question_limit, thread
         return
     echo(inst.describe())
     echo(f"rounds lower bound: R/C >= {bound.value} ({bound.source})")
-    family = bound.detail.get("reducescatter+allgather family")
+    family = bound.detail.get(FAMILY)
     if family is not None:  # what the AllReduce front's "bandwidth-optimal" compares with
         echo(f"within ReduceScatter then AllGather (the front below): R/C >= {family}")
     echo(table(["S", "R", "C", "R/C", "cost", "formula", "proven", "bandwidth-optimal"],

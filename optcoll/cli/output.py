@@ -9,7 +9,6 @@ import sys
 from typing import Any
 
 import click
-import numpy as np
 
 from optcoll.text.printable import printable
 
@@ -53,12 +52,12 @@ def echo(message: Any = "", *, err: bool = False, nl: bool = True) -> None:
 json_option = click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 
 
-def _plain(value: Any) -> Any:
+def _plain(value: Any, scalars: type) -> Any:
     if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
+        return {str(k): _plain(v, scalars) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if isinstance(value, np.generic):
+        return [_plain(v, scalars) for v in value]
+    if isinstance(value, scalars):
         return value.item()
     if isinstance(value, float) and not math.isfinite(value):
         return None
@@ -66,7 +65,9 @@ def _plain(value: Any) -> Any:
 
 
 def emit_json(data: Any) -> None:
-    echo(json.dumps(_plain(data), indent=2, sort_keys=False))
+    import numpy as np  # for its scalar type only: `optcoll --help` and the CLI's set-up need no numpy
+
+    echo(json.dumps(_plain(data, np.generic), indent=2, sort_keys=False))
 
 
 def done(as_json: bool, message: str, **data: Any) -> None:

@@ -44,10 +44,10 @@ import numpy as np
 from optcoll.errors import InputError
 from optcoll.inputfiles import read_bytes
 from optcoll.machines.clusters import Network, NodeGroup, cluster
-from optcoll.machines.describe import bandwidth_text, strongly_connected_among
+from optcoll.machines.describe import strongly_connected_among
 from optcoll.machines.machine import Machine, MachineBuilder
 from optcoll.machines.modelfile import check_machine_size
-from optcoll.units import format_time, parse_bandwidth, parse_time
+from optcoll.units import bandwidth_text, format_time, parse_bandwidth, parse_time
 
 PCIE_PATHS = ("PIX", "PXB", "PHB", "NODE", "SYS", "SOC")
 #: Closest first: a NIC serves the GPUs on its closest path of these.

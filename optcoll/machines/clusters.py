@@ -31,9 +31,8 @@ from dataclasses import dataclass
 
 from optcoll.errors import InputError
 from optcoll.machines.checks import check_bandwidth, check_int, check_latency
-from optcoll.machines.describe import bandwidth_text
 from optcoll.machines.machine import Machine, MachineBuilder, check_size
-from optcoll.units import format_time
+from optcoll.units import bandwidth_text, format_time
 
 NETWORKS = ("rail", "leaf", "fat_tree")
 

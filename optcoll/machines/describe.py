@@ -17,20 +17,7 @@ from scipy.sparse.csgraph import breadth_first_order, shortest_path
 
 from optcoll import limits
 from optcoll.machines.machine import Machine
-from optcoll.units import format_bandwidth, format_time
-
-_READABLE_BANDWIDTH = (("TB/s", 1e12), ("GiB/s", 2.0**30), ("GB/s", 1e9), ("MiB/s", 2.0**20),
-                       ("MB/s", 1e6), ("B/s", 1.0))
-
-
-def bandwidth_text(bps: float) -> str:
-    """A bandwidth in the unit that makes it a round number ("25 GB/s", "50 GiB/s"), so the
-    decimal figures datasheets give are not shown as odd binary ones."""
-    for unit, factor in _READABLE_BANDWIDTH:
-        scaled = bps / factor
-        if 1 <= scaled < 1e5 and abs(scaled - round(scaled, 3)) <= 1e-12 * scaled:
-            return f"{round(scaled, 3):g} {unit}"
-    return format_bandwidth(bps)
+from optcoll.units import bandwidth_text, format_time
 
 
 def _adjacency(machine: Machine) -> csr_matrix:

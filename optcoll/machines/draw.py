@@ -21,8 +21,8 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from optcoll.fileio import write_text_atomic
-from optcoll.machines.describe import bandwidth_text
 from optcoll.machines.machine import Machine
+from optcoll.units import bandwidth_text
 
 _MAX_ANNOTATED_EDGES = 600  # beyond this, arrowheads and "×k" marks are left out
 _MAX_LABELLED_NODES = 160

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from optcoll.machines.describe import bandwidth_text
 from optcoll.machines.machine import Machine
+from optcoll.units import bandwidth_text
 
 #: Relative slack for float noise when comparing a model with its figures.
 _TOLERANCE = 1e-9

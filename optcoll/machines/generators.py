@@ -28,8 +28,7 @@ from optcoll.errors import InputError
 from optcoll.machines.checks import check_bandwidth, check_int, check_latency
 from optcoll.machines.clusters import Network, NodeGroup, cluster, cluster_kind
 from optcoll.machines.machine import Machine, MachineBuilder, check_size
-from optcoll.machines.describe import bandwidth_text
-from optcoll.units import format_time
+from optcoll.units import bandwidth_text, format_time
 
 if TYPE_CHECKING:
     import networkx as nx

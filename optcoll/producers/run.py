@@ -57,7 +57,7 @@ def exact(instance: Instance, *, solver: str = "cpsat", budget: Budget | None = 
                 raise InputError(f"{name} apply to the step model only (use the step model)", field=name)
         if objective != "cost":
             raise InputError(f"objective {objective!r} applies to the step model only", field="objective")
-        from optcoll.producers.exact.timed import solve_timed
+        from optcoll.producers.exact.timed.solve import solve_timed
 
         outcome = solve_timed(instance, solver=solver, budget=budget, progress=progress, quantum=quantum)
     return Produced(evaluate_outcome(instance, f"exact-{outcome.model}", outcome), outcome.schedule, outcome)

@@ -16,7 +16,7 @@ from optcoll.producers.exact.allreduce.solve import solve
 from optcoll.producers.exact.allreduce.symmetric import orbit
 from optcoll.producers.exact.allreduce.transfers import from_schedule, partial_sums, to_schedule
 from optcoll.producers.exact.step import solve_step
-from optcoll.producers.exact.timed import solve_timed
+from optcoll.producers.exact.timed.solve import solve_timed
 from optcoll.results.record import evaluate_outcome
 from optcoll.schedules.schedule import REDUCE
 from optcoll.verify import verify

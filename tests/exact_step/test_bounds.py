@@ -72,6 +72,20 @@ def test_rounding_tolerates_lp_noise_but_not_more():
     assert RoundsBound(Fraction(7, 6) + Fraction(1, 10**4), "x").rounds(6) == 8
 
 
+def test_an_lp_stopped_by_its_time_limit_proves_nothing(monkeypatch):
+    """Torus 4×4 AllGather: the LP takes about 0.6 s; cut off at 1 µs it gives no value and the
+    bound falls back on the counting bounds."""
+    import optcoll.producers.exact.step.bounds as step_bounds
+
+    inst = instance(G.torus((4, 4), BW, LAT))
+    problem = plan(inst.machine, inst.collective).problem
+    monkeypatch.setattr(step_bounds, "LP_TIME_LIMIT", 1e-6)
+    assert flow_lp(problem) is None
+    bound = problem_rounds_bound(problem)
+    assert bound.value == Fraction(15, 4) and "ingress" in bound.source
+    assert bound.detail["flow LP"].startswith("skipped")
+
+
 def test_lp_is_skipped_when_too_large():
     inst = instance(G.hypercube(5, BW, LAT))
     problem = plan(inst.machine, inst.collective).problem

@@ -11,7 +11,7 @@ from optcoll.instances.instance import TimeModel
 from optcoll.machines import generators as G
 from optcoll.producers.exact.step import pareto_front, solve_step
 from optcoll.producers.exact.step.chunking import rechunk
-from optcoll.producers.exact.timed import solve_timed
+from optcoll.producers.exact.timed.solve import solve_timed
 from optcoll.verify import verify
 from step_helpers import BW, LAT, close, instance, verified
 

@@ -6,7 +6,7 @@ import pytest
 
 from optcoll.instances.instance import TimeModel
 from optcoll.machines import generators as G
-from optcoll.producers.exact.timed import solve_timed
+from optcoll.producers.exact.timed.solve import solve_timed
 
 from timed_helpers import BW, LAT, close, instance, link_time, verified
 

@@ -106,7 +106,7 @@ def test_a_rung_still_running_past_its_limit_is_stopped_and_ends_the_ladder():
 
 
 def test_an_optimum_proven_past_the_limit_does_not_count(runs):
-    from optcoll.producers.exact.timed import solve_timed
+    from optcoll.producers.exact.timed.solve import solve_timed
     from optcoll.results.record import evaluate_outcome
 
     rung = LADDER.rungs[0]
@@ -175,7 +175,7 @@ def test_cli_refuses_bad_options_in_one_line_before_running(tmp_path, args, mess
 def test_a_bound_the_search_raised_is_credited_to_the_search():
     """A Broadcast through a plain 4-port switch: the optimum lies above every analytic bound and
     only the solver's search proves it (no horizon below it is feasible); the ladder says so."""
-    from optcoll.producers.exact.timed import solve_timed
+    from optcoll.producers.exact.timed.solve import solve_timed
     from optcoll.results.record import evaluate_outcome
 
     switch = partial(G.switch, 4, BW, LAT)

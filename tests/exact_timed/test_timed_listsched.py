@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from optcoll.producers.exact.timed import solve_timed
+from optcoll.producers.exact.timed.solve import solve_timed
 from optcoll.producers.exact.timed.grid import choose_grids, seconds_grid
 from optcoll.producers.calendar import Runs, Windows
 from optcoll.producers.exact.timed.listsched import Transfers, greedy, retime

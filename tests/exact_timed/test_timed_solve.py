@@ -19,7 +19,7 @@ from optcoll.machines import generators as G
 from optcoll.machines.machine import MachineBuilder
 from optcoll.producers.base import NotApplicable
 from optcoll.producers.exact.step import solve_step
-from optcoll.producers.exact.timed import ExportInfo, export_timed_model, solve_timed
+from optcoll.producers.exact.timed.solve import ExportInfo, export_timed_model, solve_timed
 from optcoll.producers.registry import IMPLEMENTS, SYNTHESIZERS, best_of
 
 from timed_helpers import BW, LAT, MB, close, instance, link_time, small_instances, verified

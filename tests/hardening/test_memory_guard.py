@@ -231,7 +231,7 @@ def test_the_default_limit_is_a_share_of_memavailable(monkeypatch, tmp_path):
     from optcoll.errors import InputError
     from optcoll.instances.instancefile import load_instance
     from optcoll.producers.exact import memory
-    from optcoll.producers.exact.timed import solve_timed
+    from optcoll.producers.exact.timed.solve import solve_timed
 
     real = memory.available()
     assert real is not None and real > 0 and memory.default_limit() <= real  # this machine's
@@ -256,7 +256,7 @@ def test_small_instance_solves_under_the_default_limit():
     """The default limit lets ordinary models through: torus4x4 AllGather is solved to optimality."""
     from optcoll.instances.instancefile import load_instance
     from optcoll.producers.exact.step import solve_step
-    from optcoll.producers.exact.timed import solve_timed
+    from optcoll.producers.exact.timed.solve import solve_timed
 
     inst = load_instance(NEEDS_A_MODEL)
     timed = solve_timed(inst, threads=1, time_limit=30)

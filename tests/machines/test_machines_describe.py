@@ -9,9 +9,9 @@ import pytest
 from optcoll.bounds.cuts import worst_cut
 from optcoll.machines import generators as g
 from optcoll.machines.catalog import load_machine
-from optcoll.machines.describe import (bandwidth_text, describe_machine, npu_diameter, render_description,
-                                       strongly_connected_among)
+from optcoll.machines.describe import describe_machine, npu_diameter, render_description, strongly_connected_among
 from optcoll.machines.machine import Machine, MachineBuilder
+from optcoll.units import bandwidth_text
 
 GiB = 2**30
 

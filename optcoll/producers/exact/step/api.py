@@ -17,9 +17,8 @@ from optcoll.errors import InputError
 from optcoll.instances.budget import Budget
 from optcoll.instances.instance import Instance, check_chunk_copies
 from optcoll.producers.base import NotApplicable
-from optcoll.producers.exact.allreduce.steps import least_steps
 from optcoll.producers.exact.step.backends import Backend, LinearBackend
-from optcoll.producers.exact.step.bounds import RoundsBound, problem_rounds_bound
+from optcoll.producers.exact.step.bounds import RoundsBound, allreduce_rounds_bound, problem_rounds_bound
 from optcoll.producers.exact.step.chunking import rechunk
 from optcoll.producers.exact.step.inversion import Plan, plan
 from optcoll.producers.exact.step.pareto import Front, frontier, sum_fronts
@@ -78,6 +77,9 @@ def solve_step(instance: Instance, *, solver: str = "cpsat", steps: int | None =
     check_options(instance.model)
     if allreduce_set(instance.collective) is not None:
         if objective == "steps":  # SCCL's combining semantics: partial sums, no phases
+            # the direct AllReduce model (and the timed model's grids and bounds it uses) loads only here
+            from optcoll.producers.exact.allreduce.steps import least_steps
+
             return least_steps(instance, steps=steps, budget=budget, progress=progress)
         if instance.collective.kind != "allreduce":
             raise NotApplicable("an AllReduce-shaped custom collective is solved directly for the least "
@@ -155,22 +157,23 @@ def pareto_front(instance: Instance, max_chunks: int, *, solver: str = "cpsat",
                     question_limit)
              for i, part in enumerate(split_allreduce(instance.collective))]
     (rs, rs_plan, rs_bound), (ag, ag_plan, ag_bound) = parts
+    bound = allreduce_rounds_bound(rs_bound, ag_bound)
     if rs_plan is None or ag_plan is None:
-        return Front((), True, "nothing to send")
-    return sum_fronts(rs, ag, ag_plan.problem.alpha, ag_plan.problem.beta, rs_bound.value + ag_bound.value)
+        return Front((), True, "nothing to send", bound)
+    return sum_fronts(rs, ag, ag_plan.problem.alpha, ag_plan.problem.beta, bound)
 
 
 def _front(instance: Instance, collective: Collective, max_chunks: int, backend: Backend, clock: Clock,
            symmetry: bool, progress: Progress | None,
-           question_limit: float | None) -> tuple[Front, Plan | None, RoundsBound | None]:
+           question_limit: float | None) -> tuple[Front, Plan | None, RoundsBound]:
     """A one-phase front of ``collective`` on the instance's machine and model, with the plan at
-    C = 1 and the rounds bound (None: nothing to send); the clock's limits cover setting up each
+    C = 1 (None: nothing to send) and the rounds bound; the clock's limits cover setting up each
     C (``pareto.frontier``)."""
     machine, model = instance.machine, instance.model
     first = plan(machine, rechunk(collective, 1), model)
-    if first.problem.latency_bound == 0:
-        return Front((), True, "nothing to send"), None, None
     bound = problem_rounds_bound(first.problem)
+    if first.problem.latency_bound == 0:
+        return Front((), True, "nothing to send", bound), None, bound
 
     def prepare(C: int) -> Plan:
         return first if C == 1 else plan(machine, rechunk(collective, C), model)

@@ -3,8 +3,12 @@
 For S from the latency bound up, the least R/C over every C: a point joins the front only if it
 beats every smaller S. Each C is asked only for R/C strictly below the best so far (and at least
 its rounds bound ⌈C·LB⌉ and S), so a C whose floor max(S, ⌈C·LB⌉)/C no longer beats the best is
-dropped for good — floors only grow with S and the best only falls. The search stops when the best
-R/C meets the rounds lower bound (bandwidth-optimal) or every C is dropped; both always happen.
+dropped for good — floors only grow with S and the best only falls. Each S starts with one probe:
+can the C of the lowest floor (the smallest such C) meet its floor exactly? If so no C can beat it
+at this S or later and every C is dropped unasked (DGX-1 AllGather at S = 3: C = 6 meets the bound
+7/6, so C = 3, 4 and 5 are no longer asked); if not, that C is asked from its floor + 1 at this S.
+The search stops when the best R/C meets the rounds lower bound (bandwidth-optimal) or every C is
+dropped; both always happen.
 """
 from __future__ import annotations
 
@@ -15,7 +19,7 @@ from fractions import Fraction
 
 from optcoll.producers.exact.memory import ModelTooLarge
 from optcoll.producers.exact.step.backends import Backend
-from optcoll.producers.exact.step.bounds import RoundsBound
+from optcoll.producers.exact.step.bounds import FAMILY, RoundsBound
 from optcoll.producers.exact.step.chunking import refine
 from optcoll.producers.exact.step.greedy import greedy_solution
 from optcoll.producers.exact.step.inversion import Plan
@@ -51,11 +55,13 @@ class ParetoPoint:
 class Front:
     """The points found, in order of S, and why the search ended: ``complete`` when it reached
     the rounds lower bound or no C could improve any more; otherwise ``stopped`` says what cut it
-    short (the time limit, Ctrl-C, a model over the memory limit) and later points may exist."""
+    short (the time limit, Ctrl-C, a model over the memory limit) and later points may exist.
+    ``bound``: the rounds lower bound the front was searched against (``rounds_lower_bound``)."""
 
     points: tuple[ParetoPoint, ...]
     complete: bool
     stopped: str
+    bound: RoundsBound
 
 
 def frontier(prepare: Callable[[int], Plan], max_chunks: int, bound: RoundsBound, backend: Backend,
@@ -95,6 +101,19 @@ def frontier(prepare: Callable[[int], Plan], max_chunks: int, bound: RoundsBound
         S = ready(1).problem.latency_bound
         while active and (best is None or best > bound.value):
             at_s = None
+            raised = {}  # C -> least R it may still have at this S (its floor was refuted)
+            probe = min(active, key=lambda C: (Fraction(max(S, bound.rounds(C)), C), C))
+            floor = max(S, bound.rounds(probe))
+            if best is None or Fraction(floor, probe) < best:
+                problem = ready(probe).problem
+                check_clock()
+                result = backend.minimise_rounds(problem, S, floor, floor, hint=stretched(problem, last[probe], S),
+                                                 lex=lex[probe], clock=clock.capped(question_limit))
+                if result.solution is not None:
+                    last[probe] = result.solution
+                    at_s = (Fraction(result.solution.total_rounds, probe), probe, result.solution)
+                elif result.status == "infeasible":
+                    raised[probe] = floor + 1
             for C in chunks:
                 if C not in active:
                     continue
@@ -108,6 +127,9 @@ def frontier(prepare: Callable[[int], Plan], max_chunks: int, bound: RoundsBound
                 hi = hint.total_rounds if target is None else math.ceil(target * C) - 1
                 if lo > hi:  # hi is the greedy's R when there is no target, so never here then
                     active.discard(C)
+                    continue
+                lo = raised.get(C, lo)
+                if lo > hi:  # the probe refuted the rest of C's range at this S only
                     continue
                 check_clock()
                 result = backend.minimise_rounds(problem, S, lo, hi, hint=hint, lex=lex[C],
@@ -141,7 +163,7 @@ def frontier(prepare: Callable[[int], Plan], max_chunks: int, bound: RoundsBound
         stopped = "a question ended without a proof at its question limit (later points unproven, better ones may exist)"
     return Front(tuple(points), not stopped, stopped or (
         "bandwidth-optimal: R/C meets the rounds lower bound" if best is not None and best <= bound.value
-        else "no chunk count can lower R/C further"))
+        else "no chunk count can lower R/C further"), bound)
 
 
 def _point(plan: Plan, solution: StepSolution, C: int, q: Fraction, proven: bool,
@@ -153,19 +175,21 @@ def _point(plan: Plan, solution: StepSolution, C: int, q: Fraction, proven: bool
                        q <= bound.value, schedule)
 
 
-def sum_fronts(first: Front, second: Front, alpha: float, beta: float, bound: Fraction) -> Front:
+def sum_fronts(first: Front, second: Front, alpha: float, beta: float, bound: RoundsBound) -> Front:
     """The front of ``first`` then ``second`` (AllReduce as ReduceScatter then AllGather).
 
     Each phase's least R/C is a non-increasing step function of its steps, so the two-phase least
     R/C at S steps is the least sum over splits S = S₁ + S₂ (a min-plus convolution), attained by a
     pair of front points; the pair's schedules are refined to C = lcm(C₁, C₂) and concatenated.
     A point is ``proven`` only when both fronts are complete and both points proven; ``bound`` is
-    the sum of the phases' rounds bounds (bandwidth-optimal within the family). ``alpha``/``beta``:
+    the AllReduce's (``allreduce_rounds_bound``): bandwidth-optimal compares with its family sum,
+    the phases' rounds bounds added. ``alpha``/``beta``:
     seconds per step and per round at C = 1.
     """
     pairs = sorted(((a.steps + b.steps, a.rounds_per_chunk + b.rounds_per_chunk, math.lcm(a.chunks, b.chunks), a, b)
                     for a in first.points for b in second.points), key=lambda row: row[:3])
     complete = first.complete and second.complete
+    family = bound.detail[FAMILY]
     points: list[ParetoPoint] = []
     for steps, q, chunks, a, b in pairs:
         if points and q >= points[-1].rounds_per_chunk:
@@ -176,6 +200,6 @@ def sum_fronts(first: Front, second: Front, alpha: float, beta: float, bound: Fr
                                                family="reducescatter+allgather")
         points.append(ParetoPoint(steps, rounds, chunks, q, steps * alpha + float(q) * beta,
                                   f"{steps}·α + {rounds}/{chunks}·b₁/B_min", complete and a.proven and b.proven,
-                                  q <= bound, schedule))
+                                  q <= family, schedule))
     stopped = "; ".join(f"{name}: {front.stopped}" for name, front in (("reducescatter", first), ("allgather", second)))
-    return Front(tuple(points), complete, stopped)
+    return Front(tuple(points), complete, stopped, bound)

@@ -1,5 +1,8 @@
 """Exact solvers in the timed model (DESIGN.md sections 5-6): a time-expanded encoding for
-CP-SAT and MIP solvers, horizon search with proofs, and inversion for reductions."""
-from optcoll.producers.exact.timed.solve import ExportInfo, export_timed_model, solve_timed
+CP-SAT and MIP solvers, horizon search with proofs, and inversion for reductions.
 
-__all__ = ["ExportInfo", "export_timed_model", "solve_timed"]
+The entry points are ``solve.solve_timed`` and ``solve.export_timed_model``. This package module
+imports nothing: the light modules (``grid``, ``problem``, ``symmetry``) are shared with the
+direct AllReduce model, and importing one of them must not load the solver (the greedy
+synthesizers it starts from, numba, OR-Tools).
+"""

@@ -1,0 +1,70 @@
+"""What a command loads (issue 18: start-up cost). The step path needs neither the timed
+solver's greedy start (numba), nor a graph library (networkx), nor scipy's LP (scipy.optimize:
+the rounds bound's LP goes through OR-Tools), nor pandas (OR-Tools' cp_model module) nor z3 when
+CP-SAT is asked; ``--help`` needs no numerical library at all. Checked on ``sys.modules`` of a
+fresh interpreter after the command ran: behaviour, not wall clock. (scipy.sparse is still
+loaded by a step question: the instance loader, the machine's hop counts and the bounds package
+use it.)"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from cli_paths import REPO
+
+DGX1 = REPO / "instances" / "quick" / "dgx1-allgather-c1.toml"
+NOT_NEEDED = ("numba", "networkx", "scipy.optimize", "pandas", "z3", "matplotlib")
+#: Runs the CLI's main in-process with argv[2:], then writes the loaded module names to argv[1].
+CHILD = """
+import json, sys
+from optcoll.cli.main import main
+report, sys.argv = sys.argv[1], ["optcoll", *sys.argv[2:]]
+try:
+    main()
+finally:
+    with open(report, "w") as out:
+        json.dump(sorted(sys.modules), out)
+"""
+
+
+def loaded_by(tmp_path, *args: str) -> tuple[str, set[str]]:
+    """The command's output and every module loaded once it ended."""
+    report = tmp_path / "modules.json"
+    proc = subprocess.run([sys.executable, "-c", CHILD, str(report), *args], cwd=REPO, capture_output=True,
+                          text=True, timeout=300)  # cwd: "-c" imports the package found there first
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout, set(json.loads(report.read_text()))
+
+
+def heavy(modules: set[str]) -> list[str]:
+    return sorted(m for m in modules if any(m == name or m.startswith(name + ".") for name in NOT_NEEDED))
+
+
+@pytest.mark.parametrize("args", [
+    ("solve", str(DGX1), "--model", "step", "--least-steps", "--no-progress", "--json"),
+    ("solve", str(DGX1), "--model", "step", "--steps", "2", "--rounds", "3", "--chunks", "2", "--no-progress",
+     "--json"),
+], ids=["least-steps", "fixed-S-R-C"])
+def test_a_dgx1_step_question_loads_nothing_it_does_not_use(tmp_path, args):
+    output, modules = loaded_by(tmp_path, *args)
+    answer = json.loads(output)
+    assert answer["status"] == "optimal" and answer["steps"] == 2
+    assert heavy(modules) == []
+    assert "optcoll.producers.exact.timed.solve" not in modules  # the timed solver: not asked
+
+
+def test_the_dgx1_front_loads_cpsat_without_pandas(tmp_path):
+    output, modules = loaded_by(tmp_path, "pareto", str(DGX1), "--max-chunks", "6", "--json")
+    answer = json.loads(output)
+    assert [(p["steps"], p["rounds"], p["chunks"]) for p in answer["points"]] == [(2, 3, 2), (3, 7, 6)]
+    assert "ortools.sat.python.cp_model_helper" in modules  # CP-SAT did answer the questions
+    assert heavy(modules) == []
+
+
+def test_help_loads_no_numerical_library(tmp_path):
+    output, modules = loaded_by(tmp_path, "--help")
+    assert "pareto" in output and "solve" in output
+    assert sorted(m for m in modules if m.split(".")[0] in ("numpy", "scipy", "ortools", "z3")) == []
