@@ -284,6 +284,26 @@ def _alltoallv(data: dict[str, Any], inst: dict[str, Any], ranks: list[int], chu
         return make_alltoallv(ranks, sizes, chunks)
 
 
+def _strongly_connected(src: np.ndarray, dst: np.ndarray, n: int) -> bool:
+    """Whether node 0 reaches every node and every node reaches node 0 (two searches; no scipy
+    import on the path of every command)."""
+    for tail, head in ((src, dst), (dst, src)):
+        order = np.argsort(tail, kind="stable")
+        heads = head[order].tolist()
+        start = np.searchsorted(tail[order], np.arange(n + 1)).tolist()
+        seen = [False] * n
+        seen[0], stack = True, [0]
+        while stack:
+            u = stack.pop()
+            for v in heads[start[u]:start[u + 1]]:
+                if not seen[v]:
+                    seen[v] = True
+                    stack.append(v)
+        if not all(seen):
+            return False
+    return True
+
+
 def require_reachable(instance: Instance) -> None:
     """Every needed (chunk, destination) must be reachable from the chunk's holders.
 
@@ -291,13 +311,8 @@ def require_reachable(instance: Instance) -> None:
     before any producer runs (otherwise solvers would search forever). For combining collectives
     every contributor must reach every destination; otherwise one holder suffices.
     """
-    from scipy.sparse import csr_matrix
-    from scipy.sparse.csgraph import connected_components
-
     collective, machine = instance.collective, instance.machine
-    n = machine.num_nodes
-    graph = csr_matrix((np.ones(machine.num_links), (machine.link_src, machine.link_dst)), shape=(n, n))
-    if connected_components(graph, directed=True, connection="strong")[0] == 1:
+    if _strongly_connected(machine.link_src, machine.link_dst, machine.num_nodes):
         return
     reach = np.isfinite(machine.hop_counts())
     need_c, need_v = collective.needs

@@ -118,3 +118,21 @@ bidirectional = true
     inst = load_instance(write(tmp_path, '[instance]\nmachine = "split.toml"\ncollective = "allgather"\n'
                                          'size = "2 MiB"\nranks = [0, 1]', "ok.toml"))
     assert inst.collective.num_ranks == 2
+
+
+def test_strong_connectivity_check_agrees_with_networkx():
+    """The instance loader's own two-search check (no scipy at start-up) against networkx on
+    random directed graphs, connected and not."""
+    import networkx as nx
+    import numpy as np
+
+    from optcoll.instances.instancefile import _strongly_connected
+
+    rng = np.random.default_rng(5)
+    for trial in range(200):
+        n = int(rng.integers(1, 9))
+        edges = rng.integers(0, n, size=(int(rng.integers(0, 3 * n + 1)), 2))
+        graph = nx.DiGraph()
+        graph.add_nodes_from(range(n))
+        graph.add_edges_from(map(tuple, edges.tolist()))
+        assert _strongly_connected(edges[:, 0], edges[:, 1], n) == nx.is_strongly_connected(graph), trial
