@@ -165,6 +165,21 @@ def test_a_send_that_starts_before_an_arrival_of_its_epoch_is_accepted():
     assert accepts(relaxed, schedule, checked.time) == "optimal"
 
 
+def test_plain_switch_forwards_pieces_once_and_the_star_optimum_is_proved():
+    """Four NPUs around a plain switch: the direct model's verified 7-epoch schedule, floored, is a
+    schedule of R (each arrival at the switch forwarded once, whole), and R proves the 7 epochs."""
+    from allreduce_reference import star
+
+    inst = allreduce(star(4, 1e9, 1e-6))
+    out = solve_timed(inst)
+    checked = verify(inst.machine, inst.collective, out.schedule)
+    problem = pieces.relaxation_problem(inst)
+    assert not problem.restrictions and pieces.layout(problem, 7).plain.any()
+    assert epoch_of(checked.time, problem.quantum) == 7
+    assert accepts(problem, out.schedule, checked.time) == "optimal"
+    assert prove(problem, 6).status == "infeasible"
+
+
 def test_machines_the_relaxation_does_not_cover_are_refused_in_one_line():
     from allreduce_reference import star
 
