@@ -6,8 +6,9 @@ the case's own; the address space is capped so an oversized case fails alone):
 * every AlltoAll and AlltoAllv instance of the built-in suites: the certified MCF bound, the
   ``mcf`` producer's verified schedule, the gap, CPU seconds, and, where the gap is over 1 %, the
   exact timed solver started from that schedule within what is left of 60 s CPU;
-* AlltoAll at scale (2D tori of 512 and 1024 NPUs, a 512-GPU two-level cluster, TACOS's link
-  figures 50 GiB/s and 0.5 µs for the tori), with and without the symmetry reduction of the LP;
+* AlltoAll at scale (2D tori of 512 and 1024 NPUs with TACOS's link figures 50 GiB/s and
+  0.5 µs, a 512-GPU two-level cluster, the catalog's rail-optimized 64 x 8 DGX H100 cluster),
+  with and without the symmetry reduction of the LP;
 * the LP solvers (GLOP, PDLP, HiGHS through MathOpt) on the unreduced LPs of a few instances.
 
     optcoll bench alltoall --out reports/bench-alltoall.md
@@ -33,6 +34,7 @@ SCALE = [
     ("2D torus 16x32", "torus", {"dims": [16, 32]}),
     ("2D torus 32x32", "torus", {"dims": [32, 32]}),
     ("cluster 64 x 8 GPUs (one spine)", "multinode", {"nodes": 64, "gpus_per_node": 8}),
+    ("DGX H100 64 x 8, rail-optimized", "model", {"name": "dgxh100-rail-64x8"}),
 ]
 LP_CASES = ["frontier/torus8x8-alltoall-c1.toml", "standard/hypercube6-alltoall-c1.toml",
             "standard/cluster2x8-alltoall-c2.toml", "standard/torus4x4-alltoallv-moe-c4.toml"]
@@ -57,6 +59,10 @@ def _scale_instance(label: str, kind: str, params: dict[str, Any]):
 
     if kind == "torus":
         machine = gen.torus(params["dims"], 50 * GIB, 0.5e-6)
+    elif kind == "model":
+        from optcoll.machines.catalog import load_machine
+
+        machine = load_machine(params["name"])
     else:  # the figures of models/cluster2x8.toml: NVSwitch 300 GB/s, 200 Gbit/s NICs
         machine = gen.multinode(params["nodes"], params["gpus_per_node"], nvlink_bandwidth=300e9,
                                 nvlink_latency=0.5e-6, nic_bandwidth=25e9, nic_latency=2e-6)
@@ -211,7 +217,9 @@ def sections(suite: list[dict[str, Any]], scale: list[dict[str, Any]], lps: list
          scale_rows,
          "AlltoAll of 1 GiB per rank, C = 1. Tori: 50 GiB/s per link per direction, 0.5 µs (TACOS's "
          "figures); the cluster: the figures of models/cluster2x8.toml (NVSwitch 300 GB/s, one "
-         "200 Gbit/s NIC per GPU to one spine switch). 'symmetry no': the full LP (one commodity "
+         "200 Gbit/s NIC per GPU to one spine switch); the rail-optimized cluster is "
+         "models/dgxh100-rail-64x8.toml (one 400 Gbit/s NIC per GPU on its rail's leaf, the leaves "
+         "joined by a spine). 'symmetry no': the full LP (one commodity "
          "per source), bound only. CPU is the child process's own; peak RSS its high-water mark."),
         ("LP solvers on the full LPs (no symmetry reduction)",
          ["instance", "solver", "variables", "rows", "nonzeros", "status", "solve CPU (s)",

@@ -311,18 +311,75 @@ MAX_PASSES = 4
 TIDY_SLACK = 1e-5
 
 
+def _at_optimum(solution: FlowSolution, weight: np.ndarray | float, threads: int) -> np.ndarray | None:
+    """The modelled commodities' flows with T within ``TIDY_SLACK`` of the LP's optimum that
+    spend the least link time, each flow variable's weighted by ``weight``; None when the
+    re-solve does not finish optimal."""
+    model = solution.model
+    ub = model.ub.copy()
+    ub[-1] = solution.lp.objective * (1 + TIDY_SLACK)
+    result = solve_lp(np.append(model.usage * weight, 0.0), model.matrix, model.row_lo, model.row_hi,
+                      np.zeros(ub.size), ub, solver=solution.lp.solver, threads=threads)
+    return result.x[:-1].reshape(solution.flow.shape) * model.unit_bytes if result.solved else None
+
+
 def tidy_flow(solution: FlowSolution, *, threads: int = 1) -> np.ndarray:
     """The modelled commodities' flows at (almost) the LP's optimal T that use the least link
     time in all: the same makespan, without the detours an optimal vertex may take where links
     have slack. ``solution.flow`` when the re-solve does not finish optimal."""
+    found = _at_optimum(solution, 1.0, threads)
+    return solution.flow if found is None else found
+
+
+#: A capacity row within this fraction of T of its window is full at the LP's optimum (a
+#: bottleneck the dual may leave unpriced, such as the ingress twin of a priced egress link).
+FULL = 1e-6
+
+
+def _slack_links(solution: FlowSolution) -> np.ndarray:
+    """Per link: whether its orbit has slack at the LP's optimum (unpriced and not full)."""
     model = solution.model
-    ub = model.ub.copy()
-    ub[-1] = solution.lp.objective * (1 + TIDY_SLACK)
-    result = solve_lp(np.append(model.usage, 0.0), model.matrix, model.row_lo, model.row_hi,
-                      np.zeros(ub.size), ub, solver=solution.lp.solver, threads=threads)
-    if not result.solved:
-        return solution.flow
-    return result.x[:-1].reshape(solution.flow.shape) * model.unit_bytes
+    first = model.matrix.shape[0] - model.orbits - model.own_commodity.size
+    orbit_price = np.zeros(model.orbits)
+    np.maximum.at(orbit_price, solution.group.link_orbit, solution.prices)
+    activity = model.matrix[first:first + model.orbits] @ solution.lp.x
+    full = activity >= model.row_hi[first:first + model.orbits] - FULL * solution.lp.objective
+    return ((orbit_price <= 0.0) & ~full)[solution.group.link_orbit]
+
+
+#: Weight per full link crossed before (relay early) or after (relay late) a link with slack.
+RELAY_PENALTY = 100.0
+
+
+def relay_flow(solution: FlowSolution, machine: Machine, side: str, *, threads: int = 1) -> np.ndarray | None:
+    """Flows at (almost) the LP's optimal T that make their hops over links with slack on one
+    ``side`` ("source" or "destination") of the full links: the least link time with each
+    slack link's weighted by 1 + ``RELAY_PENALTY`` per full link a flow must cross between
+    that side and it.
+
+    Why: an optimal flow may relay a chunk over a fast link before its bottleneck (NCCL's PXN:
+    to the GPU on the destination's rail, then one NIC hop), after it (one NIC hop, then the
+    destination node's NVLink) or between two (a rail cluster's spine), or mix them; one way
+    alone lets a list schedule keep the bottleneck links busy back to back, a mix makes their
+    arrivals collide (7 % above the bound on dgxh100-rail-16x8 AlltoAll, 0 % relaying early).
+    None when no link has slack or the re-solve does not finish optimal."""
+    slack = _slack_links(solution)
+    if not slack.any():
+        return None
+    demand = solution.demand
+    origins = demand.origin[solution.modelled]
+    crossing = (~slack).astype(float)
+    if demand.by == "destination":  # flows run into their origin: count from the far end
+        fulls = dijkstra(simple_graph(machine, crossing, reverse=True), indices=origins)
+        fulls = np.where(np.isfinite(fulls), fulls, 0.0)[:, machine.link_dst]
+        position = fulls.max() - fulls
+    else:
+        fulls = dijkstra(simple_graph(machine, crossing), indices=origins)
+        position = np.where(np.isfinite(fulls), fulls, 0.0)[:, machine.link_src]
+    if side == "destination":
+        position = position.max() - position
+    weight = np.where(slack[None, :], 1.0 + RELAY_PENALTY * position, 1.0)
+    return _at_optimum(solution, weight.ravel(), threads)
 
 
 def mcf_bound(machine: Machine, collective: Collective, model: TimeModel = TimeModel()) -> Bound | None:

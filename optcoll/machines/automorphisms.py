@@ -154,22 +154,22 @@ class _Coloured:
         image[order] = self.link_order
         return image
 
-    def automorphisms(self, fixed: dict[int, int], spent: list[int], shift: int = 0
+    def automorphisms(self, fixed: dict[int, int], spent: list[int], shift: int = 0, xor_first: bool = True
                       ) -> Iterator[np.ndarray]:
         """Node permutations extending ``fixed`` that keep node classes and links; each search
         node visited is counted in ``spent[0]``, and the search stops at ``SEARCH_NODES`` more or
         ``TOTAL_SEARCH_NODES`` in all. Where a node u may go to several places, u + ``shift``
-        (mod the node count) is tried first, after u XOR ``shift``, then the next ids round:
-        generators number nodes regularly, so index shifts (tori, clusters) and XORs (hypercubes)
-        are often translations, which are fixed-point free."""
+        (mod the node count) is tried first, after u XOR ``shift`` when ``xor_first``, then the
+        next ids round: generators number nodes regularly, so index shifts (tori, clusters,
+        stars) and XORs (hypercubes) are often translations, which are fixed-point free."""
         a, b = self.initial.copy(), self.initial.copy()
         fresh = int(a.max()) + 1
         for i, (u, v) in enumerate(fixed.items()):
             a[u], b[v] = fresh + i, fresh + i
         one, total = (per * self.n + extra for per, extra in (SEARCH_NODES, TOTAL_SEARCH_NODES))
-        yield from self._search(a, b, spent, min(spent[0] + one, total), shift)
+        yield from self._search(a, b, spent, min(spent[0] + one, total), shift, xor_first)
 
-    def _search(self, a: np.ndarray, b: np.ndarray, spent: list[int], stop: int, shift: int
+    def _search(self, a: np.ndarray, b: np.ndarray, spent: list[int], stop: int, shift: int, xor_first: bool
                 ) -> Iterator[np.ndarray]:
         spent[0] += 1
         if spent[0] > stop:
@@ -193,12 +193,13 @@ class _Coloured:
                                           first[open_cells] >= self.npus))[0]])
         u = int(first[cell])
         options = np.flatnonzero(b == cell)
-        options = options[np.lexsort(((options - u - shift) % self.n, options != (u ^ shift)))]
+        keys = ((options - u - shift) % self.n,) + ((options != (u ^ shift),) if xor_first else ())
+        options = options[np.lexsort(keys)]
         fresh = int(a.max()) + 1
         for w in options.tolist():
             a2, b2 = a.copy(), b.copy()
             a2[u], b2[w] = fresh, fresh
-            yield from self._search(a2, b2, spent, stop, shift)
+            yield from self._search(a2, b2, spent, stop, shift, xor_first)
 
 
 def _closure(generators: np.ndarray, cap: int) -> np.ndarray | None:
@@ -232,16 +233,29 @@ def semiregular_group(machine: Machine, node_class: np.ndarray | None = None) ->
     (only those colour refinement cannot tell from NPU 0):
     first an automorphism mapping 0 there that commutes with the group so far (how translations of
     tori and hypercubes are found at once), else a few others; the first that keeps the group
-    semiregular is kept. The trivial group when nothing is found.
+    semiregular is kept. Grown twice, trying index XORs before index shifts and not, and the
+    larger kept: XORs make the hypercubes' group, but on a star of 72 NPUs they stop at 8 (an
+    XOR by 64 leaves the NPUs) where shifts make all 72. The trivial group when nothing is found.
     """
     n, npus = machine.num_nodes, machine.num_npus
     classes = np.zeros(n, dtype=np.int64) if node_class is None else np.asarray(node_class, dtype=np.int64)
     flags = np.array([0] * npus + [1 + s.multicast + 2 * s.reduce for s in machine.switches])
     graph = _Coloured(machine, classes * 4 + flags)
+    stable = graph.refine(graph.initial, graph.initial)[0]  # automorphisms keep this colouring
+    elements = _grown(graph, stable, npus, xor_first=True)
+    if elements.shape[0] < np.count_nonzero(stable[:npus] == stable[0]):
+        shifted = _grown(graph, stable, npus, xor_first=False)
+        elements = shifted if shifted.shape[0] > elements.shape[0] else elements
+    links = np.array([graph.link_map(g) for g in elements], dtype=np.int64).reshape(len(elements), -1)
+    return NodeGroup(elements, links, npus)
+
+
+def _grown(graph: _Coloured, stable: np.ndarray, npus: int, xor_first: bool) -> np.ndarray:
+    """The elements of the group ``semiregular_group`` grows, identity first."""
+    n = graph.n
     elements = np.arange(n)[None, :]
     generators: list[np.ndarray] = []
     spent = [0]
-    stable = graph.refine(graph.initial, graph.initial)[0]  # automorphisms keep this colouring
     for target in np.flatnonzero(stable[:npus] == stable[0]).tolist():
         if target == 0 or np.any(elements[:, 0] == target):
             continue
@@ -249,13 +263,12 @@ def semiregular_group(machine: Machine, node_class: np.ndarray | None = None) ->
             break
         commuting = {int(g[0]): int(g[target]) for g in elements}
         candidates = itertools.chain(
-            itertools.islice(graph.automorphisms(commuting, spent, target), 1),
-            itertools.islice(graph.automorphisms({0: target}, spent, target), TRIES_PER_TARGET))
+            itertools.islice(graph.automorphisms(commuting, spent, target, xor_first), 1),
+            itertools.islice(graph.automorphisms({0: target}, spent, target, xor_first), TRIES_PER_TARGET))
         for perm in candidates:
             bigger = _closure(np.array([*generators, perm]), npus)
             if bigger is not None and not np.any(bigger[1:, :npus] == np.arange(npus)):
                 generators.append(perm)
                 elements = bigger
                 break
-    links = np.array([graph.link_map(g) for g in elements], dtype=np.int64).reshape(len(elements), -1)
-    return NodeGroup(elements, links, npus)
+    return elements

@@ -179,3 +179,50 @@ def test_an_lp_too_large_is_refused_not_built(monkeypatch):
     assert mcf_bound(mesh, collective) is None
     with pytest.raises(NotApplicable, match="variables"):
         SYNTHESIZERS["mcf"](Instance("mesh", mesh, collective))
+
+
+def _rail_solution():
+    from optcoll.instances.instancefile import load_instance
+    from optcoll.instances.suite import instances_dir
+
+    instance = load_instance(instances_dir() / "machines" / "dgxh100-rail-4x8-alltoall-c1.toml")
+    return instance.machine, solve_flow(instance.machine, instance.collective, instance.model)
+
+
+@pytest.mark.parametrize("side", ["source", "destination"])
+def test_relay_flows_are_optimal_flows(side):
+    """A relay flow is another optimum of the same LP: every row within its bounds, T within
+    the re-solve's slack of the optimum."""
+    from optcoll.bounds.mcf import TIDY_SLACK, relay_flow
+
+    machine, solution = _rail_solution()
+    flow = relay_flow(solution, machine, side)
+    model = solution.model
+    x = np.append(flow.ravel() / model.unit_bytes, solution.lp.objective * (1 + TIDY_SLACK))
+    rows = model.matrix @ x
+    tolerance = 1e-6 * max(1.0, float(np.abs(model.row_hi[np.isfinite(model.row_hi)]).max()))
+    assert np.all(rows >= model.row_lo - tolerance) and np.all(rows <= model.row_hi + tolerance)
+
+
+def test_relay_early_is_pxn_and_relay_late_relays_at_the_destination():
+    """On a rail cluster the NICs are the bottleneck and NVLink and the spine have slack: relaying
+    early sends a chunk for another rail over NVLink to the GPU on that rail, then one NIC hop
+    (NCCL's PXN), never over the spine; relaying late takes the NIC first and NVLink at the
+    destination node."""
+    from optcoll.bounds.mcf import relay_flow
+
+    machine, solution = _rail_solution()
+    labels = machine.labels
+    spine = np.array(["spine" in (labels[u], labels[v]) for u, v in zip(machine.link_src, machine.link_dst)])
+    into_nvswitch = np.array(["nvswitch" in labels[v] for v in machine.link_dst])
+    source = int(solution.demand.origin[solution.modelled[0]])
+    node_of = lambda v: labels[v].split("g")[0].split(".")[0]  # noqa: E731  "n0g3" and "n0.nvswitch" → "n0"
+    own_node = np.array([node_of(u) == node_of(source) for u in machine.link_src])
+    early, late = relay_flow(solution, machine, "source")[0], relay_flow(solution, machine, "destination")[0]
+    chunk = float(solution.demand.pair_bytes.max())
+    intra = 7 * chunk  # the source's chunks for its own node
+    noise = 1e-3 * chunk  # what the re-solve's slack on T lets wander
+    assert early[spine].sum() < noise
+    assert early[into_nvswitch & own_node].sum() > 2 * intra  # PXN: NVLink first
+    assert late[spine].sum() < noise
+    assert late[into_nvswitch & own_node].sum() == pytest.approx(intra, abs=noise)

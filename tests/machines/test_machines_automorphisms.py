@@ -15,6 +15,8 @@ CASES = [
     (gen.hypercube(6, 1e9, 1e-6), 64, 6),
     (gen.ring(6, 1e9, 1e-6), 6, 2),
     (gen.nvswitch(8), 8, 2),
+    (gen.nvswitch(72), 72, 2),  # GB200 NVL72: index XORs stop at 8 here, shifts reach 72
+    (gen.torus([3, 6], 1e9, 1e-6), 18, 4),
     (gen.multinode(4, 8, nvlink_bandwidth=300e9, nvlink_latency=5e-7, nic_bandwidth=25e9, nic_latency=2e-6),
      32, 4),
     (gen.dgx1(), 4, 12),  # DGX-1's four bandwidth-preserving relabellings (FIELD-NOTES §2)
