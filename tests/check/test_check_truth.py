@@ -22,8 +22,18 @@ def _by(report):
     return {o.instance: o for o in report.outcomes}
 
 
+def _bounded_by_the_transfer_count(data):
+    """The record as it was before the pieces relaxation proved the 4 link times optimal: bounded
+    by the AllReduce transfer count's 3 link times (a valid, weaker bound)."""
+    results = data["results"]
+    bound = results["time"] * 3 / 4
+    results.update(status="bounded", lower_bound=bound, gap=1 / 3)
+    results["bound"] = {"value": bound, "producer": "analytic", "source": "allreduce-transfers"}
+
+
 def test_a_bounded_instance_is_compared_with_the_best_known_schedule_or_with_the_bound(make_suite):
     suite = make_suite({"good": ALLREDUCE})
+    _edit(suite / "good.toml", _bounded_by_the_transfer_count)
     best = run_check(PY_CHAOS, suite, max_gap=1.2)
     (o,) = best.outcomes
     assert (o.status, o.reference_kind, o.ratio) == ("pass", "best known", pytest.approx(1.0))
@@ -32,7 +42,7 @@ def test_a_bounded_instance_is_compared_with_the_best_known_schedule_or_with_the
     bound = run_check(PY_CHAOS, suite, max_gap=1.2, against="bound")
     (o,) = bound.outcomes
     assert (o.status, o.reference_kind) == ("gap", "lower bound")
-    # 4 link times of ReduceScatter + AllGather against the 3 of the AllReduce transfer count
+    # 4 link times of ReduceScatter + AllGather against the 3 of the recorded bound
     assert o.ratio == pytest.approx(o.time / o.lower_bound) and o.ratio == pytest.approx(4 / 3)
     assert f"is 1.3333× the recorded lower bound {format_time(o.lower_bound)}" in o.message
     assert "the recorded best proven lower bound" in bound.text()

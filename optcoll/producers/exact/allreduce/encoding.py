@@ -144,13 +144,13 @@ def build(problem: DirectProblem, horizon: int, floor: int | None = None,
         _delivering(model, index, c)
         _credit(model, index, c)
         _postcondition(model, index, c)
-    _capacity(model, orbit)
+    capacity(model, orbit)
     if problem.ports != (None, None):
         if orbit is not None:
             raise ValueError("port limits under a symmetry quotient are not modelled")
         _ports(model)
     if orbit is None:
-        _order_chunks(model)
+        order_chunks(model)
     if model.floor < H:
         _objective(model)
     return model
@@ -242,7 +242,7 @@ def _postcondition(model: DirectModel, index: _Index, c: int) -> None:
             model.cp.add(model.holds[(c, v, model.horizon, i)] == 1)
 
 
-#: Chunks are ordered by this many of their first transfers (``_order_chunks``).
+#: Chunks are ordered by this many of their first transfers (``order_chunks``).
 ORDER_PREFIX = 64
 
 
@@ -251,8 +251,9 @@ def chunk_order_key(cand: Candidates) -> np.ndarray:
     return np.lexsort((cand.route, cand.start))[:ORDER_PREFIX]
 
 
-def _order_chunks(model: DirectModel) -> None:
-    """Chunks are interchangeable (same contributors, same destinations), so any solution with its
+def order_chunks(model) -> None:
+    """(For any model with ``cp``, ``cand``, ``chunks`` and ``sent(c, j)``: this one and
+    ``pieces``.) Chunks are interchangeable (same contributors, same destinations), so any solution with its
     chunks renumbered is one too: keep only those whose chunks' first transfers (which were sent,
     in ``chunk_order_key`` order) are lexicographically non-increasing with the chunk number.
     Sound: sorting any solution's chunks by that vector gives such a solution. (Left out under a
@@ -283,8 +284,9 @@ def _same(cp, a, b) -> None:
     cp.add(a == b)
 
 
-def _capacity(model: DirectModel, orbit) -> None:
-    """Per link group and epoch, the transfers holding it at most its capacity. Under a symmetry
+def capacity(model, orbit=None) -> None:
+    """(For any model with ``problem``, ``cp``, ``cand``, ``chunks`` and ``sent(c, j)``.) Per link
+    group and epoch, the transfers holding it at most its capacity. Under a symmetry
     quotient a representative's transfer stands for its images on the images of its links."""
     problem, cand, cp = model.problem, model.cand, model.cp
     load: dict[tuple[int, int], list] = {}

@@ -140,16 +140,18 @@ def members_of(collective: Collective) -> np.ndarray:
     return members
 
 
-def _stateful(machine: Machine) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(stateful node ids, can reduce, credit-limited) per DESIGN.md section 3's switch options."""
+def _stateful(machine: Machine, hop_by_hop: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(stateful node ids, can reduce, credit-limited) per DESIGN.md section 3's switch options;
+    ``hop_by_hop``: plain switches too (neither reducing nor credit-limited), so that every route
+    is one link group."""
     nodes, reduce, credit = [], [], []
     for v in range(machine.num_nodes):
         if not machine.is_switch(v):
             nodes.append(v), reduce.append(True), credit.append(False)
             continue
         s = machine.switch(v)
-        if s.reduce or s.multicast:
-            nodes.append(v), reduce.append(s.reduce), credit.append(not s.multicast)
+        if s.reduce or s.multicast or hop_by_hop:
+            nodes.append(v), reduce.append(s.reduce), credit.append(s.reduce and not s.multicast)
     return np.array(nodes, dtype=np.int64), np.array(reduce, dtype=bool), np.array(credit, dtype=bool)
 
 
@@ -181,9 +183,10 @@ def _paths(machine: Machine, stateful: np.ndarray) -> list[list[int]]:
 
 def _build(machine: Machine, collective: Collective, members: np.ndarray, paths: list[list[int]],
            link_group: np.ndarray, capacity: np.ndarray, hop_delay: np.ndarray, hop_busy: np.ndarray,
-           link_delay: np.ndarray, quantum: float, rounding: str, offsets_in_steps: bool) -> DirectProblem:
+           link_delay: np.ndarray, quantum: float, rounding: str, offsets_in_steps: bool,
+           hop_by_hop: bool = False) -> DirectProblem:
     """Routes from paths: one per distinct sequence of link groups, in a fixed order."""
-    nodes, reduce, credit = _stateful(machine)
+    nodes, reduce, credit = _stateful(machine, hop_by_hop)
     index = np.full(machine.num_nodes, -1, dtype=np.int64)
     index[nodes] = np.arange(nodes.size)
     unique: dict[tuple[int, ...], list[int]] = {}
@@ -228,8 +231,10 @@ def _groups(machine: Machine, keys: list[tuple]) -> np.ndarray:
                      for u, v, key in zip(machine.link_src, machine.link_dst, keys)], dtype=np.int64)
 
 
-def timed_problem(instance: Instance, quantum: float | None = None) -> DirectProblem:
-    """The timed model in epochs (module docstring); ``quantum`` overrides the epoch length."""
+def timed_problem(instance: Instance, quantum: float | None = None, hop_by_hop: bool = False) -> DirectProblem:
+    """The timed model in epochs (module docstring); ``quantum`` overrides the epoch length.
+    ``hop_by_hop``: plain switches are nodes too, every route one link group (for a model that
+    decides itself what a plain switch forwards: ``pieces``)."""
     machine, collective, model = instance.machine, instance.collective, instance.model
     members = members_of(collective)
     if model.kind != "timed":
@@ -253,9 +258,9 @@ def timed_problem(instance: Instance, quantum: float | None = None) -> DirectPro
         delay, busy = np.round(delay), np.round(busy)
     group = _groups(machine, list(zip(timing.delay.tolist(), timing.busy.tolist())))
     capacity = np.bincount(group).astype(np.int64)
-    nodes, _, _ = _stateful(machine)
+    nodes, _, _ = _stateful(machine, hop_by_hop)
     return _build(machine, collective, members, _paths(machine, nodes), group, capacity, delay, busy,
-                  timing.delay, float(quantum), rounding, False)
+                  timing.delay, float(quantum), rounding, False, hop_by_hop)
 
 
 def step_problem(instance: Instance) -> DirectProblem:

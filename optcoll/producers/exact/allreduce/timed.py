@@ -12,6 +12,11 @@ its epochs (and, with plain switches, forwarding on arrival), so "no schedule be
 statement about that family of schedules, recorded as ``params["direct"]["family_bound"]``,
 never as a lower bound of the timed model (between two epochs a node may see some of the
 arrivals of that epoch and not others, which the model does not represent).
+
+When that family bound exceeds the instance's best lower bound, the pieces relaxation
+(``pieces``), whose epochs lose nothing, is asked at one epoch less with the time left: if it
+has no schedule there, the family bound is a lower bound of the timed model after all, and the
+phase returns it with its witness (``DirectPhase.lower_bound``).
 """
 from __future__ import annotations
 
@@ -22,6 +27,7 @@ from typing import Any
 
 from optcoll.instances.instance import Instance
 from optcoll.producers.base import NotApplicable
+from optcoll.producers.exact.allreduce.pieces import prove, relaxation_problem
 from optcoll.producers.exact.allreduce.problem import DirectProblem, timed_problem
 from optcoll.producers.exact.allreduce.solve import TooSlowToBuild, solve
 from optcoll.producers.exact.allreduce.symmetric import orbit
@@ -45,6 +51,8 @@ class DirectPhase:
     params: dict[str, Any] = field(default_factory=dict)
     interrupted: bool = False
     work: float = 0.0  # CP-SAT deterministic time spent
+    lower_bound: float | None = None  # seconds, proved for every timed schedule (pieces relaxation)
+    lower_bound_source: str = ""
 
 
 def direct_phase(instance: Instance, start: Schedule | None, start_time: float, bound: float,
@@ -103,6 +111,9 @@ def direct_phase(instance: Instance, start: Schedule | None, start_time: float, 
                                 wall_time=out.wall, family_bound=None if out.bound is None else out.bound * q)
             if found is not None and (best is None or found.makespan(problem) < best.makespan(problem)):
                 best = found
+            if out.bound is not None and out.bound * q > bound * (1 + TOLERANCE) and not phase.interrupted:
+                _prove_family_bound(instance, phase, out.bound * q, deadline, threads, seed, max_memory,
+                                    None if work is None else work - phase.work)
     except ModelTooLarge as refused:
         phase.notes.append(f"direct AllReduce model: memory limit: {refused.detail}")
         phase.params["refused"] = refused.detail
@@ -129,6 +140,32 @@ def _quotient_may_fit(problem: DirectProblem, floor: int, threads: int, max_memo
     except ModelTooLarge:
         return False
     return True
+
+
+def _prove_family_bound(instance: Instance, phase: DirectPhase, family: float, deadline: float, threads: int,
+                        seed: int, max_memory: int | None, work: float | None) -> None:
+    """Asks the pieces relaxation for a schedule done one epoch before ``family`` seconds; its
+    infeasibility makes ``family`` a lower bound of the timed model (module docstring)."""
+    left = deadline - time.perf_counter()
+    if left <= 0.05 or (work is not None and work <= 0):
+        phase.notes.append("pieces relaxation: no time left to ask it")
+        return
+    try:
+        problem = relaxation_problem(instance)
+        horizon = math.ceil(family / problem.quantum * (1 - TOLERANCE)) - 1
+        out = prove(problem, horizon, time_limit=left, threads=threads, seed=seed, max_memory=max_memory,
+                    work_limit=work)
+    except (NotApplicable, ModelTooLarge, TooSlowToBuild) as why:
+        phase.notes.append(f"pieces relaxation: not asked ({why})")
+        return
+    phase.interrupted |= out.interrupted
+    phase.work += out.work
+    phase.notes.append(f"pieces relaxation at {horizon} epochs ({out.size.variables} variables, {out.size.terms} "
+                       f"terms): {out.status} ({out.wall:.2f} s)")
+    phase.params["pieces"] = {"horizon_epochs": horizon, "status": out.status, "variables": out.size.variables,
+                              "terms": out.size.terms, "wall_time": out.wall}
+    if out.bound is not None:
+        phase.lower_bound, phase.lower_bound_source = out.bound, out.witness()
 
 
 def schedule_of(problem: DirectProblem, transfers: RouteTransfers) -> Schedule:

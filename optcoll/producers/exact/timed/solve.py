@@ -395,9 +395,10 @@ def _allreduce(instance: Instance, solver: str, clock: Clock, composed: SolverOu
     AllReduce model (``allreduce.timed``) with the time left, from that schedule.
 
     ``params["family_time"]`` keeps the family's own time, ``params["direct"]`` what the direct
-    model did; the bound stays the composed one (it holds for every AllReduce schedule).
+    model did; the bound is the composed one (it holds for every AllReduce schedule) unless the
+    direct phase proved a higher one for every timed schedule (its pieces relaxation).
     """
-    schedule, bound = composed.schedule, composed.lower_bound
+    schedule, bound, source = composed.schedule, composed.lower_bound, composed.lower_bound_source
     made = compose.makespan(schedule, instance) if schedule is not None else math.inf
     params = {**composed.params, "family_time": made if schedule is not None else None}
     notes = list(composed.notes)
@@ -417,11 +418,13 @@ def _allreduce(instance: Instance, solver: str, clock: Clock, composed: SolverOu
         if direct.schedule is not None and compose.makespan(direct.schedule, instance) < made * (1 - TIME_TOLERANCE):
             schedule, made = direct.schedule, compose.makespan(direct.schedule, instance)
             notes.append("the direct AllReduce schedule beats ReduceScatter then AllGather")
+        if direct.lower_bound is not None and (bound is None or direct.lower_bound > bound):
+            bound, source = direct.lower_bound, direct.lower_bound_source
     status = composed.status
     if schedule is not None and bound is not None and made <= bound * (1 + TIME_TOLERANCE):
         status = "optimal"
     return replace(composed, status=status, schedule=schedule, wall_time=time.perf_counter() - clock.start,
-                   params=params, notes=tuple(notes))
+                   params=params, notes=tuple(notes), lower_bound=bound, lower_bound_source=source)
 
 
 @dataclass(frozen=True)

@@ -150,13 +150,17 @@ def cpsat_solve(wrapper, proto):
 
 
 def run_cpsat(cp, *, time_limit: float, threads: int, seed: int, progress: Progress | None,
-              has_objective: bool, work_limit: float | None = None, interleave: bool = False) -> SolveResult:
+              has_objective: bool, work_limit: float | None = None, interleave: bool = False,
+              tuning: dict[str, int] | None = None) -> SolveResult:
     """Solves a CP-SAT model (a proto from ``cpsat_model``, or a ``cp_model.CpModel`` built
-    directly, as the continuous timed model is); values by proto variable index."""
+    directly, as the continuous timed model is); values by proto variable index. ``tuning``:
+    further CP-SAT parameters by name (a model that measured them better)."""
     from ortools.sat.python import cp_model_helper as cmh
 
     proto = getattr(cp, "proto", cp)
     params = cmh.SatParameters()
+    for name, value in (tuning or {}).items():
+        setattr(params, name, value)
     params.max_time_in_seconds = max(time_limit, 0.01)
     if work_limit is not None:
         params.max_deterministic_time = max(work_limit, 1e-6)
