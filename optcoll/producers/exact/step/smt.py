@@ -62,6 +62,10 @@ class SmtEncoding:
                  lo: int | None = None):
         self.problem, self.steps = problem, steps
         self.solver = z3.SolverFor("QF_FD")  # all finite domain: z3's SAT core with native PB
+        # z3's own SIGINT handler, installed and restored by the solver thread, races with
+        # ``run_interruptibly``'s: Ctrl-C was then swallowed in one call and killed the process in
+        # a later one. Off, as CP-SAT's is; the toolkit stops z3 through ``ctx.interrupt``.
+        self.solver.set("ctrl_c", False)
         self.constraints: list[z3.BoolRef] = []  # what was added, for export (the SAT core keeps no list)
         self.max_r = hi - (steps - 1)
         self.feasible = True

@@ -25,9 +25,13 @@ from contextlib import contextmanager
 def run_interruptibly(work: Callable[[], None], stop: Callable[[], None]) -> bool:
     """Runs ``work`` in a thread until it returns; True if Ctrl-C (SIGINT) asked it to ``stop``.
     An exception raised by ``work`` is raised here. Where SIGINT cannot reach Python — outside
-    the main thread, or in a process that ignores it (a sweep's worker) — ``work`` simply runs."""
-    if (threading.current_thread() is not threading.main_thread()
-            or signal.getsignal(signal.SIGINT) in (signal.SIG_IGN, None)):
+    the main thread, or in a process that ignores it (a sweep's worker) — ``work`` simply runs.
+
+    A handler some native library left behind (``getsignal`` says None: SCIP installs one) is
+    replaced for the call and Python's own default put back after it: left alone, it made Ctrl-C
+    do nothing in one solve and kill the process without a word in a later one."""
+    previous = signal.getsignal(signal.SIGINT)
+    if threading.current_thread() is not threading.main_thread() or previous is signal.SIG_IGN:
         work()
         return False
     failure: list[BaseException] = []
@@ -42,14 +46,14 @@ def run_interruptibly(work: Callable[[], None], stop: Callable[[], None]) -> boo
             done.set()
 
     pressed: list[int] = []
-    previous = signal.signal(signal.SIGINT, lambda signum, frame: pressed.append(signum))
+    signal.signal(signal.SIGINT, lambda signum, frame: pressed.append(signum))
     try:
         threading.Thread(target=guarded, daemon=True).start()
         while not done.wait(0.1):
             if pressed:
                 stop()
     finally:
-        signal.signal(signal.SIGINT, previous)
+        signal.signal(signal.SIGINT, signal.default_int_handler if previous is None else previous)
     if failure:
         raise failure[0]
     return bool(pressed)
