@@ -78,9 +78,8 @@ class NcclTopology:
         return tuple(tuple(ring) for ring in directed_rings(self.machine, list(self.members)))
 
 
-def _components(machine: Machine, drop: int) -> np.ndarray:
-    """Component label of every node once node ``drop`` is removed (links as undirected)."""
-    keep = (machine.link_src != drop) & (machine.link_dst != drop)
+def _components(machine: Machine, keep: np.ndarray) -> np.ndarray:
+    """Component label of every node over the links ``keep`` selects (links as undirected)."""
     n = machine.num_nodes
     graph = csr_matrix((np.ones(int(keep.sum())), (machine.link_src[keep], machine.link_dst[keep])),
                        shape=(n, n))
@@ -89,7 +88,7 @@ def _components(machine: Machine, drop: int) -> np.ndarray:
 
 def _network_switch(machine: Machine, members: list[int]) -> tuple[int | None, np.ndarray | None]:
     for s in range(machine.num_npus, machine.num_nodes):
-        labels = _components(machine, s)
+        labels = _components(machine, (machine.link_src != s) & (machine.link_dst != s))
         _, counts = np.unique(labels[members], return_counts=True)
         if counts.size >= 2 and counts.min() >= 2:
             return s, labels
@@ -127,18 +126,12 @@ def _nic_split(machine: Machine, members: list[int]) -> np.ndarray | None:
     """Component labels once the slowest links between NPUs and switches are dropped, the
     fewest classes of them that split the members into parts of at least two (a rail fabric:
     every GPU's NIC on its rail's switch, no one switch joining the nodes); None if none does."""
-    npu_switch = machine.link_src < machine.num_npus
-    npu_switch ^= machine.link_dst < machine.num_npus
+    src_npu, dst_npu = machine.link_src < machine.num_npus, machine.link_dst < machine.num_npus
     for slowest in np.unique(machine.link_bandwidth)[:-1].tolist():
         dropped = machine.link_bandwidth <= slowest
-        if not np.all(npu_switch[dropped & ((machine.link_src < machine.num_npus)
-                                            | (machine.link_dst < machine.num_npus))]):
+        if np.any(dropped & src_npu & dst_npu):
             return None  # a slow link between two NPUs: not a NIC
-        keep = ~dropped
-        n = machine.num_nodes
-        graph = csr_matrix((np.ones(int(keep.sum())), (machine.link_src[keep], machine.link_dst[keep])),
-                           shape=(n, n))
-        labels = connected_components(graph, directed=False)[1]
+        labels = _components(machine, ~dropped)
         _, counts = np.unique(labels[members], return_counts=True)
         if counts.size >= 2 and counts.min() >= 2:
             return labels
