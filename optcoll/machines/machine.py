@@ -19,6 +19,9 @@ from optcoll.errors import InputError
 if TYPE_CHECKING:
     import networkx as nx
 
+#: Largest network whose hop counts are found by the bit-parallel search (``Machine.hop_counts``).
+BITSET_BFS_NODES = 256
+
 
 @dataclass(frozen=True)
 class Switch:
@@ -139,14 +142,48 @@ class Machine:
         return graph
 
     def hop_counts(self) -> np.ndarray:
-        """All-pairs hop count (inf if unreachable)."""
-        from scipy.sparse import csr_matrix
-        from scipy.sparse.csgraph import shortest_path
+        """All-pairs hop count (inf if unreachable): ``[s, v]`` is the fewest links from s to v.
 
+        Up to ``BITSET_BFS_NODES`` nodes: a breadth-first search from every source at once, one
+        level per pass, the sources packed 64 to a word (the sources reaching v at the next level
+        are those reaching one of v's in-neighbours now). Numpy only: a small solve need not load
+        scipy's graph routines, which take longer to import (0.06-0.2 s) than this search takes
+        on 256 nodes (0.02 s). Its passes cost E·N/64 words per level, so on larger, deeper
+        networks scipy's one search per source is the faster (ring of 1024: 0.02 s against 0.4 s).
+        """
+        if self.num_nodes > BITSET_BFS_NODES:
+            from scipy.sparse import csr_matrix
+            from scipy.sparse.csgraph import shortest_path
+
+            graph = csr_matrix((np.ones(self.num_links), (self.link_src, self.link_dst)),
+                               shape=(self.num_nodes, self.num_nodes))
+            graph.data[:] = 1.0  # parallel links were summed; a hop is a hop
+            return shortest_path(graph, method="D", directed=True, unweighted=True)
         n = self.num_nodes
-        graph = csr_matrix((np.ones(self.num_links), (self.link_src, self.link_dst)), shape=(n, n))
-        graph.data[:] = 1.0  # parallel links were summed; a hop is a hop
-        return shortest_path(graph, method="D", directed=True, unweighted=True)
+        words = -(-n // 64)
+        order = np.argsort(self.link_dst, kind="stable")
+        src, dst = self.link_src[order], self.link_dst[order]
+        heads, starts = np.unique(dst, return_index=True)
+        nodes = np.arange(n)
+        frontier = np.zeros((n, words), dtype="<u8")  # bit s of row v: s reaches v now
+        frontier[nodes, nodes // 64] = np.uint64(1) << (nodes % 64).astype(np.uint64)
+        reached = frontier.copy()
+        hops = np.full((n, n), np.inf)
+        np.fill_diagonal(hops, 0.0)
+        level = 0
+        while heads.size:
+            level += 1
+            arriving = np.zeros_like(frontier)
+            arriving[heads] = np.bitwise_or.reduceat(frontier[src], starts, axis=0)
+            frontier = arriving & ~reached
+            rows, cols = np.nonzero(frontier)
+            if rows.size == 0:
+                break
+            reached |= frontier
+            bits = np.unpackbits(frontier[rows, cols].view(np.uint8).reshape(-1, 8), axis=1, bitorder="little")
+            hit, bit = np.nonzero(bits)
+            hops[cols[hit] * 64 + bit, rows[hit]] = level
+        return hops
 
     # -- derived machines --------------------------------------------------------------------
     def reversed(self) -> "Machine":

@@ -89,14 +89,14 @@ def evaluate_schedule(instance: Instance, producer: str, schedule: Schedule, wal
 
 def evaluate_outcome(instance: Instance, producer: str, outcome: SolverOutcome) -> Result:
     """An exact solver's claim, with its schedule verified and its status checked against it."""
-    from optcoll.bounds import best_lower_bound
-
     base = dict(instance=instance.name, producer=producer, model=outcome.model,
                 wall_time=outcome.wall_time, params=dict(outcome.params), solver=outcome.solver,
                 solver_version=outcome.solver_version, quantum=outcome.quantum,
                 notes=outcome.notes)
     bound, source = outcome.lower_bound, outcome.lower_bound_source
-    if outcome.model == "timed":
+    if outcome.model == "timed":  # the step model's bounds are the solver's own
+        from optcoll.bounds import best_lower_bound
+
         analytic = best_lower_bound(instance.machine, instance.collective, instance.model)
         if bound is None or analytic.value > bound:
             bound, source = analytic.value, analytic.name

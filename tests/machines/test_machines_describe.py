@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 
+import networkx as nx
 import numpy as np
 import pytest
 
@@ -112,3 +113,32 @@ def test_text_rendering_mentions_the_figures():
                                        (346666666666.67, "322.858 GiB/s")])
 def test_bandwidth_text(bps, text):
     assert bandwidth_text(bps) == text
+
+
+def _random_digraph(rng: np.random.Generator, n: int, links: int) -> Machine:
+    builder = MachineBuilder(f"random{n}", n)
+    for _ in range(links):
+        u, v = rng.choice(n, size=2, replace=False).tolist()
+        builder.add_link(u, v, bandwidth=1e9, latency=1e-6)
+    return builder.build()
+
+
+@pytest.mark.parametrize("bitset", [True, False])
+def test_hop_counts_agree_with_networkx(monkeypatch, bitset):
+    """Both of hop_counts' searches (the bit-parallel one for small networks, scipy's above)
+    give networkx's shortest path lengths, with inf where no path exists, on random digraphs
+    (one-way links, parallel links, unreachable pairs, more than 64 nodes for several words)."""
+    import optcoll.machines.machine as machine_module
+
+    monkeypatch.setattr(machine_module, "BITSET_BFS_NODES", 10**6 if bitset else 0)
+    rng = np.random.default_rng(7)
+    for n, links in [(2, 1), (5, 4), (9, 30), (70, 150), (130, 500)]:
+        m = _random_digraph(rng, n, links)
+        lengths = dict(nx.all_pairs_shortest_path_length(nx.DiGraph(list(zip(m.link_src.tolist(),
+                                                                              m.link_dst.tolist())))))
+        want = np.full((n, n), np.inf)
+        np.fill_diagonal(want, 0)
+        for s, row in lengths.items():
+            for v, d in row.items():
+                want[s, v] = d
+        assert np.array_equal(m.hop_counts(), want)

@@ -16,11 +16,10 @@ import math
 import time
 from dataclasses import dataclass, field
 from fractions import Fraction
+from typing import TYPE_CHECKING
 
 import numpy as np
-import scipy.sparse as sp
 
-from optcoll.bounds.lp import solve_lp
 from optcoll.collectives.builtins import split_allreduce
 from optcoll.collectives.collective import Collective
 from optcoll.instances.instance import TimeModel
@@ -41,6 +40,9 @@ LP_DENOMINATOR = 10_000
 ROUNDING_SLACK = 1e-6
 #: The ``detail`` entry of an AllReduce's bound holding the bound of ReduceScatter then AllGather.
 FAMILY = "reducescatter+allgather family"
+
+if TYPE_CHECKING:
+    import scipy.sparse as sp
 
 
 @dataclass(frozen=True)
@@ -79,8 +81,9 @@ def allreduce_rounds_bound(reducescatter: RoundsBound, allgather: RoundsBound) -
                        {**reducescatter.detail, FAMILY: reducescatter.value + allgather.value})
 
 
-def problem_rounds_bound(problem: StepProblem) -> RoundsBound:
-    """The bound for a step problem, computed on one piece per base chunk."""
+def problem_rounds_bound(problem: StepProblem, *, with_lp: bool = True) -> RoundsBound:
+    """The bound for a step problem, computed on one piece per base chunk; ``with_lp=False``
+    keeps to the counting bounds (no LP solver loaded)."""
     base = problem.with_collective(rechunk(problem.collective, 1))
     detail: dict[str, Fraction | float | str | None] = {}
     candidates: list[tuple[Fraction, str]] = [(Fraction(0), "trivial")]
@@ -92,8 +95,9 @@ def problem_rounds_bound(problem: StepProblem) -> RoundsBound:
     if egress is not None:
         candidates.append(egress)
         detail["egress"] = egress[0]
-    lp = flow_lp(base)
-    detail["flow LP"] = lp if lp is not None else "skipped: too large for the time budget"
+    lp = flow_lp(base) if with_lp else None
+    detail["flow LP"] = (lp if lp is not None else "skipped: too large for the time budget" if with_lp
+                         else "not asked for")
     if lp is not None:
         candidates.append((lp, "multicast flow LP"))
     value, source = max(candidates, key=lambda vs: vs[0])
@@ -191,6 +195,10 @@ def flow_lp(problem: StepProblem) -> Fraction | None:
     cost[0] = 1.0
     upper = np.full(num_vars, np.inf)
     upper[1 + len(use_edge):] = 1.0
+    import scipy.sparse as sp  # with the LP door, loaded only when an LP is asked for
+
+    from optcoll.bounds.lp import solve_lp
+
     ub_rhs, eq_rhs = ub_rows.rhs(), eq_rows.rhs()
     started = time.monotonic()
     result = solve_lp(cost, sp.vstack([ub_rows.matrix(num_vars), eq_rows.matrix(num_vars)], format="csr"),
@@ -235,6 +243,8 @@ class _Rows:
         return np.concatenate(self.rhs_parts) if self.rhs_parts else np.zeros(0)
 
     def matrix(self, num_vars: int) -> sp.csr_matrix:
+        import scipy.sparse as sp
+
         if not self.rows:
             return sp.csr_matrix((0, num_vars))
         return sp.csr_matrix((np.concatenate(self.vals), (np.concatenate(self.rows), np.concatenate(self.cols))),

@@ -5,17 +5,20 @@ greedy schedule (free rounds) is a first incumbent; for each S the backend is as
 strictly below what would beat the incumbent, which is also R_min(S) ≤ R_min(S−1) for a stretched
 warm start. The best one-round-per-step schedule is the first incumbent when it is cheaper: its
 cost caps R at every S before any solver runs. Each question gets half of the time left, so one
-hard S does not use up the budget of the larger S that often settle the question. Since R ≥ max(S, rounds bound) and the cost grows with S, once no R fits the search
-is over: it always ends, and every S it skipped is covered by the final proof.
+hard S does not use up the budget of the larger S that often settle the question. Since
+R ≥ max(S, rounds bound) and the cost grows with S, once no R fits the search is over: it always
+ends, and every S it skipped is covered by the final proof.
 
 ``least_rounds``: the least R (the bandwidth end of the front at this C), then the least S with
 it. Since R ≥ S, no S at or beyond the best R so far can beat it, which makes it terminate.
 
 ``least_steps``: SCCL's least steps, every step one round (R = S), from the larger of the latency
 and rounds bounds up to the better of the two one-round-per-step heuristics (greedy.py: fixed
-trees, rarest first), which makes it terminate. No
-hint: the only schedules with R = S are answers, and the greedy's routes stretched to S (more
-rounds than S allows) measured slower as a hint (torus 4×4 C = 2: 20 s against 2.9 s).
+trees, rarest first), which makes it terminate. The counting rounds bounds suffice here
+(``with_lp=False`` spares the flow LP and its solver's start-up): the bound only says where to
+start, and the solver proves every S below its answer. No hint: the only schedules with R = S are
+answers, and the greedy's routes stretched to S (more rounds than S allows) measured slower as a
+hint (torus 4×4 C = 2: 20 s against 2.9 s).
 """
 from __future__ import annotations
 
@@ -58,10 +61,10 @@ class Search:
     """One problem, one backend, one clock shared by every backend call."""
 
     def __init__(self, problem: StepProblem, backend: Backend, clock: Clock, *,
-                 symmetry: bool, progress: Progress | None = None):
+                 symmetry: bool, progress: Progress | None = None, with_lp: bool = True):
         self.problem, self.backend, self.clock = problem, backend, clock
         self.progress = progress
-        self.bound = problem_rounds_bound(problem)
+        self.bound = problem_rounds_bound(problem, with_lp=with_lp)
         self.rounds_floor = self.bound.rounds(problem.collective.chunks_per_rank)
         self.lex = lex_constraints(problem, automorphisms(problem), LEX_PREFIX) if symmetry else []
         self.asked: list[str] = []
