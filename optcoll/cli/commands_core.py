@@ -133,11 +133,26 @@ def instance_show(path: str, as_json: bool) -> None:
 
 
 def load_instance_and_schedule(instance_path: str, schedule_path: str):
+    """(the instance as written, the instance at the schedule's C, the schedule)."""
     from optcoll.instances.instancefile import load_instance
     from optcoll.schedules.jsonfile import load_schedule
 
     inst = load_instance(instance_path)
-    return inst, load_schedule(schedule_path, inst.machine)
+    schedule = load_schedule(schedule_path, inst.machine)
+    return inst, (schedule_chunks(inst, schedule) if inst.chunk_choices else inst), schedule
+
+
+def schedule_chunks(inst, schedule):
+    """The fixed instance at the C a schedule of a C-free instance uses: its ``meta``'s
+    ``chunks_per_rank`` (optcoll writes it), else the C its chunk ids need."""
+    from optcoll.instances.chunks import chosen
+
+    c = schedule.meta.get("chunks_per_rank")
+    if c is None:
+        base = inst.collective.num_chunks // inst.collective.chunks_per_rank
+        needed = (int(schedule.chunk.max(initial=-1)) + 1 + base - 1) // base
+        c = next((a for a in inst.chunk_choices if a >= needed), inst.chunk_choices[-1])
+    return chosen(inst, {"chunks_per_rank": c})
 
 
 @click.command()
@@ -149,7 +164,9 @@ def verify(instance_path: str, schedule_path: str, as_json: bool) -> None:
     from optcoll.bounds import best_lower_bound
     from optcoll.verify import verify as run_verify
 
-    inst, schedule = load_instance_and_schedule(instance_path, schedule_path)
+    from optcoll.instances.chunks import least_bound
+
+    free, inst, schedule = load_instance_and_schedule(instance_path, schedule_path)
     result = run_verify(inst.machine, inst.collective, schedule, inst.model)
     if not result.valid:
         v = result.violation
@@ -159,7 +176,7 @@ def verify(instance_path: str, schedule_path: str, as_json: bool) -> None:
         else:
             echo(f"INVALID [{v.kind}]: {v.message}")
         sys.exit(1)
-    bound = best_lower_bound(inst.machine, inst.collective, inst.model) \
+    bound = (least_bound(free) if free.chunk_choices else best_lower_bound(inst.machine, inst.collective, inst.model)) \
         if schedule.model == "timed" else None
     gap = result.time / bound.value - 1 if bound and bound.value > 0 else None
     if as_json:
@@ -183,7 +200,7 @@ def simulate(instance_path: str, schedule_path: str, gantt: str | None, limit: i
     """Replay a schedule: timeline, link utilisation, optionally a Gantt chart."""
     from optcoll.verify import draw_gantt, timeline, verify as run_verify
 
-    inst, schedule = load_instance_and_schedule(instance_path, schedule_path)
+    _, inst, schedule = load_instance_and_schedule(instance_path, schedule_path)
     result = run_verify(inst.machine, inst.collective, schedule, inst.model)
     if not result.valid:
         echo(f"INVALID [{result.violation.kind}]: {result.violation.message}", err=True)
@@ -222,7 +239,16 @@ def bound(instance_path: str, as_json: bool) -> None:
     from optcoll.instances.instancefile import load_instance
 
     inst = load_instance(instance_path)
-    bounds = sorted(lower_bounds(inst.machine, inst.collective, inst.model), key=lambda b: -b.value)
+    if inst.chunk_choices:  # the instance's bound, then each C's best (for schedules at that C only)
+        from dataclasses import replace
+
+        from optcoll.instances.chunks import at_chunks, least_bound
+
+        per_c = [(c, max(lower_bounds(f.machine, f.collective, f.model), key=lambda b: b.value))
+                 for c, f in ((c, at_chunks(inst, c)) for c in inst.chunk_choices)]
+        bounds = [least_bound(inst)] + [replace(b, name=f"{b.name} [schedules at C={c} only]") for c, b in per_c]
+    else:
+        bounds = sorted(lower_bounds(inst.machine, inst.collective, inst.model), key=lambda b: -b.value)
     if as_json:
         emit_json([{"name": b.name, "value": b.value, "unit": "s", "detail": b.detail,
                     "assumptions": list(b.assumptions)} for b in bounds])

@@ -34,7 +34,7 @@ def msccl_export(instance_path, schedule_path, out, runtime, proto, inplace, nam
     """Write a verified schedule as MSCCL-IR XML the runtime loads (checked by re-importing it)."""
     from optcoll.interop.msccl import save_msccl_xml
 
-    inst, schedule = load_instance_and_schedule(instance_path, schedule_path)
+    _, inst, schedule = load_instance_and_schedule(instance_path, schedule_path)
     save_msccl_xml(out, inst.machine, inst.collective, schedule, model=inst.model,
                    runtime=runtime, proto=proto, inplace=inplace, name=name or inst.name)
     done(as_json, f"wrote {out}", out=out)
@@ -159,7 +159,7 @@ def astra_chakra(instance_path, schedule_path, out, as_json) -> None:
     """Export a verified schedule as Chakra ET traces for ASTRA-sim's custom collectives."""
     from optcoll.interop.astra.etexport import export_chakra
 
-    inst, schedule = load_instance_and_schedule(instance_path, schedule_path)
+    _, inst, schedule = load_instance_and_schedule(instance_path, schedule_path)
     exported = export_chakra(inst.machine, inst.collective, schedule, out, inst.model)
     done(as_json, f"wrote {len(exported.files)} trace files and {exported.system_json}",
          traces=[str(f) for f in exported.files], system_json=str(exported.system_json))
@@ -182,7 +182,7 @@ def astra_replay(instance_path, schedule_path, network_path, backend, prefix, as
     from optcoll.interop.astra.network import network_of, read_network
     from optcoll.interop.astra.replay import explain
 
-    inst, schedule = load_instance_and_schedule(instance_path, schedule_path)
+    _, inst, schedule = load_instance_and_schedule(instance_path, schedule_path)
     built = chakra_traces(inst.machine, inst.collective, schedule, inst.model)
     traces, sources = built.traces, None
     if prefix:

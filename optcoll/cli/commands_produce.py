@@ -23,10 +23,13 @@ from optcoll.units import format_time
 @out_option("Write the best schedule (.json or .json.gz).")
 @click.option("--portfolio", is_flag=True,
               help="Also run every other synthesizer that implements the collective; keep the best.")
+@click.option("--chunks", default=None, callback=lambda ctx, param, value: _chunks_flag(value),
+              help="C chunks per rank instead of the instance's; 'free' (1,2,4,8) or a list '1,2,4' "
+                   "runs at each C and keeps the fastest.")
 @click.option("--list", "list_algos", is_flag=True, help="List the synthesizers and what they implement.")
 @json_option
 def synth(instance_path: str | None, algo: str, seed: int | None, runs: int, out: str | None,
-          portfolio: bool, list_algos: bool, as_json: bool) -> None:
+          portfolio: bool, chunks, list_algos: bool, as_json: bool) -> None:
     """Run a greedy or classical synthesizer; the schedule is verified before its time is shown."""
     from optcoll.producers.registry import IMPLEMENTS, RANDOMIZED, SYNTHESIZERS
 
@@ -47,6 +50,8 @@ def synth(instance_path: str | None, algo: str, seed: int | None, runs: int, out
     from optcoll.schedules.jsonfile import save_schedule
 
     inst = load_instance(instance_path)
+    if chunks is not None:
+        inst = _rechunked(inst, chunks)
     with as_flags(algo="--algo"):
         produced = run.synthesized(inst, algo, runs or 1, seed, portfolio=portfolio)
     result, schedule, times, wall = produced.result, produced.schedule, produced.times, produced.result.wall_time
@@ -57,6 +62,9 @@ def synth(instance_path: str | None, algo: str, seed: int | None, runs: int, out
         emit_json({**result.to_dict(), "run_times": list(times), "out": out})
         return
     echo(inst.describe())
+    if inst.chunk_choices:
+        echo(f"chose C = {result.params['chunks_per_rank']} of {list(inst.chunk_choices)} "
+             f"(fastest verified schedule; {'; '.join(result.notes)})")
     spread = (f" (best of {len(times)}: median {format_time(statistics.median(times))}, "
               f"worst {format_time(max(times))})" if len(times) > 1 else "")
     echo(f"{algo}: {format_time(result.time)}{spread}, {len(schedule)} transfers, "
@@ -122,8 +130,9 @@ def _with_model(inst, kind: str | None):
               help="Step model: exactly S steps (SCCL's --steps).")
 @click.option("--rounds", type=click.IntRange(min=1), default=None,
               help="Step model: at most R rounds in all; with --steps, SCCL's feasibility question.")
-@click.option("--chunks", type=click.IntRange(min=1), default=None,
-              help="Step model: C chunks per rank (default: the instance's chunks_per_rank).")
+@click.option("--chunks", default=None, callback=lambda ctx, param, value: _chunks_flag(value),
+              help="Step model: C chunks per rank (default: the instance's chunks_per_rank); any model: "
+                   "'free' (1,2,4,8) or a list '1,2,4' solves at each C and keeps the fastest.")
 @click.option("--least-steps", is_flag=True, help="Step model: SCCL's least steps (one round per step).")
 @click.option("--least-rounds", is_flag=True, help="Step model: the least rounds R, then the least steps with it.")
 @json_option
@@ -134,6 +143,7 @@ def solve(instance_path, solver, model_kind, time_limit, threads, seed, quantum,
     The step model answers SCCL's questions: the least cost S·α + R·b/B_min (default), the
     least steps or the least rounds, within --steps/--rounds at --chunks.
     """
+    from optcoll.instances.chunks import chosen
     from optcoll.instances.instancefile import load_instance
     from optcoll.producers import run
     from optcoll.results.advice import tightening_hints
@@ -142,15 +152,18 @@ def solve(instance_path, solver, model_kind, time_limit, threads, seed, quantum,
     inst = _with_model(load_instance(instance_path), model_kind)
     if solver == "z3" and inst.model.kind != "step":
         raise click.UsageError("z3 solves the step model only (use --model step)")
-    objective = _step_question(inst.model.kind, steps, rounds, chunks, least_steps, least_rounds)
+    objective = _step_question(inst.model.kind, steps, rounds, chunks if isinstance(chunks, int) else None,
+                               least_steps, least_rounds)
     if chunks is not None:
         inst = _rechunked(inst, chunks)
     limits = inst.budget.overridden(time_limit=time_limit, threads=threads, seed=seed, max_memory=max_memory)
     produced = run.exact(inst, solver=solver, budget=limits, progress=_progress_printer(progress_shown(progress) and not as_json),
                          quantum=quantum, steps=steps, rounds=rounds, objective=objective)
     result, outcome = produced.result, produced.outcome
-    if out and outcome.schedule is not None:
-        save_schedule(out, outcome.schedule, inst.machine)
+    free = inst
+    inst = chosen(inst, result.params)  # C free: the instance at the C the best schedule chose
+    if out and produced.schedule is not None:
+        save_schedule(out, produced.schedule, inst.machine)
     if export_model:
         from optcoll.producers.exact.step import export_step_model
         from optcoll.producers.exact.timed.solve import export_timed_model
@@ -164,7 +177,9 @@ def solve(instance_path, solver, model_kind, time_limit, threads, seed, quantum,
     if as_json:
         emit_json({**result.to_dict(), "out": out})
         return
-    echo(inst.describe())
+    echo(free.describe())
+    if free.chunk_choices:
+        echo(f"chose C = {inst.collective.chunks_per_rank} of {list(free.chunk_choices)} (fastest verified schedule)")
     if result.status == "infeasible":
         echo(f"infeasible: proven that no schedule answers this question ({result.lower_bound_source})")
     elif result.time is None:
@@ -177,7 +192,7 @@ def solve(instance_path, solver, model_kind, time_limit, threads, seed, quantum,
         echo(_sccl_terms(inst, result.steps, result.rounds))
     echo(f"{outcome.solver_version}, {result.wall_time:.2f} s"
                + (f", quantum {format_time(outcome.quantum)}" if outcome.quantum else ""))
-    for note in outcome.notes:
+    for note in result.notes:
         echo(f"  note: {note}")
     for hint in tightening_hints(result):
         echo(f"  to tighten: {hint}")
@@ -203,19 +218,33 @@ def _step_question(kind: str, steps, rounds, chunks, least_steps: bool, least_ro
     return "steps" if least_steps else "rounds" if least_rounds else "cost"
 
 
-def _rechunked(inst, chunks: int):
-    """The instance with its buffer cut into ``chunks`` pieces per rank (SCCL's C)."""
-    from dataclasses import replace
-
+def _chunks_flag(text: str | None):
+    """``--chunks N``, ``free`` or ``1,2,4`` (``parse_chunks_flag``); a bad value is a usage error."""
     from optcoll.errors import InputError
-    from optcoll.instances.instance import check_chunk_copies
-    from optcoll.producers.exact.step.chunking import rechunk
+    from optcoll.instances.chunks import parse_chunks_flag
 
+    if text is None:
+        return None
     try:
-        check_chunk_copies(inst.collective.num_ranks, chunks)
+        return parse_chunks_flag(text)
+    except InputError as exc:
+        raise click.UsageError(f"--chunks {text}: {exc.detail}") from None
+
+
+def _rechunked(inst, chunks: int | tuple[int, ...]):
+    """The instance with its buffer cut into ``chunks`` pieces per rank (SCCL's C), or with C
+    free over the set ``chunks``."""
+    from optcoll.errors import InputError
+    from optcoll.instances.chunks import with_choices
+    from optcoll.instances.instance import check_chunk_copies
+
+    if inst.collective.kind in ("custom", "alltoallv") and not isinstance(chunks, int):
+        raise click.UsageError(f"--chunks: {inst.collective.kind} fixes its chunks; give one number")
+    try:
+        check_chunk_copies(inst.collective.num_ranks, chunks if isinstance(chunks, int) else max(chunks))
     except InputError as exc:
         raise click.UsageError(f"--chunks {chunks}: {exc.detail}") from None
-    return replace(inst, collective=rechunk(inst.collective, chunks))
+    return with_choices(inst, chunks)
 
 
 def _sccl_terms(inst, steps: int, rounds: int) -> str:

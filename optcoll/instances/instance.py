@@ -144,6 +144,10 @@ class Instance:
     machine_ref: str | None = None
     #: Recorded ground truth and other results as read from the file (written by tools).
     results: dict[str, Any] = field(default_factory=dict)
+    #: C left free: the allowed chunks per rank (``optcoll.instances.chunks``); the collective is
+    #: then the one at the smallest. Empty when C is fixed.
+    chunk_choices: tuple[int, ...] = ()
 
     def describe(self) -> str:
-        return f"{self.name}: {self.collective.describe()} on {self.machine.name} ({self.model.kind} model)"
+        free = f", C free in {{{', '.join(map(str, self.chunk_choices))}}}" if self.chunk_choices else ""
+        return f"{self.name}: {self.collective.describe()} on {self.machine.name} ({self.model.kind} model{free})"

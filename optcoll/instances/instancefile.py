@@ -5,7 +5,7 @@
     machine = "dgx1"                 # a built-in model name or a path relative to this file
     collective = "allgather"
     size = "1 GiB"                   # M, the full buffer as nccl-tests counts it
-    chunks_per_rank = 1
+    chunks_per_rank = 1              # or "free" (1, 2, 4, 8) or a list [1, 2, 4]: the tool picks C
     root = 0                         # rooted collectives only
     ranks = [0, 1, 2, 3]             # optional sub-communicator (default: every NPU)
 
@@ -53,6 +53,7 @@ from optcoll.collectives.traffic import GENERATORS, moe_traffic, read_matrix
 from optcoll.errors import InputError
 from optcoll.inputfiles import known_keys, read_toml
 from optcoll.instances.budget import MAX_SEED, MAX_THREADS, Budget, parse_seconds
+from optcoll.instances.chunks import parse_chunks
 from optcoll.instances.instance import Instance, TimeModel, check_chunk_copies
 from optcoll.machines.catalog import load_machine
 from optcoll.units import parse_size, parse_time
@@ -174,7 +175,11 @@ def instance_from_dict(data: dict[str, Any], source: str, base_dir: Path,
                 raise InputError(f"NPU {r} is listed twice", source=source, field="instance.ranks")
             seen.add(r)
         ranks = list(ranks_value)
-    chunks = _int(inst, "chunks_per_rank", "instance", source, default=1, minimum=1)
+    allowed = parse_chunks(inst.get("chunks_per_rank", 1), "instance.chunks_per_rank", source)
+    if isinstance(allowed, tuple) and kind in ("custom", "alltoallv"):
+        raise InputError(f"{kind} fixes its chunks; give one chunks_per_rank", source=source,
+                         field="instance.chunks_per_rank")
+    chunks = allowed if isinstance(allowed, int) else max(allowed)
     try:  # N²·C, the most (chunk, rank) pairs a built-in collective lists
         check_chunk_copies(len(ranks), chunks)
     except InputError as exc:
@@ -206,7 +211,8 @@ def instance_from_dict(data: dict[str, Any], source: str, base_dir: Path,
         if root is None and KINDS[kind][1]:
             raise InputError(f"{kind} needs a root NPU", source=source, field="instance.root")
         with _located(source, "instance.root" if root is not None else "instance"):
-            collective = make_collective(kind, ranks, size, chunks, root)
+            collective = make_collective(kind, ranks, size, allowed if isinstance(allowed, int) else allowed[0],
+                                         root)
     if "alltoallv" in data and kind != "alltoallv":
         raise InputError(f"[alltoallv] only applies to collective = \"alltoallv\", not {kind!r}",
                          source=source, field="alltoallv")
@@ -231,7 +237,8 @@ def instance_from_dict(data: dict[str, Any], source: str, base_dir: Path,
     if not isinstance(name, str) or not name:
         raise InputError("must be a non-empty string", source=source, field="instance.name")
     instance = Instance(name, machine, collective, model, budget, source, machine_ref,
-                        dict(_table(data, "results", set(), source)))
+                        dict(_table(data, "results", set(), source)),
+                        allowed if isinstance(allowed, tuple) and len(allowed) > 1 else ())
     with _located(source, "instance"):
         require_reachable(instance)
     return instance

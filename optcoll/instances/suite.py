@@ -111,14 +111,17 @@ class InstanceSpec:
     @cached_property
     def content_key(self) -> str:
         """A hash of everything a result depends on: the instance's tables (not the recorded
-        results), the overrides, the machine in explicit form (a built-in model may change) and
-        chunk sizes where they differ (an AlltoAllv matrix file may change)."""
+        results), the overrides, the machine in explicit form (a built-in model may change),
+        chunk sizes where they differ (an AlltoAllv matrix file may change) and the allowed C
+        of an instance that leaves C free."""
         from optcoll.machines.modelfile import machine_to_dict
 
         data = {k: v for k, v in self.data.items() if k != "results"}
         sizes = self.instance.collective.chunk_sizes
+        choices = self.instance.chunk_choices  # "free" names a set that may change: hash the set
         return digest({"instance": data, "size": self.size, "chunks_per_rank": self.chunks_per_rank,
                        "machine": machine_to_dict(self.instance.machine),
+                       **({"chunk_choices": list(choices)} if choices else {}),
                        **({} if sizes is None else {"chunk_sizes": hashlib.sha256(sizes.tobytes()).hexdigest()})})
 
     def __getstate__(self) -> dict[str, Any]:

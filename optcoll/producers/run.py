@@ -6,20 +6,28 @@ seeds of a synthesizer from the registry; both hand the schedule to ``optcoll.re
 which verifies it and decides the status words. The CLI (``solve``, ``synth``), the sweeps behind
 ``report`` and ``truth``, ``check``'s built-in synthesizers and the benchmarks all run producers
 through here, so a number is produced, verified and named the same way wherever it is shown.
+
+An instance that leaves C free (``optcoll.instances.chunks``) runs here at each allowed C, each
+schedule verified at its own C (``over_chunks``): the fastest verified schedule wins and names its
+C; the bound is the least over C of the per-C bounds, so "optimal" needs the winner to meet that
+least bound. The exact solver splits its budget equally over the allowed C, solved in increasing
+C; an interrupt stops at the C being solved, and the C values not reached keep their analytic
+bound in the least.
 """
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from optcoll.errors import InputError
 from optcoll.instances.budget import Budget
 from optcoll.instances.instance import Instance
 from optcoll.results.outcome import SolverOutcome
-from optcoll.results.record import Result, evaluate_outcome, evaluate_schedule
+from optcoll.results.record import Result, evaluate_outcome, evaluate_schedule, meets
 from optcoll.schedules.schedule import Schedule
+from optcoll.units import format_time
 
 #: (wall seconds, incumbent or None, proven bound or None), told as a solve improves.
 Progress = Callable[[float, float | None, float | None], None]
@@ -42,6 +50,12 @@ def exact(instance: Instance, *, solver: str = "cpsat", budget: Budget | None = 
     ``solve_step`` with its ``steps``, ``rounds`` and ``objective``) within ``budget`` (default:
     the instance's), its schedule verified."""
     budget = budget or instance.budget
+    if instance.chunk_choices:
+        share = budget.overridden(time_limit=budget.time_limit / len(instance.chunk_choices),
+                                  work_limit=budget.work_limit and budget.work_limit / len(instance.chunk_choices))
+        return over_chunks(instance, lambda fixed: exact(fixed, solver=solver, budget=share, progress=progress,
+                                                          quantum=quantum, steps=steps, rounds=rounds,
+                                                          objective=objective))
     if instance.model.kind == "step":
         if quantum is not None:
             raise InputError("a time quantum applies to the timed model only", field="quantum")
@@ -71,6 +85,9 @@ def synthesized(instance: Instance, algo: str, runs: int = 1, seed: int | None =
     all is kept (``registry.best_of``); the producer then names who made it."""
     from optcoll.producers.registry import best_of, get_synthesizer
 
+    if instance.chunk_choices:
+        return over_chunks(instance, lambda fixed: synthesized(fixed, algo, runs, seed, params,
+                                                                portfolio=portfolio))
     first = instance.budget.seed if seed is None else seed
     start = time.perf_counter()
     schedule, times = best_of(instance, get_synthesizer(algo), runs, first, portfolio)
@@ -79,3 +96,50 @@ def synthesized(instance: Instance, algo: str, runs: int = 1, seed: int | None =
     recorded = {"runs": len(times), "seed": first} if params is None else params
     return Produced(evaluate_schedule(instance, producer, schedule, wall, recorded), schedule,
                     times=tuple(float(t) for t in times))
+
+
+def over_chunks(instance: Instance, produce: Callable[[Instance], Produced]) -> Produced:
+    """``produce`` at each allowed C of a C-free instance, in increasing C; the fastest verified
+    schedule (the smaller C on a tie) with the least of the per-C bounds (module docstring)."""
+    from optcoll.instances.chunks import at_chunks, choices, least_bound, least_words
+
+    allowed = choices(instance)
+    runs: list[tuple[int, Produced]] = []
+    for c in allowed:
+        produced = produce(at_chunks(instance, c))
+        runs.append((c, produced))
+        if produced.outcome is not None and produced.outcome.params.get("interrupted"):
+            break
+    bounds = {c: (p.result.lower_bound, p.result.lower_bound_source) for c, p in runs
+              if p.result.lower_bound is not None}
+    reached = {c for c, _ in runs}
+    if reached != set(allowed) or len(bounds) < len(allowed):
+        missing = tuple(c for c in allowed if c not in bounds)
+        for c in missing:
+            analytic = least_bound(at_chunks(instance, c))
+            bounds[c] = (analytic.value, analytic.name)
+    bound_c = min(bounds, key=lambda c: (bounds[c][0], c))
+    bound, source = bounds[bound_c]
+    timed = [(p.result.time, c, p) for c, p in runs if p.result.time is not None]
+    chosen_c, chosen = min(timed, key=lambda t: (t[0], t[1]))[1:] if timed else runs[0]
+    result = chosen.result
+    status = result.status
+    if result.time is not None:
+        exact = chosen.outcome is not None
+        if meets(result.time, bound) and (exact or instance.model.kind == "timed"):
+            status = "optimal"
+        elif status == "optimal":
+            status = "bounded" if exact else "heuristic"
+    notes = tuple(f"C={c}: " + (f"{format_time(p.result.time)} ({p.result.status} at that C)"
+                                if p.result.time is not None else p.result.status) for c, p in runs)
+    if reached != set(allowed):
+        notes += (f"stopped before C={', '.join(str(c) for c in allowed if c not in reached)} "
+                  "(interrupted); their analytic bounds count in the least bound",)
+    params = {**result.params, "chunks_per_rank": chosen_c, "chunk_choices": list(allowed),
+              "bound_chunks": bound_c}
+    chosen_result = replace(result, instance=instance.name, status=status, lower_bound=bound,
+                            lower_bound_source=f"{source} at C={bound_c}; {least_words(allowed)}",
+                            wall_time=sum(p.result.wall_time for _, p in runs), params=params,
+                            notes=result.notes + notes)
+    schedule = chosen.schedule.with_meta(chunks_per_rank=chosen_c) if chosen.schedule is not None else None
+    return Produced(chosen_result, schedule, chosen.outcome, chosen.times)

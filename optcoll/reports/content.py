@@ -71,7 +71,7 @@ def nccl_table(report: Report) -> Table:
     rows = []
     for row in report.rows:
         best = _fastest(row, NCCL)
-        rows.append((row.name, row.collective, str(row.npus), _size(row), str(row.chunks_per_rank),
+        rows.append((row.name, row.collective, str(row.npus), _size(row), row.chunks_label,
                      best.label if best else "n/a", seconds(best.time) if best else "-",
                      seconds(row.best) + ("" if row.status == OPTIMAL or row.best is None
                                           else " (best known)"),
@@ -101,7 +101,7 @@ def summary_table(report: Report, limit: int | None = None) -> Table:
 
 def compact_table(report: Report) -> Table:
     baselines = _baselines(report)
-    rows = tuple((row.name, str(row.npus), row.collective, _size(row), str(row.chunks_per_rank),
+    rows = tuple((row.name, str(row.npus), row.collective, _size(row), row.chunks_label,
                   seconds(row.bound), _status(row),
                   *(gap_cell(row, row.producers.get(label)) for label in (EXACT, *GREEDIES)),
                   _best_of(row, NCCL), _best_of(row, baselines)) for row in report.rows)
@@ -117,7 +117,7 @@ def gap_matrix(report: Report) -> Table:
 
 def instances_table(report: Report) -> Table:
     rows = tuple((row.name, row.network, str(row.npus), row.collective, _size(row),
-                  str(row.chunks_per_rank), format_size(row.chunk_bytes), row.model,
+                  row.chunks_label, format_size(row.chunk_bytes), row.model,
                   seconds(row.bound), row.bound_source.split(":")[0], seconds(row.best), row.best_source,
                   _status(row))
                  for row in report.rows)
@@ -286,6 +286,10 @@ def legend(report: Report) -> Bullets:
         "gap: verified time / best proven lower bound − 1; 0.0 % is the proven optimum",
         "≤ x %: no optimum is proven for the instance, so x % (from the lower bound) is an upper bound "
         "on the gap to the optimum",
+        "C: chunks per rank; \"free → 4\": the instance leaves C to the tool (free: 1, 2, 4, 8; or the "
+        "listed set), every producer ran at each allowed C and its fastest verified schedule counts, "
+        "4 is the C of the best schedule; the lower bound is then the least over the allowed C of "
+        "the best bound per C",
         "†: the ground truth recorded in the instance file, better than this run's exact solve",
         "n/a: the producer does not implement this collective on this machine (not run); failed: it "
         "raised or its schedule did not verify (see the failures)",

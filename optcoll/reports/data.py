@@ -57,6 +57,19 @@ class InstanceRow:
     status: str  # optimal | bounded | unsolved
     producers: dict[str, ProducerResult]
     family: dict[str, Any] | None = None
+    #: C left free: the allowed set (``chunks_per_rank`` and ``chunk_bytes`` are then the best
+    #: schedule's, the C it chose). Empty when the instance fixes C.
+    chunk_choices: tuple[int, ...] = ()
+
+    @property
+    def chunks_label(self) -> str:
+        """"2" for a fixed C; "free → 4" (or "1,2,4 → 4") for the C a C-free instance chose."""
+        if not self.chunk_choices:
+            return str(self.chunks_per_rank)
+        from optcoll.instances.chunks import FREE_CHUNKS
+
+        allowed = "free" if self.chunk_choices == FREE_CHUNKS else ",".join(map(str, self.chunk_choices))
+        return f"{allowed} → {self.chunks_per_rank if self.best is not None else '?'}"
 
     @property
     def gap(self) -> float | None:
@@ -174,6 +187,10 @@ def build_row(suite: str, spec: InstanceSpec, records: list[dict[str, Any]], tru
     producers = {label: _with_gap(result, bound_value) for label, result in producers.items()}
     bounds_record = next((r for r in records if r["producer"] == "bounds" and r["status"] == "ok"), None)
     c = inst.collective
+    if inst.chunk_choices and best is not None:
+        from optcoll.instances.chunks import at_chunks
+
+        c = at_chunks(inst, int(best.details.get("params", {}).get("chunks_per_rank", c.chunks_per_rank))).collective
     return InstanceRow(
         suite, spec.name, spec.path.name, inst.machine.name, inst.machine.num_npus,
         c.kind + (f"(root {c.root})" if c.root is not None else "") +
@@ -181,7 +198,7 @@ def build_row(suite: str, spec: InstanceSpec, records: list[dict[str, Any]], tru
         float(c.size_bytes), c.chunks_per_rank, float(c.chunk_bytes), inst.model.kind,
         tuple(bounds_record["bounds"]) if bounds_record else (),
         bound_value, _source(bound), best.value if best else None, _source(best), status,
-        producers, family)
+        producers, family, inst.chunk_choices)
 
 
 def _source(claim: Claim | None) -> str:

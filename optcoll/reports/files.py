@@ -18,7 +18,7 @@ from optcoll.text.document import to_html, to_markdown
 
 FILES = ("README.md", "report.html", "results.csv", "report.json")
 CSV_COLUMNS = ("suite", "instance", "network", "npus", "collective", "size_bytes", "chunks_per_rank",
-               "chunk_bytes", "model", "instance_status", "lower_bound_s", "lower_bound_source",
+               "chunk_choices", "chunk_bytes", "model", "instance_status", "lower_bound_s", "lower_bound_source",
                "best_s", "producer", "status", "time_s", "gap", "wall_time_s", "recorded", "seeds",
                "seed_times_s", "reason", "params")
 
@@ -50,7 +50,8 @@ def csv_text(report: Report) -> str:
             writer.writerow({
                 "suite": row.suite, "instance": row.name, "network": row.network, "npus": row.npus,
                 "collective": row.collective, "size_bytes": repr(row.size_bytes),
-                "chunks_per_rank": row.chunks_per_rank, "chunk_bytes": repr(row.chunk_bytes),
+                "chunks_per_rank": row.chunks_per_rank,
+                "chunk_choices": " ".join(map(str, row.chunk_choices)), "chunk_bytes": repr(row.chunk_bytes),
                 "model": row.model, "instance_status": row.status, "lower_bound_s": _num(row.bound),
                 "lower_bound_source": row.bound_source, "best_s": _num(row.best), "producer": label,
                 "status": p.status, "time_s": _num(p.time), "gap": _num(p.gap),

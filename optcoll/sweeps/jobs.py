@@ -7,7 +7,8 @@ so one bad instance never stops a sweep.
 
 Producers:
 
-- ``bounds``: every analytic lower bound (``optcoll.bounds.lower_bounds``).
+- ``bounds``: every analytic lower bound (``optcoll.bounds.lower_bounds``); for an instance that
+  leaves C free, the least over C of the best bound per C (``optcoll.instances.chunks``).
 - ``synth``: a synthesizer from the registry, best of ``runs`` seeds from ``seed0``
   (``optcoll.producers.run.synthesized``).
 - ``exact``: the exact solver of the instance's model (``optcoll.producers.run.exact``) with
@@ -109,7 +110,12 @@ def _bounds(job: Job) -> tuple[dict[str, Any], None]:
     from optcoll.bounds import lower_bounds
 
     inst = job.spec.instance
-    bounds = lower_bounds(inst.machine, inst.collective, inst.model)
+    if inst.chunk_choices:  # a per-C bound holds only at its C: the least over C bounds them all
+        from optcoll.instances.chunks import least_bound
+
+        bounds = [least_bound(inst)]
+    else:
+        bounds = lower_bounds(inst.machine, inst.collective, inst.model)
     rows = [{"name": b.name, "value": float(b.value), "detail": b.detail, "exact": bool(b.exact),
              "assumptions": list(b.assumptions)} for b in bounds]
     best = max(rows, key=lambda row: row["value"])

@@ -63,8 +63,13 @@ def verify_stored(spec: InstanceSpec, truth: Truth) -> float:
     assert truth.best is not None
     if not truth.schedule:
         raise TruthContradiction(f"{spec.name}: a best time is recorded but no schedule file")
+    from optcoll.instances.chunks import chosen
+
     path = spec.path.parent / truth.schedule
-    instance = spec.instance
+    try:  # a C-free instance's schedule is verified at the C it chose
+        instance = chosen(spec.instance, truth.best.details.get("params", {}))
+    except InputError as exc:
+        raise TruthContradiction(f"{spec.name}: {exc}") from None
     try:
         schedule = load_schedule(path, instance.machine)
     except InputError as exc:

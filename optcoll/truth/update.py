@@ -108,6 +108,7 @@ def _rejections(records: list[dict[str, Any]]) -> list[str]:
 
 def update_instance(spec: InstanceSpec, records: list[dict[str, Any]], cache: ResultCache,
                     environment: dict[str, Any]) -> Updated:
+    from optcoll.instances.chunks import chosen
     from optcoll.schedules.jsonfile import save_schedule, schedule_from_dict
     from optcoll.verify import require_valid
 
@@ -138,8 +139,9 @@ def update_instance(spec: InstanceSpec, records: list[dict[str, Any]], cache: Re
             raise InputError(f"the cached schedule of {best.producer} for {spec.name} changed during "
                              f"the run ({why}); run again to compute it afresh",
                              source=str(cache.schedule_path(key))) from None
-        schedule = schedule_from_dict(data, instance.machine, f"cache {key}")
-        time = require_valid(instance.machine, instance.collective, schedule, instance.model).time
+        at_c = chosen(instance, best.details.get("params", {}))
+        schedule = schedule_from_dict(data, at_c.machine, f"cache {key}")
+        time = require_valid(at_c.machine, at_c.collective, schedule, at_c.model).time
         if time != best.value:
             raise TruthContradiction(f"{spec.name}: {best.producer}'s schedule verifies at {time!r} s "
                                      f"after a round trip through JSON, not {best.value!r} s")
