@@ -112,6 +112,7 @@ def instance_show(path: str, as_json: bool) -> None:
     info = {"name": inst.name, "machine": inst.machine_ref, "npus": inst.machine.num_npus,
             "collective": c.kind, "root": c.root, "ranks": len(c.ranks),
             "size_bytes": c.size_bytes, "chunks_per_rank": c.chunks_per_rank,
+            "chunk_choices": list(inst.chunk_choices),
             "chunks": c.num_chunks, "chunk_bytes": c.chunk_bytes, "model": inst.model.to_dict(),
             "budget": vars(inst.budget), "results": inst.results,
             "machine_sources": list(inst.machine.sources)}
@@ -121,7 +122,8 @@ def instance_show(path: str, as_json: bool) -> None:
     echo(inst.describe())
     chunk = format_size(c.chunk_bytes) if c.equal_chunks else (
         f"{format_size(c.chunk_bytes)} to {format_size(float(c.sizes().max()))}")
-    echo(f"  M = {format_size(c.size_bytes)}, N = {len(c.ranks)}, C = {c.chunks_per_rank}, "
+    free = f"free in {list(inst.chunk_choices)}, at the smallest " if inst.chunk_choices else ""
+    echo(f"  M = {format_size(c.size_bytes)}, N = {len(c.ranks)}, C = {free}{c.chunks_per_rank}, "
          f"chunk = {chunk} ({c.num_chunks} chunks)")
     echo(f"  model: {inst.model.to_dict()}")
     for source in inst.machine.sources:

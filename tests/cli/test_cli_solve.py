@@ -142,7 +142,7 @@ def test_least_steps_and_least_rounds(run, flag, steps, rounds):
 @pytest.mark.parametrize("args,message", [
     (["--steps", "0"], "--steps: 0 is not in the range x>=1"),
     (["--rounds", "-2"], "--rounds: -2 is not in the range x>=1"),
-    (["--chunks", "0"], "--chunks: 0 is not in the range x>=1"),
+    (["--chunks", "0"], "--chunks 0: must be at least 1, got 0"),
     (["--steps", "3", "--rounds", "2"], "--rounds 2 < --steps 3: every step takes at least one round"),
     (["--least-steps", "--rounds", "3"], "--least-steps chooses the rounds"),
     (["--least-steps", "--least-rounds"], "ask different questions"),
