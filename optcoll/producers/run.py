@@ -10,9 +10,10 @@ through here, so a number is produced, verified and named the same way wherever 
 An instance that leaves C free (``optcoll.instances.chunks``) runs here at each allowed C, each
 schedule verified at its own C (``over_chunks``): the fastest verified schedule wins and names its
 C; the bound is the least over C of the per-C bounds, so "optimal" needs the winner to meet that
-least bound. The exact solver splits its budget equally over the allowed C, solved in increasing
-C; an interrupt stops at the C being solved, and the C values not reached keep their analytic
-bound in the least.
+least bound. The exact solver solves in increasing C, each C with an equal share of the time
+left (what a C proven early leaves goes to the next; a deterministic work limit is split
+equally); an interrupt or the time limit stops at the C being solved, and the C values not
+reached count in the least bound with their analytic bound.
 """
 from __future__ import annotations
 
@@ -51,11 +52,17 @@ def exact(instance: Instance, *, solver: str = "cpsat", budget: Budget | None = 
     the instance's), its schedule verified."""
     budget = budget or instance.budget
     if instance.chunk_choices:
-        share = budget.overridden(time_limit=budget.time_limit / len(instance.chunk_choices),
-                                  work_limit=budget.work_limit and budget.work_limit / len(instance.chunk_choices))
-        return over_chunks(instance, lambda fixed: exact(fixed, solver=solver, budget=share, progress=progress,
-                                                          quantum=quantum, steps=steps, rounds=rounds,
-                                                          objective=objective))
+        deadline = time.perf_counter() + budget.time_limit
+        count = len(instance.chunk_choices)
+
+        def at(fixed: Instance, left: int) -> Produced:  # the time left, shared by the C values left
+            share = budget.overridden(time_limit=(deadline - time.perf_counter()) / left,
+                                      work_limit=budget.work_limit and budget.work_limit / count)
+            return exact(fixed, solver=solver, budget=share, progress=progress, quantum=quantum, steps=steps,
+                         rounds=rounds, objective=objective)
+        produced = over_chunks(instance, at, deadline)  # the record names the whole budget, not a share
+        result = produced.result
+        return replace(produced, result=replace(result, params={**result.params, **budget.to_params()}))
     if instance.model.kind == "step":
         if quantum is not None:
             raise InputError("a time quantum applies to the timed model only", field="quantum")
@@ -86,8 +93,8 @@ def synthesized(instance: Instance, algo: str, runs: int = 1, seed: int | None =
     from optcoll.producers.registry import best_of, get_synthesizer
 
     if instance.chunk_choices:
-        return over_chunks(instance, lambda fixed: synthesized(fixed, algo, runs, seed, params,
-                                                                portfolio=portfolio))
+        return over_chunks(instance, lambda fixed, _: synthesized(fixed, algo, runs, seed, params,
+                                                                   portfolio=portfolio))
     first = instance.budget.seed if seed is None else seed
     start = time.perf_counter()
     schedule, times = best_of(instance, get_synthesizer(algo), runs, first, portfolio)
@@ -98,15 +105,20 @@ def synthesized(instance: Instance, algo: str, runs: int = 1, seed: int | None =
                     times=tuple(float(t) for t in times))
 
 
-def over_chunks(instance: Instance, produce: Callable[[Instance], Produced]) -> Produced:
-    """``produce`` at each allowed C of a C-free instance, in increasing C; the fastest verified
-    schedule (the smaller C on a tie) with the least of the per-C bounds (module docstring)."""
+def over_chunks(instance: Instance, produce: Callable[[Instance, int], Produced],
+                deadline: float | None = None) -> Produced:
+    """``produce(fixed instance, how many C values are left)`` at each allowed C of a C-free
+    instance, in increasing C, until an interrupt or ``deadline`` (``time.perf_counter``); the
+    fastest verified schedule (the smaller C on a tie) with the least of the per-C bounds
+    (module docstring)."""
     from optcoll.instances.chunks import at_chunks, choices, least_bound, least_words
 
     allowed = choices(instance)
     runs: list[tuple[int, Produced]] = []
-    for c in allowed:
-        produced = produce(at_chunks(instance, c))
+    for i, c in enumerate(allowed):
+        if i and deadline is not None and time.perf_counter() >= deadline:
+            break
+        produced = produce(at_chunks(instance, c), len(allowed) - i)
         runs.append((c, produced))
         if produced.outcome is not None and produced.outcome.params.get("interrupted"):
             break
@@ -134,7 +146,7 @@ def over_chunks(instance: Instance, produce: Callable[[Instance], Produced]) -> 
                                 if p.result.time is not None else p.result.status) for c, p in runs)
     if reached != set(allowed):
         notes += (f"stopped before C={', '.join(str(c) for c in allowed if c not in reached)} "
-                  "(interrupted); their analytic bounds count in the least bound",)
+                  "(interrupted or out of time); their analytic bounds count in the least bound",)
     params = {**result.params, "chunks_per_rank": chosen_c, "chunk_choices": list(allowed),
               "bound_chunks": bound_c}
     chosen_result = replace(result, instance=instance.name, status=status, lower_bound=bound,

@@ -97,3 +97,31 @@ def test_hash_of_a_free_instance_includes_the_allowed_set_and_fixed_hashes_stay(
     free = suite.spec("cluster2x8-allgather-cfree")
     assert free.instance.chunk_choices == FREE_CHUNKS
     assert free.data["results"]["instance_hash"] == free.content_key
+
+
+def test_out_of_time_keeps_the_best_so_far_and_the_analytic_bounds_of_the_rest(tmp_path):
+    """A deadline past after the first C: that C's schedule, and in the least bound the C values
+    not reached count with their analytic bound (least_bound at each)."""
+    import time
+
+    from optcoll.instances.chunks import least_bound
+    from optcoll.producers import run
+
+    inst = load_instance(write(tmp_path, "[1, 2, 4]"))
+    produced = run.over_chunks(inst, lambda fixed, _: run.synthesized(fixed, "tacos"), time.perf_counter())
+    result = produced.result
+    assert result.params["chunks_per_rank"] == 1 and "stopped before C=2, 4" in result.notes[-1]
+    c1 = run.synthesized(at_chunks(inst, 1), "tacos").result
+    assert result.time == c1.time
+    assert result.lower_bound == min([c1.lower_bound] + [least_bound(at_chunks(inst, c)).value for c in (2, 4)])
+
+
+def test_exact_over_c_records_the_whole_budget(tmp_path):
+    from optcoll.instances.budget import Budget
+    from optcoll.producers import run
+
+    inst = load_instance(write(tmp_path, "[1, 2]"))
+    produced = run.exact(inst, budget=Budget(time_limit=20.0, threads=1))
+    params = produced.result.params
+    assert params["time_limit"] == 20.0 and params["chunk_choices"] == [1, 2] and params["chunks_per_rank"] == 2
+    assert produced.result.status == "optimal" and produced.schedule.meta["chunks_per_rank"] == 2
