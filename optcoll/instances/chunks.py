@@ -31,7 +31,7 @@ def parse_chunks(value: Any, where: str, source: str | None = None) -> int | tup
 
     def positive(item: Any) -> int:
         if isinstance(item, bool) or not isinstance(item, int):
-            raise bad(f"must be a positive integer, \"free\" or a list of positive integers; got {item!r}")
+            raise bad(f"must be an integer (or \"free\", or a list of integers), got {item!r}")
         if item < 1:
             raise bad(f"must be at least 1, got {item}")
         return item
@@ -39,7 +39,7 @@ def parse_chunks(value: Any, where: str, source: str | None = None) -> int | tup
     if isinstance(value, str):
         if value == FREE:
             return FREE_CHUNKS
-        raise bad(f"must be a positive integer, \"free\" or a list such as [1, 2, 4]; got {value!r}")
+        raise bad(f"must be an integer, \"free\" or a list such as [1, 2, 4]; got {value!r}")
     if isinstance(value, list):
         if not value:
             raise bad("lists no chunk count")
@@ -60,7 +60,7 @@ def parse_chunks_flag(text: str, flag: str = "--chunks") -> int | tuple[int, ...
     try:
         numbers = [int(part) for part in parts]
     except ValueError:
-        raise InputError(f"must be a positive integer, \"free\" or a list such as 1,2,4; got {text!r}",
+        raise InputError(f"must be an integer, \"free\" or a list such as 1,2,4; got {text!r}",
                          field=flag) from None
     return parse_chunks(numbers if "," in text else numbers[0], flag)
 

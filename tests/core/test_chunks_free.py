@@ -37,9 +37,9 @@ def test_free_list_and_int(tmp_path):
 
 
 @pytest.mark.parametrize("value, words", [("0", "at least 1"), ("-2", "at least 1"), ("[]", "lists no chunk"),
-                                          ("[1, 2, 1]", "lists 1 twice"), ("1.5", "positive integer"),
-                                          ('"fre"', "positive integer"), ("true", "positive integer"),
-                                          ('[1, "a"]', "positive integer"), ("[0, 2]", "at least 1")])
+                                          ("[1, 2, 1]", "lists 1 twice"), ("1.5", "must be an integer"),
+                                          ('"fre"', "must be an integer"), ("true", "must be an integer"),
+                                          ('[1, "a"]', "must be an integer"), ("[0, 2]", "at least 1")])
 def test_bad_chunks_in_a_file_is_one_line_exit_2(tmp_path, value, words):
     path = write(tmp_path, value)
     with pytest.raises(InputError, match=words) as caught:
