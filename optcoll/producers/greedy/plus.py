@@ -38,7 +38,6 @@ import numpy as np
 
 from optcoll.producers.base import NotApplicable
 from optcoll.producers.exact.timed.stitch import servers
-from optcoll.producers.base import NotApplicable
 from optcoll.producers.greedy import bits, kernel, routes
 from optcoll.producers.greedy.engine import Engine
 from optcoll.producers.spread import SpreadProblem
@@ -68,7 +67,6 @@ class PlusEngine(Engine):
         self.routed: dict[int, dict[int, float]] = {}  # chunk -> node -> its estimated arrival
         self.planned = [0.0] * problem.machine.num_links  # occupancy routed over each link
         self.routes_by_load = problem.needs[0].size * problem.machine.num_links <= ROUTING_BUDGET
-        self.server = _servers(problem.machine) if self.routes_by_load else None
         # Server (NVLink island) of every node, -1 for the network; None without servers.
         self.server: list[int] | None = None
         if self.routes_by_load and problem.machine.num_nodes > problem.machine.num_npus:
@@ -172,16 +170,6 @@ class PlusEngine(Engine):
                 self.ask(c, u, node)
             node = u
 
-    def _island_of(self, v: int, starts: dict[int, float]) -> int | None:
-        """v's server when c is already in it or routed into it: then c spreads inside over the
-        server's fabric and no other copy crosses the network into the server."""
-        if self.server is None:
-            return None
-        own = self.server[v]
-        if own < 0 or not any(self.server[u] == own for u in starts):
-            return None
-        return own
-
     def bind(self, s: int, queue: deque[int]) -> int:
         """The waiting requester with the fewest tokens at or on their way to s (oldest first on
         ties): a switch's downlinks share the load instead of serving one requester at a time."""
@@ -276,16 +264,6 @@ def spread_plus(problem: SpreadProblem, rng: np.random.Generator, compiled: bool
     # occupancy at t = 0 vs the links free now), so the earlier finish is kept.
     planned = PlusEngine(problem, rng).run()
     return planned if _finish(planned, problem) <= _finish(pushed, problem) else pushed
-
-
-def _servers(machine) -> list[int] | None:
-    """Server index per node (-1 for network nodes), None on machines without servers."""
-    from optcoll.producers.exact.timed.stitch import servers
-
-    try:
-        return servers(machine).tolist()
-    except NotApplicable:
-        return None
 
 
 def _finish(schedule: Schedule, problem: SpreadProblem) -> float:
