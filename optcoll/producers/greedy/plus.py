@@ -45,7 +45,8 @@ from optcoll.schedules.schedule import Schedule
 
 #: needs x links up to which tacos+ routes relay requests by load (a Dijkstra per request,
 #: about a second at this size); beyond it, single-destination collectives only go through the
-#: compiled packet router (``routes``) and the others route requests as the plain greedy does.
+#: compiled packet router (``routes``) and the others route requests as the plain greedy does,
+#: except inside a server the chunk already entered (a Dijkstra over the server's few nodes).
 ROUTING_BUDGET = 5 * 10**7
 
 
@@ -69,7 +70,7 @@ class PlusEngine(Engine):
         self.routes_by_load = problem.needs[0].size * problem.machine.num_links <= ROUTING_BUDGET
         # Server (NVLink island) of every node, -1 for the network; None without servers.
         self.server: list[int] | None = None
-        if self.routes_by_load and problem.machine.num_nodes > problem.machine.num_npus:
+        if problem.machine.num_nodes > problem.machine.num_npus:
             try:
                 self.server = servers(problem.machine).tolist()
             except NotApplicable:
@@ -122,7 +123,7 @@ class PlusEngine(Engine):
         on them (Dijkstra, ties at random). Looking past switches to the nodes behind them, a
         remote chunk enters a server once and spreads over its fabric, and the servers' NICs share
         the crossings, instead of every GPU pulling it over its own NIC."""
-        if not self.routes_by_load:
+        if not self.routes_by_load and self.server is None:
             super().request(c, v)
             return
         starts = self.routed.get(c)
@@ -136,6 +137,14 @@ class PlusEngine(Engine):
         # carries it into each server once and the server's fabric spreads it.
         island = (self.server[v] if self.server is not None and self.server[v] in self.entered[c]
                   else None)
+        if island is None and not self.routes_by_load:
+            # Too large to route by load: into a new server the plain greedy's way (closest
+            # in-neighbour toward the holders), inside it by load as above.
+            super().request(c, v)
+            starts[v] = self.distances(c)[v]
+            if self.server[v] >= 0:
+                self.entered[c].add(self.server[v])
+            return
         arrival = dict(starts)
         via: dict[int, int] = {}
         heap = [(t, self.random(), u) for u, t in starts.items()
