@@ -26,11 +26,24 @@ each direction carries K transfers, the j-th on link e finishing no earlier than
 the way from e's head to the nearest rank on the other side: ``allreduce-cut`` is the K-th of
 those instants, maximised over a family of cuts (minimum cuts, single ranks, sweeps).
 
+*Cuts crossed once* (no in-network reduction, no multicast): ``allreduce-cut-once`` splits on
+the useful crossings of each chunk, those whose content reaches a rank's final value. Either some
+chunk crosses twice, so K + 1 useful crossings share the crossing links (the cut form with K + 1);
+or every chunk crosses exactly once. Then that crossing carries all s contributions of its side,
+merged by s − 1 reduce deliveries into NPUs of that side (a merge fed from the far side would be a
+second crossing), so the q-th crossing to start waits for q·(s − 1) such deliveries; and the other
+side's ranks learn the chunk only through the one NPU the crossing reaches (a plain switch forwards
+an arrival once, and a path back through the near side would cross again), which must spread it
+to them without multicast: holders can at most grow as if each one sent a copy on every out-link
+once per least occupancy, each arriving after the least NPU-to-NPU delay.
+
 Port limits are ignored (fewer usable links only delay), so every bound holds with them too.
 """
 from __future__ import annotations
 
+import heapq
 import math
+from functools import lru_cache
 
 import numpy as np
 from scipy.sparse.csgraph import dijkstra, shortest_path
@@ -53,6 +66,9 @@ SWEEP_CUTS = 8
 #: Up to this many nodes the cut form also takes the ranks farthest from each cut (all-pairs
 #: distances, n² floats).
 PAIR_MAX_NODES = 512
+#: Crossing counts q at which ``allreduce-cut-once`` splits the crossings into those started by
+#: the q-th and the rest (any subset of 1..K gives a valid bound; more only tighten it).
+ONCE_SPLITS = 48
 
 
 def in_network_reduction(machine: Machine) -> bool:
@@ -117,6 +133,8 @@ def allreduce_bounds(machine: Machine, collective: Collective, model: TimeModel,
     found = [_cut_bound(machine, members, k, b, cuts, from_ranks, to_ranks, timing.delay, timing.busy)]
     if in_network_reduction(machine):
         return found
+    if not switch_multicast(machine):
+        found.append(_once_bound(machine, members, k, cuts, from_ranks, to_ranks, timing.delay, timing.busy))
     npu = np.arange(machine.num_nodes) < machine.num_npus
     into, out_of = np.flatnonzero(npu[machine.link_dst]), np.flatnonzero(npu[machine.link_src])
     deliveries = 2 * (n - 1) * k
@@ -234,3 +252,67 @@ def _cut_bound(machine: Machine, members: np.ndarray, k: int, b: float, cuts: li
                  f"other); with each crossing link's j-th transfer no earlier than its first possible "
                  f"arrival + j·occupancy and the way on, the last cannot arrive before "
                  f"{format_time(value)} (the best of a family of cuts)", exact=False)
+
+
+@lru_cache(maxsize=256)
+def _spread_time(holders: int, delay: float, period: float, degree: int) -> float:
+    """The least time by which one holder can have made ``holders`` − 1 others, if every holder
+    sends one copy on each of ``degree`` out-links every ``period`` and each arrives ``delay``
+    after it leaves (an upper envelope of any spread without multicast: a lower bound on its time).
+    """
+    if holders <= 1:
+        return 0.0
+    pending = [(delay, 0.0, 0)] * degree  # (arrival, sender's own arrival, sender's send index)
+    heapq.heapify(pending)
+    for _ in range(holders - 1):
+        arrival, since, j = heapq.heappop(pending)
+        heapq.heappush(pending, (since + delay + (j + 1) * period, since, j + 1))
+        for _ in range(degree):
+            heapq.heappush(pending, (arrival + delay, arrival, 0))
+    return arrival
+
+
+def _once_bound(machine: Machine, members: np.ndarray, k: int, cuts: list[np.ndarray], from_ranks: np.ndarray,
+                to_ranks: np.ndarray, delay: np.ndarray, busy: np.ndarray) -> Bound:
+    """``allreduce-cut-once`` (module docstring), the best over ``cuts`` and both directions."""
+    npu = np.arange(machine.num_nodes) < machine.num_npus
+    is_member = np.zeros(machine.num_nodes, dtype=bool)
+    is_member[members] = True
+    to_npus = _distances(machine, delay, np.flatnonzero(npu), reverse=True)
+    out_degree = np.bincount(machine.link_src, minlength=machine.num_nodes)
+    splits = np.unique(np.linspace(1, k, min(k, ONCE_SPLITS)).round().astype(np.int64))
+    best = (-1.0, "")
+    seen: set[bytes] = set()
+    for inside in cuts:
+        key = inside.tobytes()
+        if key in seen or not (is_member & inside).any() or not (is_member & ~inside).any():
+            continue
+        seen.add(key)
+        for near in (inside, ~inside):
+            cross = np.flatnonzero(near[machine.link_src] & ~near[machine.link_dst])
+            tails, heads = machine.link_src[cross], machine.link_dst[cross]
+            twice = _kth(k + 1, from_ranks[tails] + delay[cross] + to_ranks[heads], busy[cross])
+            merges = np.flatnonzero(near[machine.link_src] & near[machine.link_dst] & npu[machine.link_dst])
+            merge_first = from_ranks[machine.link_src[merges]] + delay[merges]
+            s = int(np.count_nonzero(is_member & near))
+            far_npus = np.flatnonzero(npu & ~near)
+            sends = np.flatnonzero(npu[machine.link_src] & ~near[machine.link_src])  # out of far NPUs
+            hop = float((delay[sends] + to_npus[machine.link_dst[sends]]).min())  # NPU to another NPU
+            spread = _spread_time(int(np.count_nonzero(is_member & ~near)), hop, float(busy[sends].min()),
+                                  int(out_degree[far_npus].max()))
+            crossed = 0.0
+            for q in splits.tolist():
+                ready = _kth(q * (s - 1), merge_first, busy[merges]) if s > 1 else 0.0
+                start = np.maximum(ready, from_ranks[tails])
+                crossed = max(crossed, _kth(k - q + 1, start + delay[cross] + to_npus[heads], busy[cross]))
+            value = min(twice, crossed + spread)
+            if value > best[0]:
+                best = (value, f"{describe_nodes(machine, np.flatnonzero(near), members)}: either some chunk "
+                        f"crosses out of S twice ({k + 1} crossings: the last cannot arrive before "
+                        f"{format_time(twice)}), or each of the {k} chunk(s) crosses once carrying S's {s} "
+                        f"contributions ({s - 1} reduce deliveries inside S first), the last arriving no "
+                        f"earlier than {format_time(crossed)} at one NPU, which must spread it to the "
+                        f"other side's ranks ({format_time(spread)})")
+    value, detail = best
+    return Bound("allreduce-cut-once", max(value, 0.0), detail + " (the best of a family of cuts)",
+                 exact=False, assumptions=(NO_REDUCTION, NO_MULTICAST))

@@ -23,12 +23,13 @@ from optcoll.producers import compose
 from optcoll.producers.base import NotApplicable, Synthesizer
 from optcoll.producers.baselines import algorithms
 from optcoll.producers.baselines.bine import bine
-from optcoll.producers.baselines.flows import Flow, schedule_flows
+from optcoll.producers.baselines.flows import Exchange, Flow, schedule_flows
 from optcoll.producers.baselines.listsched import list_schedule
 from optcoll.producers.baselines.nccl.innetwork import collnet, nvls, nvls_tree
 from optcoll.producers.baselines.nccl.pat import pat
 from optcoll.producers.baselines.nccl.ring import nccl_ring
 from optcoll.producers.baselines.nccl.tree import nccl_tree
+from optcoll.producers.baselines.railexchange import rail_exchange
 from optcoll.producers.baselines.swing import swing
 from optcoll.producers.baselines.trivance import trivance
 from optcoll.producers.flow import produce as flow
@@ -55,7 +56,7 @@ class _Spec:
     #: (``compose`` module docstring): TACOS's own AllReduce, and half the greedy's work.
     mirror: bool = False
     #: Emits every collective it implements directly as flows.
-    flows: Callable[[Instance], list[Flow]] | None = None
+    flows: Callable[[Instance], list[Flow | Exchange]] | None = None
 
 
 def _baseline(algorithm: Callable[[SpreadProblem], algorithms.Messages]) -> compose.Spreader:
@@ -80,7 +81,7 @@ def _at_tree_roots(collective: Collective) -> np.ndarray:
     return algorithms.double_tree_homes(collective.ranks, collective.num_chunks)
 
 
-def _flows(name: str, description: str, flows: Callable[[Instance], list[Flow]],
+def _flows(name: str, description: str, flows: Callable[[Instance], list[Flow | Exchange]],
            kinds: frozenset[str]) -> _Spec:
     return _Spec(name, description, None, kinds, flows=flows)
 
@@ -132,6 +133,9 @@ _SPECS = [
            "heads across nodes", nvls_tree, frozenset({"allreduce"})),
     _flows("nccl-collnet", "NCCL CollNet: heads reduce their node, a reducing network switch "
            "(SHARP-like) reduces across nodes and returns the sum", collnet,
+           frozenset({"allreduce"})),
+    _flows("rail-exchange", "direct AllReduce across nodes: reduce into each node's rail GPU, the "
+           "rail GPUs exchange node partials at once, spread inside the node", rail_exchange,
            frozenset({"allreduce"})),
     _Spec("swing", "Swing (NSDI'24): swinging peers x +- rho(s), 2D ports on a D-dimensional torus "
           "(even sizes), bandwidth-optimal ReduceScatter + AllGather", _baseline(swing), _GATHERS),

@@ -14,7 +14,14 @@ what makes a flow list correct by construction (the shared verifier still checks
 * a send of chunk c from x starts after every earlier-listed delivery of c into x arrived;
 * a delivery of c into x starts after every earlier-listed send of c from x started (that send
   read the old value), and, when it or the previous delivery is a copy, after the previous
-  delivery arrived (a copy replaces, so the order of deliveries matters; reductions commute).
+  delivery arrived (a copy replaces, so the order of deliveries matters; reductions commute);
+* a plain switch holds a first-in first-out queue per chunk instead of one value: there the
+  deliveries of c arrive, and the sends of c leave, in list order (ties keep list order, which
+  is the schedule's id order the verifier's queue follows), so chunks pass it concurrently.
+
+An ``Exchange`` lists sends between a set of NPUs that all read the values from before it (a
+swap of partial sums): its deliveries must arrive after every member's sends started, which the
+scheduler checks (``NotApplicable`` otherwise, never a wrong schedule).
 
 Each transfer then takes the earliest start its data, its link (gaps left by earlier transfers are
 filled, ``optcoll.producers.calendar``) and the port limits allow; among parallel links the one that
@@ -46,6 +53,15 @@ class Flow:
     op: int = COPY
 
 
+@dataclass(frozen=True)
+class Exchange:
+    """Every member sends its value of ``chunk`` to every other at once (``op`` into each)."""
+
+    chunk: int
+    members: tuple[int, ...]
+    op: int = REDUCE
+
+
 class FlowScheduler:
     """Places flows one by one (module docstring)."""
 
@@ -68,6 +84,8 @@ class FlowScheduler:
         self.sent: dict[int, float] = {}
         self.last_op: dict[int, int] = {}
         self.rows: list[tuple[int, int, float, int]] = []
+        self.fifo = [m.is_switch(v) and not (m.switch(v).multicast or m.switch(v).reduce)
+                     for m in (self.machine,) for v in range(width)]
 
     def _hop(self, c: int, a: int, b: int, op: int, ready: float) -> float:
         """Chunk c over one link a→b starting no earlier than ``ready``; returns its arrival."""
@@ -75,13 +93,20 @@ class FlowScheduler:
         if key_a not in self.arrived:
             raise AssertionError(f"flow sends chunk {c} from {self.machine.label(a)}, which holds "
                                  "nothing of it yet")
-        ready = max(ready, self.arrived[key_a], self.sent.get(key_b, 0.0))
-        if op == COPY or self.last_op.get(key_b) == COPY:
-            ready = max(ready, self.arrived.get(key_b, 0.0))
+        ready = max(ready, self.arrived[key_a])
+        if self.fifo[a]:  # departures in list order
+            ready = max(ready, self.sent.get(key_a, 0.0))
         extra = self.reduce_extra if op == REDUCE else 0.0
+        earliest_arrival = 0.0
+        if self.fifo[b]:  # arrivals in list order
+            earliest_arrival = self.arrived.get(key_b, 0.0)
+        else:
+            ready = max(ready, self.sent.get(key_b, 0.0))
+            if op == COPY or self.last_op.get(key_b) == COPY:
+                ready = max(ready, self.arrived.get(key_b, 0.0))
         best = None
         for e in self.machine.links_between(a, b):
-            t, resources = self.calendar.earliest(e, ready)
+            t, resources = self.calendar.earliest(e, max(ready, earliest_arrival - self.delay[e] - extra))
             arrival = t + self.delay[e] + extra
             if best is None or arrival < best[0]:
                 best = (arrival, t, e, resources)
@@ -109,6 +134,33 @@ class FlowScheduler:
             t = self._hop(flow.chunk, a, b, flow.op if i == len(path) - 2 else COPY, t)
         return t
 
+    def exchange(self, exchange: Exchange) -> None:
+        """Every member's sends (``Exchange``), each reading the member's value from before."""
+        c, members = exchange.chunk, exchange.members
+        keys = {v: c * self.width + v for v in members}
+        missing = [v for v in members if keys[v] not in self.arrived]
+        if missing:
+            raise AssertionError(f"exchange sends chunk {c} from {self.machine.label(missing[0])}, which "
+                                 "holds nothing of it yet")
+        before = {v: self.arrived[keys[v]] for v in members}
+        latest = dict(before)
+        starts: dict[int, float] = {}
+        arrivals: dict[int, float] = {}
+        for shift in range(1, len(members)):  # round robin: every member's i-th send side by side
+            for i, v in enumerate(members):
+                w = members[(i + shift) % len(members)]
+                self.arrived[keys[v]] = before[v]  # the send reads the value from before the exchange
+                first = len(self.rows)
+                arrival = self.send(Flow(c, v, w, exchange.op))
+                starts[v] = max(starts.get(v, 0.0), self.rows[first][2])
+                arrivals[w] = min(arrivals.get(w, np.inf), arrival)
+                latest[w] = max(latest[w], arrival)
+                self.arrived[keys[v]] = latest[v]
+        late = [v for v in members if arrivals[v] <= starts[v]]
+        if late:
+            raise NotApplicable(f"exchange of chunk {c}: {self.machine.label(late[0])} could not send before "
+                                "the others' values reached it (links too busy); its send would count them twice")
+
     def schedule(self) -> Schedule:
         if not self.rows:
             return from_arrays([], [])
@@ -116,9 +168,12 @@ class FlowScheduler:
         return from_arrays(c, e, t, op)
 
 
-def schedule_flows(instance: Instance, flows: list[Flow]) -> Schedule:
+def schedule_flows(instance: Instance, flows: list[Flow | Exchange]) -> Schedule:
     """The timed schedule of ``flows`` in list order (module docstring)."""
     scheduler = FlowScheduler(instance)
     for flow in flows:
-        scheduler.send(flow)
+        if isinstance(flow, Exchange):
+            scheduler.exchange(flow)
+        else:
+            scheduler.send(flow)
     return scheduler.schedule()
