@@ -201,8 +201,9 @@ def subset_instance(tmp_path):
 
 
 def test_cli_refuses_a_big_model_without_building_it_and_returns_the_start_bounded(monkeypatch, tmp_path):
-    """With a 128 MiB limit (tacos+'s start needs 55 epochs) neither grid's model is built; the greedy start comes back verified,
-    bounded by the analytic bound, and the note says what was refused and what to do."""
+    """With a 128 MiB limit (tacos+'s start needs 55 epochs) neither grid's model is built; the
+    greedy start comes back verified, bounded by the analytic bound, and the note says what was
+    refused and what to do."""
     from optcoll.producers.exact.timed import continuous, expanded
 
     def never(*args, **kwargs):
@@ -226,8 +227,9 @@ def test_cli_refuses_a_big_model_without_building_it_and_returns_the_start_bound
 
 
 def test_the_default_limit_is_a_share_of_memavailable(monkeypatch, tmp_path):
-    """/proc/meminfo read without psutil: with 160 MiB available the 210 MiB model (tacos+'s start: 55 epochs) is refused by
-    default (the limit is 80 % of it); without the file there is no default limit."""
+    """/proc/meminfo read without psutil: with 160 MiB available the 210 MiB model (tacos+'s
+    start: 55 epochs) is refused by default (the limit is 80 % of it); without the file there is
+    no default limit."""
     from optcoll.errors import InputError
     from optcoll.instances.instancefile import load_instance
     from optcoll.producers.exact import memory
