@@ -147,7 +147,7 @@ def load_instance_and_schedule(instance_path: str, schedule_path: str):
 def schedule_chunks(inst, schedule):
     """The fixed instance at the C a schedule of a C-free instance uses: its ``meta``'s
     ``chunks_per_rank`` (optcoll writes it), else the C its chunk ids need."""
-    from optcoll.instances.chunks import chosen
+    from optcoll.producers.chunks import chosen
 
     c = schedule.meta.get("chunks_per_rank")
     if c is None:
@@ -166,7 +166,7 @@ def verify(instance_path: str, schedule_path: str, as_json: bool) -> None:
     from optcoll.bounds import best_lower_bound
     from optcoll.verify import verify as run_verify
 
-    from optcoll.instances.chunks import least_bound
+    from optcoll.producers.chunks import least_bound
 
     free, inst, schedule = load_instance_and_schedule(instance_path, schedule_path)
     result = run_verify(inst.machine, inst.collective, schedule, inst.model)
@@ -244,7 +244,7 @@ def bound(instance_path: str, as_json: bool) -> None:
     if inst.chunk_choices:  # the instance's bound, then each C's best (for schedules at that C only)
         from dataclasses import replace
 
-        from optcoll.instances.chunks import at_chunks, least_bound
+        from optcoll.producers.chunks import at_chunks, least_bound
 
         per_c = [(c, max(lower_bounds(f.machine, f.collective, f.model), key=lambda b: b.value))
                  for c, f in ((c, at_chunks(inst, c)) for c in inst.chunk_choices)]

@@ -143,7 +143,7 @@ def solve(instance_path, solver, model_kind, time_limit, threads, seed, quantum,
     The step model answers SCCL's questions: the least cost S·α + R·b/B_min (default), the
     least steps or the least rounds, within --steps/--rounds at --chunks.
     """
-    from optcoll.instances.chunks import chosen
+    from optcoll.producers.chunks import chosen
     from optcoll.instances.instancefile import load_instance
     from optcoll.producers import run
     from optcoll.results.advice import tightening_hints
@@ -235,7 +235,7 @@ def _rechunked(inst, chunks: int | tuple[int, ...]):
     """The instance with its buffer cut into ``chunks`` pieces per rank (SCCL's C), or with C
     free over the set ``chunks``."""
     from optcoll.errors import InputError
-    from optcoll.instances.chunks import with_choices
+    from optcoll.producers.chunks import with_choices
     from optcoll.instances.instance import check_chunk_copies
 
     if inst.collective.kind in ("custom", "alltoallv") and not isinstance(chunks, int):

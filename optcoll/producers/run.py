@@ -111,7 +111,8 @@ def over_chunks(instance: Instance, produce: Callable[[Instance, int], Produced]
     instance, in increasing C, until an interrupt or ``deadline`` (``time.perf_counter``); the
     fastest verified schedule (the smaller C on a tie) with the least of the per-C bounds
     (module docstring)."""
-    from optcoll.instances.chunks import at_chunks, choices, least_bound, least_words
+    from optcoll.instances.chunks import choices
+    from optcoll.producers.chunks import at_chunks, least_bound, least_words
 
     allowed = choices(instance)
     runs: list[tuple[int, Produced]] = []

@@ -188,7 +188,7 @@ def build_row(suite: str, spec: InstanceSpec, records: list[dict[str, Any]], tru
     bounds_record = next((r for r in records if r["producer"] == "bounds" and r["status"] == "ok"), None)
     c = inst.collective
     if inst.chunk_choices and best is not None:
-        from optcoll.instances.chunks import at_chunks
+        from optcoll.producers.chunks import at_chunks
 
         c = at_chunks(inst, int(best.details.get("params", {}).get("chunks_per_rank", c.chunks_per_rank))).collective
     return InstanceRow(

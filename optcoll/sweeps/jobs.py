@@ -111,7 +111,7 @@ def _bounds(job: Job) -> tuple[dict[str, Any], None]:
 
     inst = job.spec.instance
     if inst.chunk_choices:  # a per-C bound holds only at its C: the least over C bounds them all
-        from optcoll.instances.chunks import least_bound
+        from optcoll.producers.chunks import least_bound
 
         bounds = [least_bound(inst)]
     else:

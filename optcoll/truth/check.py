@@ -25,7 +25,7 @@ class Finding:
 
 def _check(spec: InstanceSpec, truth: Truth) -> str:
     from optcoll.bounds import lower_bounds
-    from optcoll.instances.chunks import chosen, least_bound
+    from optcoll.producers.chunks import chosen, least_bound
 
     recorded = spec.data["results"]
     if truth.best is not None:

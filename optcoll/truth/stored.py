@@ -63,7 +63,7 @@ def verify_stored(spec: InstanceSpec, truth: Truth) -> float:
     assert truth.best is not None
     if not truth.schedule:
         raise TruthContradiction(f"{spec.name}: a best time is recorded but no schedule file")
-    from optcoll.instances.chunks import chosen
+    from optcoll.producers.chunks import chosen
 
     path = spec.path.parent / truth.schedule
     try:  # a C-free instance's schedule is verified at the C it chose

@@ -108,7 +108,7 @@ def _rejections(records: list[dict[str, Any]]) -> list[str]:
 
 def update_instance(spec: InstanceSpec, records: list[dict[str, Any]], cache: ResultCache,
                     environment: dict[str, Any]) -> Updated:
-    from optcoll.instances.chunks import chosen
+    from optcoll.producers.chunks import chosen
     from optcoll.schedules.jsonfile import save_schedule, schedule_from_dict
     from optcoll.verify import require_valid
 

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from bounds_reference import forward_schedule, random_machine
 from optcoll.collectives.builtins import make_collective
-from optcoll.instances.chunks import at_chunks, least_bound
+from optcoll.producers.chunks import at_chunks, least_bound
 from optcoll.instances.instance import Instance
 from optcoll.producers import run
 from optcoll.results.record import meets

@@ -9,7 +9,8 @@ from click.testing import CliRunner
 
 from optcoll.cli.main import cli
 from optcoll.errors import InputError
-from optcoll.instances.chunks import FREE_CHUNKS, at_chunks, parse_chunks_flag
+from optcoll.instances.chunks import FREE_CHUNKS, parse_chunks_flag
+from optcoll.producers.chunks import at_chunks
 from optcoll.instances.instancefile import load_instance
 from optcoll.instances.suite import find_suite
 
@@ -104,7 +105,7 @@ def test_out_of_time_keeps_the_best_so_far_and_the_analytic_bounds_of_the_rest(t
     not reached count with their analytic bound (least_bound at each)."""
     import time
 
-    from optcoll.instances.chunks import least_bound
+    from optcoll.producers.chunks import least_bound
     from optcoll.producers import run
 
     inst = load_instance(write(tmp_path, "[1, 2, 4]"))
