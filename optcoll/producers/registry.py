@@ -29,6 +29,7 @@ from optcoll.producers.baselines.nccl.innetwork import collnet, nvls, nvls_tree
 from optcoll.producers.baselines.nccl.pat import pat
 from optcoll.producers.baselines.nccl.ring import nccl_ring
 from optcoll.producers.baselines.nccl.tree import nccl_tree
+from optcoll.producers.baselines.railx import rail_exchange
 from optcoll.producers.baselines.swing import swing
 from optcoll.producers.baselines.trivance import trivance
 from optcoll.producers.flow import produce as flow
@@ -56,6 +57,8 @@ class _Spec:
     mirror: bool = False
     #: Emits every collective it implements directly as flows.
     flows: Callable[[Instance], list[Flow]] | None = None
+    #: Its flows let plain switches queue arrivals (``flows.FlowScheduler``).
+    queued_switches: bool = False
 
 
 def _baseline(algorithm: Callable[[SpreadProblem], algorithms.Messages]) -> compose.Spreader:
@@ -81,8 +84,8 @@ def _at_tree_roots(collective: Collective) -> np.ndarray:
 
 
 def _flows(name: str, description: str, flows: Callable[[Instance], list[Flow]],
-           kinds: frozenset[str]) -> _Spec:
-    return _Spec(name, description, None, kinds, flows=flows)
+           kinds: frozenset[str], queued_switches: bool = False) -> _Spec:
+    return _Spec(name, description, None, kinds, flows=flows, queued_switches=queued_switches)
 
 
 _GATHERS = frozenset({"allgather", "reducescatter", "allreduce"})
@@ -123,6 +126,9 @@ _SPECS = [
     _flows("nccl-tree", "NCCL tree AllReduce: double binary tree across nodes, chains inside "
            "(BALANCED_TREE), reduce up and broadcast down, pipelined", nccl_tree,
            frozenset({"allreduce"})),
+    _flows("rail-exchange", "multi-node AllReduce pipelined per chunk: reduce into the chunk's "
+           "rail GPU in each node, exchange node partials along the rail, broadcast inside the "
+           "node (greedy doubling)", rail_exchange, frozenset({"allreduce"}), queued_switches=True),
     _Spec("nccl-pat", "NCCL PAT (>= 2.23): AllGather/ReduceScatter along distance-halving binomial "
           "trees, ceil(log2 N) hops per block", _baseline(pat),
           frozenset({"allgather", "reducescatter"})),
@@ -153,7 +159,7 @@ def _runner(spec: _Spec) -> Callable[[Instance, int], Schedule]:
             raise NotApplicable(f"{spec.name} produces timed schedules; the instance asks for the "
                                 f"{instance.model.kind} model")
         if spec.flows is not None:
-            return schedule_flows(instance, spec.flows(instance))
+            return schedule_flows(instance, spec.flows(instance), spec.queued_switches)
         assert spec.spreader is not None
         return compose.synthesize(instance, spec.spreader, seed, spec.homes, spec.mirror)
     return run

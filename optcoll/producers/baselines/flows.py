@@ -22,6 +22,15 @@ delivers first. A logical transfer between nodes without a direct link follows a
 (by delay) whose relays must be switches: they get a copy, the last hop carries the op. An NPU
 cannot relay a partial in the timed model (every arrival at an NPU replaces or adds to its own
 value), so a path through an NPU is ``NotApplicable``.
+
+By default a relay switch is ordered like an NPU (conservative). With ``queued_switches`` a plain
+switch (no multicast, no reduction) queues its arrivals as DESIGN.md section 3 says, so arrivals of
+one chunk through it need not wait for each other and each forward waits for its own arrival only;
+the producer lists its flows so that the switch's FIFO hands each forward the right value (same
+values, or one destination), and the shared verifier checks that it does.
+An *exchange* (``Flow.both_ways``) reduces two NPUs' partials into each other at once: both first
+hops are placed before either delivery, so each send reads its value from before the other's
+arrives; it needs a switch on the way (a direct link would deliver before the other send starts).
 """
 from __future__ import annotations
 
@@ -44,12 +53,14 @@ class Flow:
     src: int
     dst: int
     op: int = COPY
+    #: src and dst reduce their partials into each other at once (an exchange; op is REDUCE).
+    both_ways: bool = False
 
 
 class FlowScheduler:
     """Places flows one by one (module docstring)."""
 
-    def __init__(self, instance: Instance):
+    def __init__(self, instance: Instance, queued_switches: bool = False):
         coll = instance.collective
         problem = forward(instance, coll.pre, coll.post)
         timing = instance.model.link_timing(instance.machine, coll.chunk_bytes)
@@ -68,6 +79,9 @@ class FlowScheduler:
         self.sent: dict[int, float] = {}
         self.last_op: dict[int, int] = {}
         self.rows: list[tuple[int, int, float, int]] = []
+        self.queued = [queued_switches and self.machine.is_switch(v)
+                       and not (self.machine.switch(v).multicast or self.machine.switch(v).reduce)
+                       for v in range(width)]
 
     def _hop(self, c: int, a: int, b: int, op: int, ready: float) -> float:
         """Chunk c over one link a→b starting no earlier than ``ready``; returns its arrival."""
@@ -75,9 +89,12 @@ class FlowScheduler:
         if key_a not in self.arrived:
             raise AssertionError(f"flow sends chunk {c} from {self.machine.label(a)}, which holds "
                                  "nothing of it yet")
-        ready = max(ready, self.arrived[key_a], self.sent.get(key_b, 0.0))
-        if op == COPY or self.last_op.get(key_b) == COPY:
-            ready = max(ready, self.arrived.get(key_b, 0.0))
+        if not self.queued[a]:
+            ready = max(ready, self.arrived[key_a])
+        if not self.queued[b]:
+            ready = max(ready, self.sent.get(key_b, 0.0))
+            if op == COPY or self.last_op.get(key_b) == COPY:
+                ready = max(ready, self.arrived.get(key_b, 0.0))
         extra = self.reduce_extra if op == REDUCE else 0.0
         best = None
         for e in self.machine.links_between(a, b):
@@ -94,20 +111,36 @@ class FlowScheduler:
         self.last_op[key_b] = op
         return arrival
 
-    def send(self, flow: Flow, ready: float = 0.0) -> float:
-        """One logical transfer (routed through switches if needed); returns its arrival."""
-        path = self.routes.path(flow.src, flow.dst)
+    def _path(self, src: int, dst: int) -> list[int]:
+        path = self.routes.path(src, dst)
         relays = [v for v in path[1:-1] if not self.machine.is_switch(v)]
         if relays:
             m = self.machine
             raise NotApplicable(
-                f"{m.label(flow.src)} -> {m.label(flow.dst)} has no direct link and its shortest "
+                f"{m.label(src)} -> {m.label(dst)} has no direct link and its shortest "
                 f"path relays through NPU {m.label(relays[0])}; an NPU cannot pass a partial on "
                 "unchanged in the timed model")
-        t = ready
-        for i, (a, b) in enumerate(zip(path, path[1:])):
-            t = self._hop(flow.chunk, a, b, flow.op if i == len(path) - 2 else COPY, t)
+        return path
+
+    def _rest(self, flow: Flow, path: list[int], t: float, first: int) -> float:
+        """Hops ``first``.. of ``path`` from time t, the last carrying the flow's op."""
+        for i in range(first, len(path) - 1):
+            t = self._hop(flow.chunk, path[i], path[i + 1], flow.op if i == len(path) - 2 else COPY, t)
         return t
+
+    def send(self, flow: Flow, ready: float = 0.0) -> float:
+        """One logical transfer (routed through switches if needed, an exchange both ways at
+        once); returns its (last) arrival."""
+        if not flow.both_ways:
+            return self._rest(flow, self._path(flow.src, flow.dst), ready, 0)
+        back = Flow(flow.chunk, flow.dst, flow.src, flow.op)
+        paths = [self._path(flow.src, flow.dst), self._path(flow.dst, flow.src)]
+        if min(len(p) for p in paths) < 3:
+            m = self.machine
+            raise NotApplicable(f"an exchange between {m.label(flow.src)} and {m.label(flow.dst)} "
+                                "needs a switch on the way (module docstring)")
+        starts = [self._hop(flow.chunk, p[0], p[1], COPY, ready) for p in paths]
+        return max(self._rest(f, p, t, 1) for f, p, t in zip((flow, back), paths, starts))
 
     def schedule(self) -> Schedule:
         if not self.rows:
@@ -116,9 +149,9 @@ class FlowScheduler:
         return from_arrays(c, e, t, op)
 
 
-def schedule_flows(instance: Instance, flows: list[Flow]) -> Schedule:
+def schedule_flows(instance: Instance, flows: list[Flow], queued_switches: bool = False) -> Schedule:
     """The timed schedule of ``flows`` in list order (module docstring)."""
-    scheduler = FlowScheduler(instance)
+    scheduler = FlowScheduler(instance, queued_switches)
     for flow in flows:
         scheduler.send(flow)
     return scheduler.schedule()
