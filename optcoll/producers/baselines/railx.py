@@ -4,45 +4,27 @@ their rail, and broadcast inside the node (DESIGN.md §7, a flow producer for th
 On a multi-node machine (nodes of GPUs, GPUs with NICs on rails, ``nccl.topology``), chunk c
 belongs to rail r = c mod R. In every node the GPU on rail r is its *owner*; the pipeline per chunk:
 
-1. every other GPU of the node reduces its contribution into the owner (a reduce-scatter listed
-   slot by slot as a Latin square: in slot s the GPU s places after an owner sends to it, so every
-   GPU sends once and receives once per slot);
+1. every other GPU of the node reduces its contribution into the owner, listed slot by slot as a
+   Latin square (in slot s the GPU s places after the owner in the node's ring order sends to it,
+   so within a round of R chunks every GPU sends once and receives once per slot);
 2. the owners of c (one per node) combine their node partials across the network: with two nodes
    one *exchange* (both reduce into each other at once, ``flows.Flow.both_ways``), with more
    nodes recursive doubling over a power-of-two count, or a reduce to the first node's owner and
    copies back otherwise;
-3. each owner broadcasts the sum inside its node along a greedy tree in which every holder sends
-   to a new GPU as soon as its last send left: over a plain switch (two hops per copy, one link
-   occupancy apart) the holders grow like Fibonacci numbers, the fastest a plain switch allows.
+3. each owner copies the sum to the other GPUs of its node in the same Latin-square slots (when a
+   round's chunks are done at once, as across a rail, every GPU must still receive R − 1 of them,
+   so copies straight from the owners are as fast as any broadcast tree there).
 
-Phases are listed round by round (all chunks' reductions, then exchanges, then broadcasts), and
-the flow scheduler places each transfer at its earliest start with plain switches queueing their
-arrivals. This is the schedule the AllReduce cut bound with a preparation prefix and a
-broadcast tail (``optcoll.bounds.allreduce``) is tight against on cluster2x8.
+Phases are listed as reductions, then exchanges, then copies, each round by round, and the flow
+scheduler places each transfer at its earliest start with plain switches queueing their arrivals.
 """
 from __future__ import annotations
-
-import heapq
 
 from optcoll.instances.instance import Instance
 from optcoll.producers.base import NotApplicable
 from optcoll.producers.baselines.flows import Flow
 from optcoll.producers.baselines.nccl.topology import nccl_topology
 from optcoll.schedules.schedule import COPY, REDUCE
-
-
-def broadcast_order(root: int, others: list[int]) -> list[tuple[int, int]]:
-    """(sender, receiver) pairs of a greedy broadcast from ``root``: each copy keeps its sender
-    busy one unit and reaches the receiver two units after it starts (a store-and-forward switch
-    hop), the next receiver going to the holder free first (ties to the earlier holder)."""
-    free = [(0, 0, root)]
-    pairs = []
-    for i, v in enumerate(others):
-        t, _, u = heapq.heappop(free)
-        pairs.append((u, v))
-        heapq.heappush(free, (t + 1, 2 * i + 1, u))
-        heapq.heappush(free, (t + 2, 2 * i + 2, v))
-    return pairs
 
 
 def _combine(chunk: int, owners: list[int]) -> list[Flow]:
@@ -82,11 +64,9 @@ def rail_exchange(instance: Instance) -> list[Flow]:
                 for n, members in enumerate(nodes):
                     if slot < len(members):
                         i = members.index(owners[c][n])
-                        reduce_in.append(Flow(c, members[(i + slot) % len(members)], owners[c][n], REDUCE))
+                        peer = members[(i + slot) % len(members)]
+                        reduce_in.append(Flow(c, peer, owners[c][n], REDUCE))
+                        spread.append(Flow(c, owners[c][n], peer, COPY))
         for c in rounds:
-            for n, members in enumerate(nodes):
-                i = members.index(owners[c][n])
-                spread += [Flow(c, u, v, COPY)
-                           for u, v in broadcast_order(owners[c][n], members[i + 1:] + members[:i])]
             combine += _combine(c, owners[c])
     return reduce_in + combine + spread
