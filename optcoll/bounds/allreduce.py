@@ -20,6 +20,10 @@ deliveries of each chunk:
 out-link (a plain switch forwards each arrival once), which gives the egress forms on the links
 out of NPUs, each transfer then still needing the way to the nearest NPU.
 
+``allreduce-cut-split`` (``allreduce_split``, without in-network reduction and multicast) splits
+the cut form on whether some chunk crosses twice; when none does, every crossing carries a full
+side partial (a preparation before it) and lands at one NPU, which must broadcast it (a tail).
+
 *Cuts* (valid with in-network reduction and multicast too): for a node set S splitting X, each
 chunk's contributions inside S must cross to a rank outside and those outside must cross in, so
 each direction carries K transfers, the j-th on link e finishing no earlier than a_e + j·o_e plus
@@ -35,6 +39,7 @@ import math
 import numpy as np
 from scipy.sparse.csgraph import dijkstra, shortest_path
 
+from optcoll.bounds.allreduce_split import kth_instant, split_cut_value
 from optcoll.bounds.bound import Bound, describe_nodes
 from optcoll.bounds.cutbounds import SplitCuts, split_cuts
 from optcoll.bounds.demand import allreduce_set, need_counts_per_chunk
@@ -90,17 +95,6 @@ def not_applied(machine: Machine, collective: Collective) -> str:
     return ""
 
 
-def _kth(count: int, first: np.ndarray, period: np.ndarray) -> float:
-    """The ``count``-th smallest of first_e + j·period_e (j ≥ 0) over links e (inf if none)."""
-    live = np.isfinite(first)
-    if count <= 0:
-        return 0.0
-    if not live.any():
-        return math.inf
-    rows, mult = np.unique(np.stack([first[live], period[live]], axis=1), axis=0, return_counts=True)
-    return kth_arrival(count, rows[:, 0].copy(), rows[:, 1].copy(), mult)
-
-
 def allreduce_bounds(machine: Machine, collective: Collective, model: TimeModel,
                      split: SplitCuts | None = None) -> list[Bound]:
     """The bounds of the module docstring that apply to this machine (none when the collective
@@ -118,6 +112,10 @@ def allreduce_bounds(machine: Machine, collective: Collective, model: TimeModel,
     if in_network_reduction(machine):
         return found
     npu = np.arange(machine.num_nodes) < machine.num_npus
+    to_npus = _distances(machine, timing.delay, np.flatnonzero(npu), reverse=True)
+    if not switch_multicast(machine):
+        found.append(_split_cut_bound(machine, members, k, cuts, from_ranks, to_npus, timing.delay,
+                                      timing.busy))
     into, out_of = np.flatnonzero(npu[machine.link_dst]), np.flatnonzero(npu[machine.link_src])
     deliveries = 2 * (n - 1) * k
     why = (f"each of the {k} chunk(s) needs N − 1 = {n - 1} reduce deliveries into NPUs to form its "
@@ -127,17 +125,16 @@ def allreduce_bounds(machine: Machine, collective: Collective, model: TimeModel,
                        f"{format_bandwidth(float(machine.link_bandwidth[into].sum()))} of NPU "
                        f"in-links ({why})", assumptions=(NO_REDUCTION,)))
     first = from_ranks[machine.link_src[into]] + timing.delay[into]
-    value = _kth(deliveries, first, timing.busy[into])
+    value = kth_instant(deliveries, first, timing.busy[into])
     found.append(Bound("allreduce-transfers", value,
                        f"{deliveries} chunk deliveries into NPUs over {into.size} NPU in-link(s), each "
                        f"link's j-th no earlier than its first possible arrival + j·occupancy: the last "
                        f"cannot arrive before {format_time(value)} ({why})", assumptions=(NO_REDUCTION,)))
     if switch_multicast(machine):
         return found
-    to_npus = _distances(machine, timing.delay, np.flatnonzero(npu), reverse=True)
     volume = deliveries * b / float(machine.link_bandwidth[out_of].sum())
     last = from_ranks[machine.link_src[out_of]] + timing.delay[out_of] + to_npus[machine.link_dst[out_of]]
-    value = _kth(deliveries, last, timing.busy[out_of])
+    value = kth_instant(deliveries, last, timing.busy[out_of])
     how = (f"{deliveries} chunk deliveries into NPUs, each sent on its own NPU out-link (plain "
            f"switches forward each arrival once; {why})")
     found.append(Bound("allreduce-volume-egress", volume, f"{how}, over "
@@ -222,7 +219,7 @@ def _cut_bound(machine: Machine, members: np.ndarray, k: int, b: float, cuts: li
                 options.append((dist[i, tails] + delay[cross] + dist[heads, r],
                                 f", carrying {machine.label(int(i))}'s contribution to {machine.label(int(r))}"))
             for first, how in options:
-                value = _kth(k, first, busy[cross])
+                value = kth_instant(k, first, busy[cross])
                 if value > best[0]:
                     best = (value, inside, way_in, how)
     value, inside, way_in, how = best
@@ -234,3 +231,30 @@ def _cut_bound(machine: Machine, members: np.ndarray, k: int, b: float, cuts: li
                  f"other); with each crossing link's j-th transfer no earlier than its first possible "
                  f"arrival + j·occupancy and the way on, the last cannot arrive before "
                  f"{format_time(value)} (the best of a family of cuts)", exact=False)
+
+
+def _split_cut_bound(machine: Machine, members: np.ndarray, k: int, cuts: list[np.ndarray],
+                     from_ranks: np.ndarray, to_npus: np.ndarray, delay: np.ndarray,
+                     busy: np.ndarray) -> Bound:
+    """The best ``allreduce_split`` bound over ``cuts``, each in both directions."""
+    is_member = np.zeros(machine.num_nodes, dtype=bool)
+    is_member[members] = True
+    best: tuple[float, np.ndarray | None, bool, str] = (-1.0, None, False, "")
+    seen: set[bytes] = set()
+    for inside in cuts:
+        key = inside.tobytes()
+        if key in seen or not (is_member & inside).any() or not (is_member & ~inside).any():
+            continue
+        seen.add(key)
+        for way_in in (False, True):
+            value, how = split_cut_value(machine, ~inside if way_in else inside, is_member, k,
+                                         from_ranks, to_npus, delay, busy)
+            if value > best[0]:
+                best = (value, inside, way_in, how)
+    value, inside, way_in, how = best
+    assert inside is not None
+    return Bound("allreduce-cut-split", value,
+                 f"{describe_nodes(machine, np.flatnonzero(inside), members)}, crossings "
+                 f"{'into' if way_in else 'out of'} S: every chunk crosses at least once; {how}; so no "
+                 f"schedule ends before {format_time(value)} (the best of a family of cuts)",
+                 exact=False, assumptions=(NO_REDUCTION, NO_MULTICAST))
