@@ -248,7 +248,7 @@ def _split_cut_bound(machine: Machine, members: np.ndarray, k: int, cuts: list[n
         seen.add(key)
         for way_in in (False, True):
             value, how = split_cut_value(machine, ~inside if way_in else inside, is_member, k,
-                                         from_ranks, to_npus, delay, busy)
+                                         from_ranks, to_npus, delay, busy, best[0])
             if value > best[0]:
                 best = (value, inside, way_in, how)
     value, inside, way_in, how = best

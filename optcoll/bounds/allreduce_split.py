@@ -20,7 +20,8 @@ chunk crosses at least once. Let X be the number of crossings.
   so the value sent was formed by n_A − 1 reduce deliveries over links inside A into A's NPUs,
   all delivered before the crossing starts. Order the used crossing links by the start of their
   first transfer: the j-th first start needs the j·(n_A − 1) deliveries of j distinct chunks, so
-  it is no earlier than R(j), the j·(n_A − 1)-th possible arrival over those links. The used link
+  it is no earlier than R(j), the j·(n_A − 1)-th possible arrival over those links (only the K
+  first used links matter: the K-th instant below takes at most one per link). The used link
   of rank j carries its i-th transfer from R(j) + i·o on (o, the least occupancy of a crossing
   link), each arriving at an NPU h at least D later (the least delay + way of a crossing link):
   the K-th of those instants bounds the last crossing's arrival at its h. *Tail*: that chunk's A
@@ -94,16 +95,19 @@ def _holder_ports(machine: Machine, side: np.ndarray, delay: np.ndarray, busy: n
 
 def split_cut_value(machine: Machine, tail_side: np.ndarray, is_member: np.ndarray, k: int,
                     from_ranks: np.ndarray, to_npus: np.ndarray, delay: np.ndarray,
-                    busy: np.ndarray) -> tuple[float, str]:
+                    busy: np.ndarray, floor: float = -math.inf) -> tuple[float, str]:
     """The bound of the module docstring for crossings out of ``tail_side``, and both cases'
     figures. ``from_ranks``/``to_npus``: per node, the least delay from a rank / to an NPU
-    (over the whole network, which only shortens the ways)."""
+    (over the whole network, which only shortens the ways). When the case of a chunk crossing
+    twice already gives at most ``floor`` that is returned alone (the bound cannot exceed it)."""
     cross = np.flatnonzero(tail_side[machine.link_src] & ~tail_side[machine.link_dst])
     if cross.size == 0:
         return math.inf, "no crossing link"
     tails, heads = machine.link_src[cross], machine.link_dst[cross]
     way = to_npus[heads]
     extra = kth_instant(k + 1, from_ranks[tails] + delay[cross] + way, busy[cross])
+    if extra <= floor:
+        return extra, ""
     n_a = int(np.count_nonzero(is_member & tail_side))
     n_b = int(np.count_nonzero(is_member & ~tail_side))
     npu = np.arange(machine.num_nodes) < machine.num_npus
@@ -111,7 +115,7 @@ def split_cut_value(machine: Machine, tail_side: np.ndarray, is_member: np.ndarr
     merge_first = from_ranks[machine.link_src[merge]] + delay[merge]
     start = float(from_ranks[tails].min())
     ready = np.array([max(start, kth_instant(j * (n_a - 1), merge_first, busy[merge]))
-                      for j in range(1, cross.size + 1)])
+                      for j in range(1, min(cross.size, k) + 1)])
     least_way = float((delay[cross] + way).min())
     crossed = kth_instant(k, ready + least_way, np.full(ready.size, float(busy[cross].min())))
     ports = _holder_ports(machine, ~tail_side, delay, busy, to_npus)

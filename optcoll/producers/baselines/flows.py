@@ -26,11 +26,13 @@ value), so a path through an NPU is ``NotApplicable``.
 By default a relay switch is ordered like an NPU (conservative). With ``queued_switches`` a plain
 switch (no multicast, no reduction) queues its arrivals as DESIGN.md section 3 says, so arrivals of
 one chunk through it need not wait for each other and each forward waits for its own arrival only;
-the producer lists its flows so that the switch's FIFO hands each forward the right value (same
-values, or one destination), and the shared verifier checks that it does.
-An *exchange* (``Flow.both_ways``) reduces two NPUs' partials into each other at once: both first
-hops are placed before either delivery, so each send reads its value from before the other's
-arrives; it needs a switch on the way (a direct link would deliver before the other send starts).
+the arrivals of a chunk at the switch and its forwards are kept in the order they are placed, so
+its FIFO hands each forward the value placed for it (the shared verifier checks that too).
+An *exchange* (``Flow.both_ways``) reduces two NPUs' partials into each other at once: the two
+paths are placed hop by hop in step, so both first hops precede either delivery (each send reads
+its value from before the other's arrives). That needs queueing plain switches on both ways (a
+direct link would deliver before the other send starts, a buffering switch would keep only the
+later value); otherwise the exchange is a reduce into dst and a copy of the sum back.
 """
 from __future__ import annotations
 
@@ -89,8 +91,12 @@ class FlowScheduler:
         if key_a not in self.arrived:
             raise AssertionError(f"flow sends chunk {c} from {self.machine.label(a)}, which holds "
                                  "nothing of it yet")
-        if not self.queued[a]:
+        if self.queued[a]:  # a plain switch's FIFO: forwards of a chunk in the order placed
+            ready = max(ready, self.sent.get(key_a, 0.0))
+        else:
             ready = max(ready, self.arrived[key_a])
+        # into a plain switch: arrivals of a chunk in the order placed (its FIFO hands them on so)
+        fifo = self.arrived.get(key_b, 0.0) if self.queued[b] else 0.0
         if not self.queued[b]:
             ready = max(ready, self.sent.get(key_b, 0.0))
             if op == COPY or self.last_op.get(key_b) == COPY:
@@ -98,7 +104,7 @@ class FlowScheduler:
         extra = self.reduce_extra if op == REDUCE else 0.0
         best = None
         for e in self.machine.links_between(a, b):
-            t, resources = self.calendar.earliest(e, ready)
+            t, resources = self.calendar.earliest(e, max(ready, fifo - self.delay[e] - extra))
             arrival = t + self.delay[e] + extra
             if best is None or arrival < best[0]:
                 best = (arrival, t, e, resources)
@@ -122,25 +128,28 @@ class FlowScheduler:
                 "unchanged in the timed model")
         return path
 
-    def _rest(self, flow: Flow, path: list[int], t: float, first: int) -> float:
-        """Hops ``first``.. of ``path`` from time t, the last carrying the flow's op."""
-        for i in range(first, len(path) - 1):
-            t = self._hop(flow.chunk, path[i], path[i + 1], flow.op if i == len(path) - 2 else COPY, t)
-        return t
+    def _hops(self, chunk: int, paths: list[list[int]], op: int, ready: float) -> float:
+        """Each path from ``ready`` on, hop i of every path before hop i + 1 of any (so each
+        relay switch sees the paths' arrivals and forwards in one order); the last hop of a
+        path carries ``op``. Returns the last arrival."""
+        times = [ready] * len(paths)
+        for i in range(max(len(p) for p in paths) - 1):
+            for j, path in enumerate(paths):
+                if i < len(path) - 1:
+                    last = i == len(path) - 2
+                    times[j] = self._hop(chunk, path[i], path[i + 1], op if last else COPY, times[j])
+        return max(times)
 
     def send(self, flow: Flow, ready: float = 0.0) -> float:
         """One logical transfer (routed through switches if needed, an exchange both ways at
         once); returns its (last) arrival."""
-        if not flow.both_ways:
-            return self._rest(flow, self._path(flow.src, flow.dst), ready, 0)
-        back = Flow(flow.chunk, flow.dst, flow.src, flow.op)
-        paths = [self._path(flow.src, flow.dst), self._path(flow.dst, flow.src)]
-        if min(len(p) for p in paths) < 3:
-            m = self.machine
-            raise NotApplicable(f"an exchange between {m.label(flow.src)} and {m.label(flow.dst)} "
-                                "needs a switch on the way (module docstring)")
-        starts = [self._hop(flow.chunk, p[0], p[1], COPY, ready) for p in paths]
-        return max(self._rest(f, p, t, 1) for f, p, t in zip((flow, back), paths, starts))
+        paths = [self._path(flow.src, flow.dst)]
+        if flow.both_ways:
+            paths.append(self._path(flow.dst, flow.src))
+            if not all(len(p) > 2 and all(self.queued[v] for v in p[1:-1]) for p in paths):
+                there = self._hops(flow.chunk, paths[:1], flow.op, ready)
+                return self._hops(flow.chunk, paths[1:], COPY, there)
+        return self._hops(flow.chunk, paths, flow.op, ready)
 
     def schedule(self) -> Schedule:
         if not self.rows:

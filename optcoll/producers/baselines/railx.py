@@ -47,10 +47,10 @@ def _combine(chunk: int, owners: list[int]) -> list[Flow]:
 def rail_exchange(instance: Instance) -> list[Flow]:
     coll = instance.collective
     if coll.kind != "allreduce":
-        raise NotApplicable(f"rail-exchange implements AllReduce only, not {coll.kind}")
+        raise NotApplicable(f"rail-exchange does not implement {coll.kind}; it implements AllReduce only")
     topo = nccl_topology(instance.machine, coll.ranks)
     if topo.num_nodes < 2 or topo.num_rails < 1:
-        raise NotApplicable("rail-exchange needs at least two nodes with NICs (a multi-node machine)")
+        raise NotApplicable("rail-exchange needs at least 2 nodes, each with a NIC (a multi-node machine)")
     rails = topo.num_rails
     nodes = [topo.chain(n, 0) for n in range(topo.num_nodes)]
     owners = {c: [topo.rails[n][c % rails] for n in range(topo.num_nodes)]
