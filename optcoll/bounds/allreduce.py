@@ -20,26 +20,34 @@ deliveries of each chunk:
 out-link (a plain switch forwards each arrival once), which gives the egress forms on the links
 out of NPUs, each transfer then still needing the way to the nearest NPU.
 
-``allreduce-cut-split`` (``allreduce_split``, without in-network reduction and multicast) splits
-the cut form on whether some chunk crosses twice; when none does, every crossing carries a full
-side partial (a preparation before it) and lands at one NPU, which must broadcast it (a tail).
-
 *Cuts* (valid with in-network reduction and multicast too): for a node set S splitting X, each
 chunk's contributions inside S must cross to a rank outside and those outside must cross in, so
 each direction carries K transfers, the j-th on link e finishing no earlier than a_e + j·o_e plus
 the way from e's head to the nearest rank on the other side: ``allreduce-cut`` is the K-th of
 those instants, maximised over a family of cuts (minimum cuts, single ranks, sweeps).
 
+*Cuts crossed once* (no in-network reduction, no multicast): ``allreduce-cut-once`` splits on
+the useful crossings of each chunk, those whose content reaches a rank's final value. Either some
+chunk crosses twice, so K + 1 useful crossings share the crossing links (the cut form with K + 1);
+or every chunk crosses exactly once. Then that crossing carries all s contributions of its side,
+merged by s − 1 reduce deliveries into NPUs of that side (a merge fed from the far side would be a
+second crossing), so the q-th crossing to start waits for q·(s − 1) such deliveries; and the other
+side's ranks learn the chunk only through the one NPU the crossing reaches (a plain switch forwards
+an arrival once, and a path back through the near side would cross again), which must spread it
+to them without multicast: holders can at most grow as if each one sent a copy on every out-link
+once per least occupancy, each arriving after the least NPU-to-NPU delay.
+
 Port limits are ignored (fewer usable links only delay), so every bound holds with them too.
 """
 from __future__ import annotations
 
+import heapq
 import math
+from functools import lru_cache
 
 import numpy as np
 from scipy.sparse.csgraph import dijkstra, shortest_path
 
-from optcoll.bounds.allreduce_split import kth_instant, split_cut_value
 from optcoll.bounds.bound import Bound, describe_nodes
 from optcoll.bounds.cutbounds import SplitCuts, split_cuts
 from optcoll.bounds.demand import allreduce_set, need_counts_per_chunk
@@ -58,6 +66,9 @@ SWEEP_CUTS = 8
 #: Up to this many nodes the cut form also takes the ranks farthest from each cut (all-pairs
 #: distances, n² floats).
 PAIR_MAX_NODES = 512
+#: Crossing counts q at which ``allreduce-cut-once`` splits the crossings into those started by
+#: the q-th and the rest (any subset of 1..K gives a valid bound; more only tighten it).
+ONCE_SPLITS = 48
 
 
 def in_network_reduction(machine: Machine) -> bool:
@@ -95,6 +106,17 @@ def not_applied(machine: Machine, collective: Collective) -> str:
     return ""
 
 
+def _kth(count: int, first: np.ndarray, period: np.ndarray) -> float:
+    """The ``count``-th smallest of first_e + j·period_e (j ≥ 0) over links e (inf if none)."""
+    live = np.isfinite(first)
+    if count <= 0:
+        return 0.0
+    if not live.any():
+        return math.inf
+    rows, mult = np.unique(np.stack([first[live], period[live]], axis=1), axis=0, return_counts=True)
+    return kth_arrival(count, rows[:, 0].copy(), rows[:, 1].copy(), mult)
+
+
 def allreduce_bounds(machine: Machine, collective: Collective, model: TimeModel,
                      split: SplitCuts | None = None) -> list[Bound]:
     """The bounds of the module docstring that apply to this machine (none when the collective
@@ -111,11 +133,9 @@ def allreduce_bounds(machine: Machine, collective: Collective, model: TimeModel,
     found = [_cut_bound(machine, members, k, b, cuts, from_ranks, to_ranks, timing.delay, timing.busy)]
     if in_network_reduction(machine):
         return found
-    npu = np.arange(machine.num_nodes) < machine.num_npus
-    to_npus = _distances(machine, timing.delay, np.flatnonzero(npu), reverse=True)
     if not switch_multicast(machine):
-        found.append(_split_cut_bound(machine, members, k, cuts, from_ranks, to_npus, timing.delay,
-                                      timing.busy))
+        found.append(_once_bound(machine, members, k, cuts, from_ranks, to_ranks, timing.delay, timing.busy))
+    npu = np.arange(machine.num_nodes) < machine.num_npus
     into, out_of = np.flatnonzero(npu[machine.link_dst]), np.flatnonzero(npu[machine.link_src])
     deliveries = 2 * (n - 1) * k
     why = (f"each of the {k} chunk(s) needs N − 1 = {n - 1} reduce deliveries into NPUs to form its "
@@ -125,16 +145,17 @@ def allreduce_bounds(machine: Machine, collective: Collective, model: TimeModel,
                        f"{format_bandwidth(float(machine.link_bandwidth[into].sum()))} of NPU "
                        f"in-links ({why})", assumptions=(NO_REDUCTION,)))
     first = from_ranks[machine.link_src[into]] + timing.delay[into]
-    value = kth_instant(deliveries, first, timing.busy[into])
+    value = _kth(deliveries, first, timing.busy[into])
     found.append(Bound("allreduce-transfers", value,
                        f"{deliveries} chunk deliveries into NPUs over {into.size} NPU in-link(s), each "
                        f"link's j-th no earlier than its first possible arrival + j·occupancy: the last "
                        f"cannot arrive before {format_time(value)} ({why})", assumptions=(NO_REDUCTION,)))
     if switch_multicast(machine):
         return found
+    to_npus = _distances(machine, timing.delay, np.flatnonzero(npu), reverse=True)
     volume = deliveries * b / float(machine.link_bandwidth[out_of].sum())
     last = from_ranks[machine.link_src[out_of]] + timing.delay[out_of] + to_npus[machine.link_dst[out_of]]
-    value = kth_instant(deliveries, last, timing.busy[out_of])
+    value = _kth(deliveries, last, timing.busy[out_of])
     how = (f"{deliveries} chunk deliveries into NPUs, each sent on its own NPU out-link (plain "
            f"switches forward each arrival once; {why})")
     found.append(Bound("allreduce-volume-egress", volume, f"{how}, over "
@@ -219,7 +240,7 @@ def _cut_bound(machine: Machine, members: np.ndarray, k: int, b: float, cuts: li
                 options.append((dist[i, tails] + delay[cross] + dist[heads, r],
                                 f", carrying {machine.label(int(i))}'s contribution to {machine.label(int(r))}"))
             for first, how in options:
-                value = kth_instant(k, first, busy[cross])
+                value = _kth(k, first, busy[cross])
                 if value > best[0]:
                     best = (value, inside, way_in, how)
     value, inside, way_in, how = best
@@ -233,28 +254,65 @@ def _cut_bound(machine: Machine, members: np.ndarray, k: int, b: float, cuts: li
                  f"{format_time(value)} (the best of a family of cuts)", exact=False)
 
 
-def _split_cut_bound(machine: Machine, members: np.ndarray, k: int, cuts: list[np.ndarray],
-                     from_ranks: np.ndarray, to_npus: np.ndarray, delay: np.ndarray,
-                     busy: np.ndarray) -> Bound:
-    """The best ``allreduce_split`` bound over ``cuts``, each in both directions."""
+@lru_cache(maxsize=256)
+def _spread_time(holders: int, delay: float, period: float, degree: int) -> float:
+    """The least time by which one holder can have made ``holders`` − 1 others, if every holder
+    sends one copy on each of ``degree`` out-links every ``period`` and each arrives ``delay``
+    after it leaves (an upper envelope of any spread without multicast: a lower bound on its time).
+    """
+    if holders <= 1:
+        return 0.0
+    pending = [(delay, 0.0, 0)] * degree  # (arrival, sender's own arrival, sender's send index)
+    heapq.heapify(pending)
+    for _ in range(holders - 1):
+        arrival, since, j = heapq.heappop(pending)
+        heapq.heappush(pending, (since + delay + (j + 1) * period, since, j + 1))
+        for _ in range(degree):
+            heapq.heappush(pending, (arrival + delay, arrival, 0))
+    return arrival
+
+
+def _once_bound(machine: Machine, members: np.ndarray, k: int, cuts: list[np.ndarray], from_ranks: np.ndarray,
+                to_ranks: np.ndarray, delay: np.ndarray, busy: np.ndarray) -> Bound:
+    """``allreduce-cut-once`` (module docstring), the best over ``cuts`` and both directions."""
+    npu = np.arange(machine.num_nodes) < machine.num_npus
     is_member = np.zeros(machine.num_nodes, dtype=bool)
     is_member[members] = True
-    best: tuple[float, np.ndarray | None, bool, str] = (-1.0, None, False, "")
+    to_npus = _distances(machine, delay, np.flatnonzero(npu), reverse=True)
+    out_degree = np.bincount(machine.link_src, minlength=machine.num_nodes)
+    splits = np.unique(np.linspace(1, k, min(k, ONCE_SPLITS)).round().astype(np.int64))
+    best = (-1.0, "")
     seen: set[bytes] = set()
     for inside in cuts:
         key = inside.tobytes()
         if key in seen or not (is_member & inside).any() or not (is_member & ~inside).any():
             continue
         seen.add(key)
-        for way_in in (False, True):
-            value, how = split_cut_value(machine, ~inside if way_in else inside, is_member, k,
-                                         from_ranks, to_npus, delay, busy, best[0])
+        for near in (inside, ~inside):
+            cross = np.flatnonzero(near[machine.link_src] & ~near[machine.link_dst])
+            tails, heads = machine.link_src[cross], machine.link_dst[cross]
+            twice = _kth(k + 1, from_ranks[tails] + delay[cross] + to_ranks[heads], busy[cross])
+            merges = np.flatnonzero(near[machine.link_src] & near[machine.link_dst] & npu[machine.link_dst])
+            merge_first = from_ranks[machine.link_src[merges]] + delay[merges]
+            s = int(np.count_nonzero(is_member & near))
+            far_npus = np.flatnonzero(npu & ~near)
+            sends = np.flatnonzero(npu[machine.link_src] & ~near[machine.link_src])  # out of far NPUs
+            hop = float((delay[sends] + to_npus[machine.link_dst[sends]]).min())  # NPU to another NPU
+            spread = _spread_time(int(np.count_nonzero(is_member & ~near)), hop, float(busy[sends].min()),
+                                  int(out_degree[far_npus].max()))
+            crossed = 0.0
+            for q in splits.tolist():
+                ready = _kth(q * (s - 1), merge_first, busy[merges]) if s > 1 else 0.0
+                start = np.maximum(ready, from_ranks[tails])
+                crossed = max(crossed, _kth(k - q + 1, start + delay[cross] + to_npus[heads], busy[cross]))
+            value = min(twice, crossed + spread)
             if value > best[0]:
-                best = (value, inside, way_in, how)
-    value, inside, way_in, how = best
-    assert inside is not None
-    return Bound("allreduce-cut-split", value,
-                 f"{describe_nodes(machine, np.flatnonzero(inside), members)}, crossings "
-                 f"{'into' if way_in else 'out of'} S: every chunk crosses at least once; {how}; so no "
-                 f"schedule ends before {format_time(value)} (the best of a family of cuts)",
+                best = (value, f"{describe_nodes(machine, np.flatnonzero(near), members)}: either some chunk "
+                        f"crosses out of S twice ({k + 1} crossings: the last cannot arrive before "
+                        f"{format_time(twice)}), or each of the {k} chunk(s) crosses once carrying S's {s} "
+                        f"contributions ({s - 1} reduce deliveries inside S first), the last arriving no "
+                        f"earlier than {format_time(crossed)} at one NPU, which must spread it to the "
+                        f"other side's ranks ({format_time(spread)})")
+    value, detail = best
+    return Bound("allreduce-cut-once", max(value, 0.0), detail + " (the best of a family of cuts)",
                  exact=False, assumptions=(NO_REDUCTION, NO_MULTICAST))

@@ -23,13 +23,13 @@ from optcoll.producers import compose
 from optcoll.producers.base import NotApplicable, Synthesizer
 from optcoll.producers.baselines import algorithms
 from optcoll.producers.baselines.bine import bine
-from optcoll.producers.baselines.flows import Flow, schedule_flows
+from optcoll.producers.baselines.flows import Exchange, Flow, schedule_flows
 from optcoll.producers.baselines.listsched import list_schedule
 from optcoll.producers.baselines.nccl.innetwork import collnet, nvls, nvls_tree
 from optcoll.producers.baselines.nccl.pat import pat
 from optcoll.producers.baselines.nccl.ring import nccl_ring
 from optcoll.producers.baselines.nccl.tree import nccl_tree
-from optcoll.producers.baselines.railx import rail_exchange
+from optcoll.producers.baselines.railexchange import rail_exchange
 from optcoll.producers.baselines.swing import swing
 from optcoll.producers.baselines.trivance import trivance
 from optcoll.producers.flow import produce as flow
@@ -56,9 +56,7 @@ class _Spec:
     #: (``compose`` module docstring): TACOS's own AllReduce, and half the greedy's work.
     mirror: bool = False
     #: Emits every collective it implements directly as flows.
-    flows: Callable[[Instance], list[Flow]] | None = None
-    #: Its flows let plain switches queue arrivals (``flows.FlowScheduler``).
-    queued_switches: bool = False
+    flows: Callable[[Instance], list[Flow | Exchange]] | None = None
 
 
 def _baseline(algorithm: Callable[[SpreadProblem], algorithms.Messages]) -> compose.Spreader:
@@ -83,9 +81,9 @@ def _at_tree_roots(collective: Collective) -> np.ndarray:
     return algorithms.double_tree_homes(collective.ranks, collective.num_chunks)
 
 
-def _flows(name: str, description: str, flows: Callable[[Instance], list[Flow]],
-           kinds: frozenset[str], queued_switches: bool = False) -> _Spec:
-    return _Spec(name, description, None, kinds, flows=flows, queued_switches=queued_switches)
+def _flows(name: str, description: str, flows: Callable[[Instance], list[Flow | Exchange]],
+           kinds: frozenset[str]) -> _Spec:
+    return _Spec(name, description, None, kinds, flows=flows)
 
 
 _GATHERS = frozenset({"allgather", "reducescatter", "allreduce"})
@@ -126,9 +124,6 @@ _SPECS = [
     _flows("nccl-tree", "NCCL tree AllReduce: double binary tree across nodes, chains inside "
            "(BALANCED_TREE), reduce up and broadcast down, pipelined", nccl_tree,
            frozenset({"allreduce"})),
-    _flows("rail-exchange", "multi-node AllReduce pipelined per chunk: reduce into the chunk's "
-           "rail GPU in each node, exchange node partials along the rail, broadcast inside the "
-           "node (greedy doubling)", rail_exchange, frozenset({"allreduce"}), queued_switches=True),
     _Spec("nccl-pat", "NCCL PAT (>= 2.23): AllGather/ReduceScatter along distance-halving binomial "
           "trees, ceil(log2 N) hops per block", _baseline(pat),
           frozenset({"allgather", "reducescatter"})),
@@ -138,6 +133,9 @@ _SPECS = [
            "heads across nodes", nvls_tree, frozenset({"allreduce"})),
     _flows("nccl-collnet", "NCCL CollNet: heads reduce their node, a reducing network switch "
            "(SHARP-like) reduces across nodes and returns the sum", collnet,
+           frozenset({"allreduce"})),
+    _flows("rail-exchange", "direct AllReduce across nodes: reduce into each node's rail GPU, the "
+           "rail GPUs exchange node partials at once, spread inside the node", rail_exchange,
            frozenset({"allreduce"})),
     _Spec("swing", "Swing (NSDI'24): swinging peers x +- rho(s), 2D ports on a D-dimensional torus "
           "(even sizes), bandwidth-optimal ReduceScatter + AllGather", _baseline(swing), _GATHERS),
@@ -159,7 +157,7 @@ def _runner(spec: _Spec) -> Callable[[Instance, int], Schedule]:
             raise NotApplicable(f"{spec.name} produces timed schedules; the instance asks for the "
                                 f"{instance.model.kind} model")
         if spec.flows is not None:
-            return schedule_flows(instance, spec.flows(instance), spec.queued_switches)
+            return schedule_flows(instance, spec.flows(instance))
         assert spec.spreader is not None
         return compose.synthesize(instance, spec.spreader, seed, spec.homes, spec.mirror)
     return run

@@ -129,3 +129,47 @@ def test_bounds_below_every_recorded_allreduce(suite):
         time = verify(inst.machine, inst.collective, schedule, inst.model).time
         for bound in lower_bounds(inst.machine, inst.collective, inst.model):
             assert bound.value <= time * (1 + 1e-9), (path.name, bound)
+
+
+def test_cut_once_counts_a_second_crossing_on_two_nodes():
+    """Two servers of 8 GPUs, one NIC each: 16 chunks over 8 NIC uplinks. Crossing twice means
+    17 crossings, 3 on one uplink, then the hop down to a GPU: 4 NIC hops. Crossing once means
+    the node partials are merged first (7 deliveries per rail GPU)."""
+    b = 2.0**30 / 16
+    machine = G.multinode(2, 8, nvlink_bandwidth=300e9, nvlink_latency=0.5 * US, nic_bandwidth=25e9,
+                          nic_latency=2 * US)
+    bound = by_name(machine, make_collective("allreduce", range(16), 2.0**30, 1))["allreduce-cut-once"]
+    assert bound.value == pytest.approx(4 * (2 * US + b / 25e9))
+    assert "17 crossings" in bound.detail and "7 reduce deliveries" in bound.detail
+    assert bound.assumptions == ("no in-network reduction (switches do not combine)", "no switch multicast")
+
+
+@settings(max_examples=10, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**32 - 1), nodes=st.integers(2, 4), gpus=st.integers(1, 3), chunks=st.integers(1, 2),
+       occupancy=st.sampled_from(["link", "serialization"]))
+def test_bounds_never_beat_a_verified_allreduce_on_multinode_machines(seed, nodes, gpus, chunks, occupancy):
+    """Servers on a spine, random NVLink/NIC figures: every AllReduce synthesizer's verified
+    schedule (rail-exchange, NCCL's tree and ring, the greedy, ...) and the direct model's
+    improvement of the best stay at or above every bound, ``allreduce-cut-once`` included."""
+    rng = np.random.default_rng(seed)
+    machine = G.multinode(nodes, gpus, nvlink_bandwidth=float(rng.uniform(50e9, 400e9)),
+                          nvlink_latency=float(rng.uniform(0.1, 2)) * US,
+                          nic_bandwidth=float(rng.uniform(5e9, 60e9)), nic_latency=float(rng.uniform(0.5, 5)) * US)
+    n = nodes * gpus
+    inst = Instance("random", machine, make_collective("allreduce", range(n), 2.0**20 * n, chunks),
+                    TimeModel(occupancy=occupancy))
+    schedules = []
+    for name in ("rail-exchange", "nccl-tree", "nccl-ring", "tacos+", "ring"):
+        try:
+            schedules.append(get_synthesizer(name)(inst, seed % 5))
+        except NotApplicable:
+            continue
+    times = [verify(machine, inst.collective, s, inst.model) for s in schedules]
+    assert all(r.valid for r in times), [r.violation.message for r in times if not r.valid]
+    best = schedules[int(np.argmin([r.time for r in times]))]
+    direct = _direct_schedule(inst, best, 2.0)
+    if direct is not None:
+        times.append(verify(machine, inst.collective, direct, inst.model))
+    fastest = min(r.time for r in times)
+    for bound in lower_bounds(machine, inst.collective, inst.model):
+        assert bound.value <= fastest * (1 + 1e-9), (bound, fastest)

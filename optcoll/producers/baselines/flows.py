@@ -14,7 +14,14 @@ what makes a flow list correct by construction (the shared verifier still checks
 * a send of chunk c from x starts after every earlier-listed delivery of c into x arrived;
 * a delivery of c into x starts after every earlier-listed send of c from x started (that send
   read the old value), and, when it or the previous delivery is a copy, after the previous
-  delivery arrived (a copy replaces, so the order of deliveries matters; reductions commute).
+  delivery arrived (a copy replaces, so the order of deliveries matters; reductions commute);
+* a plain switch holds a first-in first-out queue per chunk instead of one value: there the
+  deliveries of c arrive, and the sends of c leave, in list order (ties keep list order, which
+  is the schedule's id order the verifier's queue follows), so chunks pass it concurrently.
+
+An ``Exchange`` lists sends between a set of NPUs that all read the values from before it (a
+swap of partial sums): its deliveries must arrive after every member's sends started, which the
+scheduler checks (``NotApplicable`` otherwise, never a wrong schedule).
 
 Each transfer then takes the earliest start its data, its link (gaps left by earlier transfers are
 filled, ``optcoll.producers.calendar``) and the port limits allow; among parallel links the one that
@@ -22,17 +29,6 @@ delivers first. A logical transfer between nodes without a direct link follows a
 (by delay) whose relays must be switches: they get a copy, the last hop carries the op. An NPU
 cannot relay a partial in the timed model (every arrival at an NPU replaces or adds to its own
 value), so a path through an NPU is ``NotApplicable``.
-
-By default a relay switch is ordered like an NPU (conservative). With ``queued_switches`` a plain
-switch (no multicast, no reduction) queues its arrivals as DESIGN.md section 3 says, so arrivals of
-one chunk through it need not wait for each other and each forward waits for its own arrival only;
-the arrivals of a chunk at the switch and its forwards are kept in the order they are placed, so
-its FIFO hands each forward the value placed for it (the shared verifier checks that too).
-An *exchange* (``Flow.both_ways``) reduces two NPUs' partials into each other at once: the two
-paths are placed hop by hop in step, so both first hops precede either delivery (each send reads
-its value from before the other's arrives). That needs queueing plain switches on both ways (a
-direct link would deliver before the other send starts, a buffering switch would keep only the
-later value); otherwise the exchange is a reduce into dst and a copy of the sum back.
 """
 from __future__ import annotations
 
@@ -55,14 +51,21 @@ class Flow:
     src: int
     dst: int
     op: int = COPY
-    #: src and dst reduce their partials into each other at once (an exchange; op is REDUCE).
-    both_ways: bool = False
+
+
+@dataclass(frozen=True)
+class Exchange:
+    """Every member sends its value of ``chunk`` to every other at once (``op`` into each)."""
+
+    chunk: int
+    members: tuple[int, ...]
+    op: int = REDUCE
 
 
 class FlowScheduler:
     """Places flows one by one (module docstring)."""
 
-    def __init__(self, instance: Instance, queued_switches: bool = False):
+    def __init__(self, instance: Instance):
         coll = instance.collective
         problem = forward(instance, coll.pre, coll.post)
         timing = instance.model.link_timing(instance.machine, coll.chunk_bytes)
@@ -81,9 +84,8 @@ class FlowScheduler:
         self.sent: dict[int, float] = {}
         self.last_op: dict[int, int] = {}
         self.rows: list[tuple[int, int, float, int]] = []
-        self.queued = [queued_switches and self.machine.is_switch(v)
-                       and not (self.machine.switch(v).multicast or self.machine.switch(v).reduce)
-                       for v in range(width)]
+        self.fifo = [m.is_switch(v) and not (m.switch(v).multicast or m.switch(v).reduce)
+                     for m in (self.machine,) for v in range(width)]
 
     def _hop(self, c: int, a: int, b: int, op: int, ready: float) -> float:
         """Chunk c over one link a→b starting no earlier than ``ready``; returns its arrival."""
@@ -91,20 +93,20 @@ class FlowScheduler:
         if key_a not in self.arrived:
             raise AssertionError(f"flow sends chunk {c} from {self.machine.label(a)}, which holds "
                                  "nothing of it yet")
-        if self.queued[a]:  # a plain switch's FIFO: forwards of a chunk in the order placed
+        ready = max(ready, self.arrived[key_a])
+        if self.fifo[a]:  # departures in list order
             ready = max(ready, self.sent.get(key_a, 0.0))
+        extra = self.reduce_extra if op == REDUCE else 0.0
+        earliest_arrival = 0.0
+        if self.fifo[b]:  # arrivals in list order
+            earliest_arrival = self.arrived.get(key_b, 0.0)
         else:
-            ready = max(ready, self.arrived[key_a])
-        # into a plain switch: arrivals of a chunk in the order placed (its FIFO hands them on so)
-        fifo = self.arrived.get(key_b, 0.0) if self.queued[b] else 0.0
-        if not self.queued[b]:
             ready = max(ready, self.sent.get(key_b, 0.0))
             if op == COPY or self.last_op.get(key_b) == COPY:
                 ready = max(ready, self.arrived.get(key_b, 0.0))
-        extra = self.reduce_extra if op == REDUCE else 0.0
         best = None
         for e in self.machine.links_between(a, b):
-            t, resources = self.calendar.earliest(e, max(ready, fifo - self.delay[e] - extra))
+            t, resources = self.calendar.earliest(e, max(ready, earliest_arrival - self.delay[e] - extra))
             arrival = t + self.delay[e] + extra
             if best is None or arrival < best[0]:
                 best = (arrival, t, e, resources)
@@ -117,39 +119,47 @@ class FlowScheduler:
         self.last_op[key_b] = op
         return arrival
 
-    def _path(self, src: int, dst: int) -> list[int]:
-        path = self.routes.path(src, dst)
+    def send(self, flow: Flow, ready: float = 0.0) -> float:
+        """One logical transfer (routed through switches if needed); returns its arrival."""
+        path = self.routes.path(flow.src, flow.dst)
         relays = [v for v in path[1:-1] if not self.machine.is_switch(v)]
         if relays:
             m = self.machine
             raise NotApplicable(
-                f"{m.label(src)} -> {m.label(dst)} has no direct link and its shortest "
+                f"{m.label(flow.src)} -> {m.label(flow.dst)} has no direct link and its shortest "
                 f"path relays through NPU {m.label(relays[0])}; an NPU cannot pass a partial on "
                 "unchanged in the timed model")
-        return path
+        t = ready
+        for i, (a, b) in enumerate(zip(path, path[1:])):
+            t = self._hop(flow.chunk, a, b, flow.op if i == len(path) - 2 else COPY, t)
+        return t
 
-    def _hops(self, chunk: int, paths: list[list[int]], op: int, ready: float) -> float:
-        """Each path from ``ready`` on, hop i of every path before hop i + 1 of any (so each
-        relay switch sees the paths' arrivals and forwards in one order); the last hop of a
-        path carries ``op``. Returns the last arrival."""
-        times = [ready] * len(paths)
-        for i in range(max(len(p) for p in paths) - 1):
-            for j, path in enumerate(paths):
-                if i < len(path) - 1:
-                    last = i == len(path) - 2
-                    times[j] = self._hop(chunk, path[i], path[i + 1], op if last else COPY, times[j])
-        return max(times)
-
-    def send(self, flow: Flow, ready: float = 0.0) -> float:
-        """One logical transfer (routed through switches if needed, an exchange both ways at
-        once); returns its (last) arrival."""
-        paths = [self._path(flow.src, flow.dst)]
-        if flow.both_ways:
-            paths.append(self._path(flow.dst, flow.src))
-            if not all(len(p) > 2 and all(self.queued[v] for v in p[1:-1]) for p in paths):
-                there = self._hops(flow.chunk, paths[:1], flow.op, ready)
-                return self._hops(flow.chunk, paths[1:], COPY, there)
-        return self._hops(flow.chunk, paths, flow.op, ready)
+    def exchange(self, exchange: Exchange) -> None:
+        """Every member's sends (``Exchange``), each reading the member's value from before."""
+        c, members = exchange.chunk, exchange.members
+        keys = {v: c * self.width + v for v in members}
+        missing = [v for v in members if keys[v] not in self.arrived]
+        if missing:
+            raise AssertionError(f"exchange sends chunk {c} from {self.machine.label(missing[0])}, which "
+                                 "holds nothing of it yet")
+        before = {v: self.arrived[keys[v]] for v in members}
+        latest = dict(before)
+        starts: dict[int, float] = {}
+        arrivals: dict[int, float] = {}
+        for shift in range(1, len(members)):  # round robin: every member's i-th send side by side
+            for i, v in enumerate(members):
+                w = members[(i + shift) % len(members)]
+                self.arrived[keys[v]] = before[v]  # the send reads the value from before the exchange
+                first = len(self.rows)
+                arrival = self.send(Flow(c, v, w, exchange.op))
+                starts[v] = max(starts.get(v, 0.0), self.rows[first][2])
+                arrivals[w] = min(arrivals.get(w, np.inf), arrival)
+                latest[w] = max(latest[w], arrival)
+                self.arrived[keys[v]] = latest[v]
+        late = [v for v in members if arrivals[v] <= starts[v]]
+        if late:
+            raise NotApplicable(f"exchange of chunk {c}: {self.machine.label(late[0])} could not send before "
+                                "the others' values reached it (links too busy); its send would count them twice")
 
     def schedule(self) -> Schedule:
         if not self.rows:
@@ -158,9 +168,12 @@ class FlowScheduler:
         return from_arrays(c, e, t, op)
 
 
-def schedule_flows(instance: Instance, flows: list[Flow], queued_switches: bool = False) -> Schedule:
+def schedule_flows(instance: Instance, flows: list[Flow | Exchange]) -> Schedule:
     """The timed schedule of ``flows`` in list order (module docstring)."""
-    scheduler = FlowScheduler(instance, queued_switches)
+    scheduler = FlowScheduler(instance)
     for flow in flows:
-        scheduler.send(flow)
+        if isinstance(flow, Exchange):
+            scheduler.exchange(flow)
+        else:
+            scheduler.send(flow)
     return scheduler.schedule()
