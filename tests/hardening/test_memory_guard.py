@@ -201,8 +201,9 @@ def subset_instance(tmp_path):
 
 
 def test_cli_refuses_a_big_model_without_building_it_and_returns_the_start_bounded(monkeypatch, tmp_path):
-    """With a 256 MiB limit neither grid's model is built; the greedy start comes back verified,
-    bounded by the analytic bound, and the note says what was refused and what to do."""
+    """With a 128 MiB limit (tacos+'s start needs 55 epochs) neither grid's model is built; the
+    greedy start comes back verified, bounded by the analytic bound, and the note says what was
+    refused and what to do."""
     from optcoll.producers.exact.timed import continuous, expanded
 
     def never(*args, **kwargs):
@@ -211,7 +212,7 @@ def test_cli_refuses_a_big_model_without_building_it_and_returns_the_start_bound
     monkeypatch.setattr(expanded, "build", never)
     monkeypatch.setattr(continuous, "build", never)
     out, inst = tmp_path / "s.json", subset_instance(tmp_path)
-    proc = invoke(["solve", inst, "--max-memory", "256 MiB", "--threads", "1",
+    proc = invoke(["solve", inst, "--max-memory", "128 MiB", "--threads", "1",
                    "--no-progress", "--json", "--out", out])
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout)
@@ -219,15 +220,16 @@ def test_cli_refuses_a_big_model_without_building_it_and_returns_the_start_bound
     assert result["lower_bound_source"].startswith("entry bound")
     refusals = [n for n in result["notes"] if n.startswith("memory limit: ")]
     assert len(refusals) == 2  # the rounded-up grid and the rounded-down one
-    assert "the time-expanded model at 84 epochs would need about 38" in refusals[0]
-    assert all("over the limit of 256 MiB (--max-memory); not built" in n and "--model step" in n for n in refusals)
+    assert "the time-expanded model at 55 epochs would need about 210" in refusals[0]
+    assert all("over the limit of 128 MiB (--max-memory); not built" in n and "--model step" in n for n in refusals)
     verify = invoke(["verify", inst, out, "--json"])
     assert verify.returncode == 0 and json.loads(verify.stdout)["time"] == result["time"]
 
 
 def test_the_default_limit_is_a_share_of_memavailable(monkeypatch, tmp_path):
-    """/proc/meminfo read without psutil: with 320 MiB available the 384 MiB model is refused by
-    default (the limit is 80 % of it); without the file there is no default limit."""
+    """/proc/meminfo read without psutil: with 160 MiB available the 210 MiB model (tacos+'s
+    start: 55 epochs) is refused by default (the limit is 80 % of it); without the file there is
+    no default limit."""
     from optcoll.errors import InputError
     from optcoll.instances.instancefile import load_instance
     from optcoll.producers.exact import memory
@@ -237,12 +239,12 @@ def test_the_default_limit_is_a_share_of_memavailable(monkeypatch, tmp_path):
     assert real is not None and real > 0 and memory.default_limit() <= real  # this machine's
     meminfo = tmp_path / "meminfo"
     meminfo.write_text("MemTotal:       24684100 kB\nMemFree:         1000000 kB\n"
-                       "MemAvailable:     327680 kB\nBuffers:          112520 kB\n")
+                       "MemAvailable:     163840 kB\nBuffers:          112520 kB\n")
     monkeypatch.setattr(memory, "MEMINFO", meminfo)
-    assert memory.default_limit() == int(memory.DEFAULT_SHARE * 320 * 2**20)
+    assert memory.default_limit() == int(memory.DEFAULT_SHARE * 160 * 2**20)
     outcome = solve_timed(load_instance(subset_instance(tmp_path)), threads=1, time_limit=60)
     assert outcome.status == "feasible" and outcome.schedule is not None and outcome.params["refused"]
-    assert all("over the limit of 256 MiB (80% of the memory available now)" in why
+    assert all("over the limit of 128 MiB (80% of the memory available now)" in why
                for why in outcome.params["refused"])
     with pytest.raises(memory.ModelTooLarge) as refused:
         memory.require_fits(memory.ModelSize("step", "for S = 9 steps", 10**9, 10**10), "cpsat", 1, None)

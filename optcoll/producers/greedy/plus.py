@@ -36,6 +36,8 @@ from collections import deque
 
 import numpy as np
 
+from optcoll.producers.base import NotApplicable
+from optcoll.producers.exact.timed.stitch import servers
 from optcoll.producers.greedy import bits, kernel, routes
 from optcoll.producers.greedy.engine import Engine
 from optcoll.producers.spread import SpreadProblem
@@ -43,7 +45,8 @@ from optcoll.schedules.schedule import Schedule
 
 #: needs x links up to which tacos+ routes relay requests by load (a Dijkstra per request,
 #: about a second at this size); beyond it, single-destination collectives only go through the
-#: compiled packet router (``routes``) and the others route requests as the plain greedy does.
+#: compiled packet router (``routes``) and the others route requests as the plain greedy does,
+#: except inside a server the chunk already entered (a Dijkstra over the server's few nodes).
 ROUTING_BUDGET = 5 * 10**7
 
 
@@ -65,6 +68,14 @@ class PlusEngine(Engine):
         self.routed: dict[int, dict[int, float]] = {}  # chunk -> node -> its estimated arrival
         self.planned = [0.0] * problem.machine.num_links  # occupancy routed over each link
         self.routes_by_load = problem.needs[0].size * problem.machine.num_links <= ROUTING_BUDGET
+        # Server (NVLink island) of every node, -1 for the network; None without servers.
+        self.server: list[int] | None = None
+        if problem.machine.num_nodes > problem.machine.num_npus:
+            try:
+                self.server = servers(problem.machine).tolist()
+            except NotApplicable:
+                pass
+        self.entered: dict[int, set[int]] = {}  # chunk -> servers it is held in or routed into
 
     def assign(self, c: int, e: int, t: float) -> None:
         super().assign(c, e, t)
@@ -84,8 +95,27 @@ class PlusEngine(Engine):
         need_c, need_v = self.p.needs
         holder = self.p.pre.nodes[self.p.pre.indptr[:-1]]
         rounds = (need_v - holder[need_c]) % self.n
+        if self.server is not None:
+            rounds = self._server_rounds(holder[need_c], need_v, rounds)
         order = np.lexsort((need_c, rounds))
         return list(zip(need_c[order].tolist(), need_v[order].tolist()))
+
+    def _server_rounds(self, h: np.ndarray, v: np.ndarray, rounds: np.ndarray) -> np.ndarray:
+        """Rotation by (position in the server, server): the first rounds ask for each chunk at
+        the holder's rail peers, one per server, so a chunk enters every server on its own rail;
+        then every GPU asks its server neighbours, as in the plain rotation."""
+        server = np.asarray(self.server)
+        if np.any(server[h] < 0) or np.any(server[v] < 0):
+            return rounds
+        count = int(server.max()) + 1
+        position = np.zeros(self.n, dtype=np.int64)
+        npus = np.flatnonzero(server >= 0)
+        npus = npus[npus < self.p.machine.num_npus]
+        for k in range(count):
+            members = npus[server[npus] == k]
+            position[members] = np.arange(members.size)
+        size = int(position.max()) + 1
+        return ((position[v] - position[h]) % size) * count + (server[v] - server[h]) % count
 
     def request(self, c: int, v: int) -> None:
         """v wants c: the route of earliest estimated arrival from any node that holds c or was
@@ -93,17 +123,32 @@ class PlusEngine(Engine):
         on them (Dijkstra, ties at random). Looking past switches to the nodes behind them, a
         remote chunk enters a server once and spreads over its fabric, and the servers' NICs share
         the crossings, instead of every GPU pulling it over its own NIC."""
-        if not self.routes_by_load:
+        if not self.routes_by_load and self.server is None:
             super().request(c, v)
             return
         starts = self.routed.get(c)
         if starts is None:
             starts = self.routed[c] = {int(h): 0.0 for h in self.p.pre.of(c)}
+            if self.server is not None:
+                self.entered[c] = {self.server[u] for u in starts} - {-1}
         if v in starts:
+            return
+        # A chunk already held in or routed into v's server reaches v inside it: the network
+        # carries it into each server once and the server's fabric spreads it.
+        island = (self.server[v] if self.server is not None and self.server[v] in self.entered[c]
+                  else None)
+        if island is None and not self.routes_by_load:
+            # Too large to route by load: into a new server the plain greedy's way (closest
+            # in-neighbour toward the holders), inside it by load as above.
+            super().request(c, v)
+            starts[v] = self.distances(c)[v]
+            if self.server[v] >= 0:
+                self.entered[c].add(self.server[v])
             return
         arrival = dict(starts)
         via: dict[int, int] = {}
-        heap = [(t, self.random(), u) for u, t in starts.items()]
+        heap = [(t, self.random(), u) for u, t in starts.items()
+                if island is None or self.server[u] == island]
         heapq.heapify(heap)
         while heap:
             t, _, u = heapq.heappop(heap)
@@ -113,6 +158,8 @@ class PlusEngine(Engine):
                 continue
             for e in self.out_links[u]:
                 w = self.ldst[e]
+                if island is not None and self.server[w] != island:
+                    continue
                 reach = t + self.delay[e] + self.planned[e]
                 if reach < arrival.get(w, math.inf):
                     arrival[w], via[w] = reach, e
@@ -126,6 +173,8 @@ class PlusEngine(Engine):
             self.planned[e] += self.busy[e]
             if not self.plain[node]:
                 starts[node] = arrival[node]
+                if self.server is not None and self.server[node] >= 0:
+                    self.entered[c].add(self.server[node])
             if u not in starts:
                 self.ask(c, u, node)
             node = u
