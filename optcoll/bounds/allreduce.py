@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from collections.abc import Iterator
 from functools import lru_cache
 
 import numpy as np
@@ -207,6 +208,18 @@ def _candidate_cuts(machine: Machine, members: np.ndarray, split: SplitCuts) -> 
     return cuts
 
 
+def _splitting_sides(cuts: list[np.ndarray], is_member: np.ndarray) -> Iterator[tuple[np.ndarray, bool]]:
+    """(cut, way in) for each distinct cut with members on both sides, out of it and into it."""
+    seen: set[bytes] = set()
+    for inside in cuts:
+        key = inside.tobytes()
+        if key in seen or not (is_member & inside).any() or not (is_member & ~inside).any():
+            continue
+        seen.add(key)
+        yield inside, False
+        yield inside, True
+
+
 def _cut_bound(machine: Machine, members: np.ndarray, k: int, b: float, cuts: list[np.ndarray],
                from_ranks: np.ndarray, to_ranks: np.ndarray, delay: np.ndarray, busy: np.ndarray) -> Bound:
     """The best α-aware cut over ``cuts``.
@@ -222,27 +235,21 @@ def _cut_bound(machine: Machine, members: np.ndarray, k: int, b: float, cuts: li
     pairs = machine.num_nodes <= PAIR_MAX_NODES
     dist = shortest_path(weighted_graph(machine, delay), method="D", directed=True) if pairs else None
     best: tuple[float, np.ndarray | None, bool, str] = (-1.0, None, False, "")
-    seen: set[bytes] = set()
-    for inside in cuts:
-        key = inside.tobytes()
-        if key in seen or not (is_member & inside).any() or not (is_member & ~inside).any():
-            continue
-        seen.add(key)
-        for way_in in (False, True):
-            tail_side = ~inside if way_in else inside
-            cross = np.flatnonzero(tail_side[machine.link_src] & ~tail_side[machine.link_dst])
-            tails, heads = machine.link_src[cross], machine.link_dst[cross]
-            options = [(from_ranks[tails] + delay[cross] + to_ranks[heads], "")]
-            if dist is not None and cross.size:
-                senders, receivers = np.flatnonzero(is_member & tail_side), np.flatnonzero(is_member & ~tail_side)
-                i = senders[np.argmax(dist[np.ix_(senders, tails)].min(axis=1))]
-                r = receivers[np.argmax(dist[np.ix_(heads, receivers)].min(axis=0))]
-                options.append((dist[i, tails] + delay[cross] + dist[heads, r],
-                                f", carrying {machine.label(int(i))}'s contribution to {machine.label(int(r))}"))
-            for first, how in options:
-                value = _kth(k, first, busy[cross])
-                if value > best[0]:
-                    best = (value, inside, way_in, how)
+    for inside, way_in in _splitting_sides(cuts, is_member):
+        tail_side = ~inside if way_in else inside
+        cross = np.flatnonzero(tail_side[machine.link_src] & ~tail_side[machine.link_dst])
+        tails, heads = machine.link_src[cross], machine.link_dst[cross]
+        options = [(from_ranks[tails] + delay[cross] + to_ranks[heads], "")]
+        if dist is not None and cross.size:
+            senders, receivers = np.flatnonzero(is_member & tail_side), np.flatnonzero(is_member & ~tail_side)
+            i = senders[np.argmax(dist[np.ix_(senders, tails)].min(axis=1))]
+            r = receivers[np.argmax(dist[np.ix_(heads, receivers)].min(axis=0))]
+            options.append((dist[i, tails] + delay[cross] + dist[heads, r],
+                            f", carrying {machine.label(int(i))}'s contribution to {machine.label(int(r))}"))
+        for first, how in options:
+            value = _kth(k, first, busy[cross])
+            if value > best[0]:
+                best = (value, inside, way_in, how)
     value, inside, way_in, how = best
     assert inside is not None
     way = "into" if way_in else "out of"
@@ -282,37 +289,32 @@ def _once_bound(machine: Machine, members: np.ndarray, k: int, cuts: list[np.nda
     out_degree = np.bincount(machine.link_src, minlength=machine.num_nodes)
     splits = np.unique(np.linspace(1, k, min(k, ONCE_SPLITS)).round().astype(np.int64))
     best = (-1.0, "")
-    seen: set[bytes] = set()
-    for inside in cuts:
-        key = inside.tobytes()
-        if key in seen or not (is_member & inside).any() or not (is_member & ~inside).any():
-            continue
-        seen.add(key)
-        for near in (inside, ~inside):
-            cross = np.flatnonzero(near[machine.link_src] & ~near[machine.link_dst])
-            tails, heads = machine.link_src[cross], machine.link_dst[cross]
-            twice = _kth(k + 1, from_ranks[tails] + delay[cross] + to_ranks[heads], busy[cross])
-            merges = np.flatnonzero(near[machine.link_src] & near[machine.link_dst] & npu[machine.link_dst])
-            merge_first = from_ranks[machine.link_src[merges]] + delay[merges]
-            s = int(np.count_nonzero(is_member & near))
-            far_npus = np.flatnonzero(npu & ~near)
-            sends = np.flatnonzero(npu[machine.link_src] & ~near[machine.link_src])  # out of far NPUs
-            hop = float((delay[sends] + to_npus[machine.link_dst[sends]]).min())  # NPU to another NPU
-            spread = _spread_time(int(np.count_nonzero(is_member & ~near)), hop, float(busy[sends].min()),
-                                  int(out_degree[far_npus].max()))
-            crossed = 0.0
-            for q in splits.tolist():
-                ready = _kth(q * (s - 1), merge_first, busy[merges]) if s > 1 else 0.0
-                start = np.maximum(ready, from_ranks[tails])
-                crossed = max(crossed, _kth(k - q + 1, start + delay[cross] + to_npus[heads], busy[cross]))
-            value = min(twice, crossed + spread)
-            if value > best[0]:
-                best = (value, f"{describe_nodes(machine, np.flatnonzero(near), members)}: either some chunk "
-                        f"crosses out of S twice ({k + 1} crossings: the last cannot arrive before "
-                        f"{format_time(twice)}), or each of the {k} chunk(s) crosses once carrying S's {s} "
-                        f"contributions ({s - 1} reduce deliveries inside S first), the last arriving no "
-                        f"earlier than {format_time(crossed)} at one NPU, which must spread it to the "
-                        f"other side's ranks ({format_time(spread)})")
+    for inside, way_in in _splitting_sides(cuts, is_member):
+        near = ~inside if way_in else inside
+        cross = np.flatnonzero(near[machine.link_src] & ~near[machine.link_dst])
+        tails, heads = machine.link_src[cross], machine.link_dst[cross]
+        twice = _kth(k + 1, from_ranks[tails] + delay[cross] + to_ranks[heads], busy[cross])
+        merges = np.flatnonzero(near[machine.link_src] & near[machine.link_dst] & npu[machine.link_dst])
+        merge_first = from_ranks[machine.link_src[merges]] + delay[merges]
+        s = int(np.count_nonzero(is_member & near))
+        far_npus = np.flatnonzero(npu & ~near)
+        sends = np.flatnonzero(npu[machine.link_src] & ~near[machine.link_src])  # out of far NPUs
+        hop = float((delay[sends] + to_npus[machine.link_dst[sends]]).min())  # NPU to another NPU
+        spread = _spread_time(int(np.count_nonzero(is_member & ~near)), hop, float(busy[sends].min()),
+                              int(out_degree[far_npus].max()))
+        crossed = 0.0
+        for q in splits.tolist():
+            ready = _kth(q * (s - 1), merge_first, busy[merges]) if s > 1 else 0.0
+            start = np.maximum(ready, from_ranks[tails])
+            crossed = max(crossed, _kth(k - q + 1, start + delay[cross] + to_npus[heads], busy[cross]))
+        value = min(twice, crossed + spread)
+        if value > best[0]:
+            best = (value, f"{describe_nodes(machine, np.flatnonzero(near), members)}: either some chunk "
+                    f"crosses out of S twice ({k + 1} crossings: the last cannot arrive before "
+                    f"{format_time(twice)}), or each of the {k} chunk(s) crosses once carrying S's {s} "
+                    f"contributions ({s - 1} reduce deliveries inside S first), the last arriving no "
+                    f"earlier than {format_time(crossed)} at one NPU, which must spread it to the "
+                    f"other side's ranks ({format_time(spread)})")
     value, detail = best
     return Bound("allreduce-cut-once", max(value, 0.0), detail + " (the best of a family of cuts)",
                  exact=False, assumptions=(NO_REDUCTION, NO_MULTICAST))
