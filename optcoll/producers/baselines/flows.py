@@ -84,8 +84,10 @@ class FlowScheduler:
         self.sent: dict[int, float] = {}
         self.last_op: dict[int, int] = {}
         self.rows: list[tuple[int, int, float, int]] = []
-        self.fifo = [m.is_switch(v) and not (m.switch(v).multicast or m.switch(v).reduce)
-                     for m in (self.machine,) for v in range(width)]
+        machine = self.machine
+        #: per node: a plain switch, which queues each chunk's arrivals first in, first out
+        self.fifo = [machine.is_switch(v) and not (machine.switch(v).multicast or machine.switch(v).reduce)
+                     for v in range(width)]
 
     def _hop(self, c: int, a: int, b: int, op: int, ready: float) -> float:
         """Chunk c over one link a→b starting no earlier than ``ready``; returns its arrival."""
