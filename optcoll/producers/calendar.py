@@ -9,7 +9,7 @@ float seconds or integer epochs alike.
 """
 from __future__ import annotations
 
-from bisect import bisect_right, insort
+from bisect import bisect_left, bisect_right, insort
 from collections.abc import Sequence
 from typing import Protocol
 
@@ -29,26 +29,25 @@ class Windows:
         self.capacity = capacity
         self.starts: list[float] = []
         self.ends: list[float] = []
-        self.pairs: list[tuple[float, float]] = []
 
     def blocked_until(self, lo: float, hi: float) -> float | None:
         """None if a window [lo, hi) fits; else the earliest start ≥ lo worth trying next.
 
-        Coverage is highest at lo or at a window start inside (lo, hi). Where it is full, no
-        start before the first end of the windows covering that point can fit.
+        Coverage is highest at lo or at a window start inside (lo, hi). Where it is full at p, no
+        start before the first end of the windows covering p can fit, nor (so) before the first
+        end after p of any window: that is the answer (the same one when windows are equally long).
         """
-        if hi <= lo or not self.pairs:
+        if hi <= lo or not self.starts:
             return None
-        for p in [lo, *(s for s in self.starts[bisect_right(self.starts, lo):] if s < hi)]:
+        for p in [lo, *self.starts[bisect_right(self.starts, lo):bisect_left(self.starts, hi)]]:
             if bisect_right(self.starts, p) - bisect_right(self.ends, p) >= self.capacity:
-                return min(e for s, e in self.pairs if s <= p < e)
+                return self.ends[bisect_right(self.ends, p)]
         return None
 
     def add(self, lo: float, hi: float) -> None:
         if hi > lo:
             insort(self.starts, lo)
             insort(self.ends, hi)
-            self.pairs.append((lo, hi))
 
 
 class Runs:

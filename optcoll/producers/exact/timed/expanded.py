@@ -13,8 +13,8 @@ Variables (all 0/1 except the switch stocks):
 
 Pruned away: x whose sender cannot hold c by k (shortest delivery path) or whose delivery could
 not reach any node needing c by K, and state variables outside those windows. Rows: causality
-(x ≤ have of the sender), link windows (at most one transfer occupies a link per epoch), port
-windows, demand (have[c, v, K] = 1), and optional lex-leader rows from symmetries.
+(x ≤ have of the sender), link windows (at most ``capacity[e]`` transfers occupy link e per
+epoch: one on a fine grid), port windows, demand (have[c, v, K] = 1), and optional lex-leader rows from symmetries.
 """
 from __future__ import annotations
 
@@ -146,8 +146,8 @@ def _state_block(lm: LinearModel, name: str, mask: np.ndarray, first: np.ndarray
 
 
 def _window_rows(lm: LinearModel, owner: np.ndarray, xs: np.ndarray, lo: np.ndarray, hi: np.ndarray,
-                 capacity: float) -> None:
-    """At most ``capacity`` of the x occupying each (owner, epoch); x occupies [lo, hi)."""
+                 capacity: np.ndarray) -> None:
+    """At most ``capacity[owner]`` of the x occupying each (owner, epoch); x occupies [lo, hi)."""
     span = np.maximum(hi - lo, 0)
     which = np.repeat(np.arange(xs.shape[0]), span)
     epoch = lo[which] + (np.arange(which.shape[0]) - np.repeat(np.cumsum(span) - span, span))
@@ -160,16 +160,17 @@ def _window_rows(lm: LinearModel, owner: np.ndarray, xs: np.ndarray, lo: np.ndar
     new[1:] = (key_owner[1:] != key_owner[:-1]) | (epoch[1:] != epoch[:-1])
     group = np.cumsum(new) - 1
     sizes = np.bincount(group)
-    busy = sizes[group] > capacity
+    limit = capacity[key_owner].astype(float)
+    busy = sizes[group] > limit
     if not busy.any():
         return
-    kept_groups, row = np.unique(group[busy], return_inverse=True)
-    lm.add_rows(row, xs[which[busy]], 1.0, -INF, capacity, kept_groups.shape[0])
+    kept_groups, first, row = np.unique(group[busy], return_index=True, return_inverse=True)
+    lm.add_rows(row, xs[which[busy]], 1.0, -INF, limit[busy][first], kept_groups.shape[0])
 
 
 def _deliveries_after(problem: TimedProblem, grid: Grid, v: int, k: int, horizon: int) -> float:
     """Most deliveries node v can still get in epochs (k, horizon]: per in-link, starts in
-    [k - delay + 1, horizon - delay] one occupancy apart; with a receive-port limit, port
+    [k - delay + 1, horizon - delay], its capacity per occupancy; with a receive-port limit, port
     windows on each port are disjoint too."""
     links = np.flatnonzero(problem.dst == v)
     lo = np.maximum(0, k - grid.delay[links] + 1)
@@ -178,9 +179,9 @@ def _deliveries_after(problem: TimedProblem, grid: Grid, v: int, k: int, horizon
     busy = grid.busy[links]
     if (busy[count > 0] <= 0).any():
         return np.inf
-    cap = float(np.sum(np.ceil(count[count > 0] / busy[count > 0])))
-    if problem.recv_ports is not None and problem.port_limited[v] and (count > 0).any():
-        used = count > 0
+    used = count > 0
+    cap = float(np.sum(grid.capacity[links][used] * np.ceil(count[used] / busy[used])))
+    if problem.recv_ports is not None and problem.port_limited[v] and used.any():
         width = int((grid.port_hi[links] - grid.port_lo[links])[used].min())
         if width > 0:
             first = int((lo + grid.port_lo[links])[used].min())
@@ -298,14 +299,14 @@ def build(problem: TimedProblem, grid: Grid, r: Reach, horizon: int, lower: int 
                 np.tile([1.0, -1.0], m), -INF, 0.0, m)
 
     # Link windows, then port windows.
-    _window_rows(lm, xe, x, xk, xk + grid.busy[xe], 1.0)
+    _window_rows(lm, xe, x, xk, xk + grid.busy[xe], grid.capacity)
     for limit, side in ((problem.send_ports, src), (problem.recv_ports, dst)):
         if limit is None:
             continue
         node = side[xe]
         limited = problem.port_limited[node]
         _window_rows(lm, node[limited], x[limited], xk[limited] + grid.port_lo[xe[limited]],
-                     xk[limited] + grid.port_hi[xe[limited]], float(limit))
+                     xk[limited] + grid.port_hi[xe[limited]], np.full(problem.num_nodes, limit))
 
     _ingress_rows(lm, problem, grid, have, K)
 

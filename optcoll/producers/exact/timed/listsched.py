@@ -49,7 +49,7 @@ class Calendar:
 
     def __init__(self, problem: TimedProblem, grid: Grid):
         self.problem, self.grid = problem, grid
-        self.links = [Runs() for _ in range(problem.num_links)]
+        self.links = [Runs() if c == 1 else Windows(c) for c in grid.capacity.tolist()]
         self.send = [Windows(problem.send_ports) if problem.send_ports and problem.port_limited[v] else None
                      for v in range(problem.num_nodes)]
         self.recv = [Windows(problem.recv_ports) if problem.recv_ports and problem.port_limited[v] else None
@@ -98,6 +98,18 @@ class _Holdings:
             self.hold[(c, v)] = min(t, self.hold.get((c, v), np.inf))
         else:
             heapq.heappush(self.pool.setdefault((c, v), []), t)
+
+
+def to_seconds(problem: TimedProblem, grid: Grid, transfers: Transfers) -> Transfers:
+    """Transfers on ``grid`` started in true seconds: the i-th of an epoch's transfers on a link
+    (in chunk order) starts i link occupancies after the epoch begins (valid on an ``up`` or
+    exact grid: the proof is in ``grid``'s docstring)."""
+    ordered = transfers.in_time_order()
+    k, e = ordered.start, ordered.link
+    new = np.ones(len(ordered), dtype=bool)
+    new[1:] = (k[1:] != k[:-1]) | (e[1:] != e[:-1])
+    first = np.maximum.accumulate(np.where(new, np.arange(len(ordered)), 0))
+    return Transfers(ordered.chunk, e, k * grid.quantum + (np.arange(len(ordered)) - first) * problem.busy[e])
 
 
 def retime(problem: TimedProblem, grid: Grid, transfers: Transfers) -> Transfers:

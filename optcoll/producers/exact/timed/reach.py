@@ -122,6 +122,11 @@ def _port_lanes(grid: Grid, links: np.ndarray, ports: int | None, start: np.ndar
     return float(kth_arrivals(late, np.repeat(first[:, None], ports, axis=1), np.full(ports, width)).max())
 
 
+def _lanes(grid: Grid, links: np.ndarray) -> np.ndarray:
+    """Each link repeated by its capacity: c transfers per occupancy are c lanes of one each."""
+    return np.repeat(links, grid.capacity[links])
+
+
 def ingress_bound(problem: TimedProblem, r: Reach, grid: Grid) -> float:
     """Per node: deliveries arrive one link occupancy apart on each in-link (and one port window
     apart on each receive port), and none before its chunk can be there.
@@ -130,12 +135,13 @@ def ingress_bound(problem: TimedProblem, r: Reach, grid: Grid) -> float:
     that cannot arrive before ρ come over in-links whose first such delivery is no earlier than
     max(ρ, earliest the sender holds one of them + delay), the next ones a link occupancy apart:
     v cannot finish before the n-th earliest of those arrivals (``optcoll.bounds.release``).
+    A link of capacity c counts as c lanes of one occupancy each (at most c per occupancy).
     """
     delay, busy = grid.delay.astype(float), grid.busy.astype(float)
     best = 0.0
     for v in np.unique(problem.need_node):
         chunks = problem.need_chunk[problem.need_node == v]
-        links = np.flatnonzero(problem.dst == v)
+        links = _lanes(grid, np.flatnonzero(problem.dst == v))
         rho, late, ready = per_chunk_rows(r.earliest[chunks, v], r.earliest[chunks][:, problem.src[links]])
         best = max(best, late_ingress(rho, late, ready, delay[links], busy[links])[0])
         ports = problem.recv_ports if problem.port_limited[v] else None
@@ -160,7 +166,7 @@ def egress_bound(problem: TimedProblem, r: Reach, grid: Grid) -> float:
         chunks = chunks[np.isfinite(r.togo[chunks, u])]
         if chunks.size == 0:
             continue
-        links = np.flatnonzero(problem.src == u)
+        links = _lanes(grid, np.flatnonzero(problem.src == u))
         tail = delay[links] + r.togo[chunks][:, problem.dst[links]].min(axis=0)
         late = np.array([chunks.size])
         best = max(best, float(kth_arrivals(late, tail[None, :], busy[links])[0]))

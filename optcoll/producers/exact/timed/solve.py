@@ -21,9 +21,9 @@ from optcoll.instances.instance import Instance
 from optcoll.producers import compose
 from optcoll.producers.base import NotApplicable
 from optcoll.producers.exact.memory import ModelTooLarge, require_fits
-from optcoll.producers.exact.timed import continuous, expanded
+from optcoll.producers.exact.timed import coarse, continuous, expanded
 from optcoll.producers.exact.timed.grid import MAX_UNITS_PER_LINK, Grid, choose_grids, fine_grid, seconds_grid
-from optcoll.producers.exact.timed.listsched import Transfers, greedy, retime
+from optcoll.producers.exact.timed.listsched import Transfers, greedy, retime, to_seconds
 from optcoll.producers.exact.timed.problem import TimedProblem, direct_problem, dual_problem
 from optcoll.producers.exact.timed.reach import egress_bound, ingress_bound, latency_bound, reach
 from optcoll.producers.exact.timed.reverse import essential, from_schedule, to_schedule
@@ -49,6 +49,8 @@ REGISTRY_GREEDIES = ("tacos", "tacos+", "mcf")
 #: the rounded-down one follows it.
 CONTINUOUS_SHARE = 0.5
 UPPER_SHARE = 0.5
+#: Share of the time left for a coarse grid when the fine model is big (``coarse``).
+COARSE_SHARE = 0.5
 #: Share of the time left for the rail sub-problems of a stitched start (``stitch``).
 STITCH_SHARE = 0.3
 FORMULATIONS = ("auto", "expanded", "continuous")
@@ -253,6 +255,7 @@ class _Run:
         if use_continuous:
             phases.append((lambda clock: self.continuous(fine, clock), CONTINUOUS_SHARE if use_expanded else 1.0))
         if use_expanded:
+            phases.append((lambda clock: self.coarse(upper, clock), COARSE_SHARE))
             phases.append((lambda clock: self.expanded(upper, clock), UPPER_SHARE if lower is not None else 1.0))
             if lower is not None:
                 phases.append((lambda clock: self.relaxation(lower, clock), 1.0))
@@ -322,6 +325,32 @@ class _Run:
             return name if self.offer(transfers, in_seconds=True) else None
         return None
 
+    def coarse(self, fine: Grid, clock: Clock) -> None:
+        """When the fine model is big (``coarse.needed``): schedules from a coarse grid first
+        (``coarse``); they prove nothing."""
+        budget = self.clock.budget
+        why = coarse.needed(self.problem, fine, self.best, self.solver, budget.threads, budget.max_memory)
+        if why is None:
+            return
+        found = coarse.coarse_grid(self.problem, self.best, self.makespan(), self.bound, self.solver,
+                                   budget.threads, budget.max_memory)
+        if found is None:
+            self.notes.append(f"coarse grid: {why}, and no coarse grid fits the memory limit")
+            return
+        grid, first, size = found
+        self.ran.append("coarse time-expanded")
+        capacity = (int(grid.capacity.min()), int(grid.capacity.max()))
+        floor, floor_source = _grid_floor(self.problem, grid, self.bound)
+        out = search(self.problem, grid, floor, floor_source, first, self.solver,
+                     clock, lambda inc, low: self.trace.record(None if inc is None else grid.seconds(inc), None))
+        self.offer(to_seconds(self.problem, grid, out.best))
+        self.params["coarse"] = {"quantum": grid.quantum, "capacity": list(capacity), "epochs": out.makespan,
+                                 "variables": size.variables, "terms": size.terms}
+        self.notes.append(f"coarse grid ({why}): q = {format_time(grid.quantum)}, capacity "
+                          f"{capacity[0]}..{capacity[1]} per link and epoch, {size.variables} variables; "
+                          f"{out.makespan} epochs, retimed {format_time(self.makespan())} (an upper bound only)")
+        self.notes.extend(f"coarse grid: {phase}" for phase in out.phases)
+
     def expanded(self, upper: Grid, clock: Clock) -> None:
         """The rounded-up (or exact) grid: schedules, and on an exact grid proofs."""
         self.ran.append("time-expanded")
@@ -333,7 +362,7 @@ class _Run:
                         upper.seconds(low) if low is not None and upper.exact else None))
         self.params["epochs"] = up.makespan
         self.notes.extend(up.phases)
-        self.offer(up.best)
+        self.offer(to_seconds(self.problem, upper, up.best))
         if upper.exact:
             self.prove(upper.seconds(up.floor), f"time-expanded proof on the exact grid ({up.proved_by})",
                        up.searched)

@@ -39,7 +39,8 @@ class Symmetry:
 
 
 def _link_kind(grid: Grid, e: int) -> tuple[float, ...]:
-    return (float(grid.delay[e]), float(grid.busy[e]), float(grid.port_lo[e]), float(grid.port_hi[e]))
+    return (float(grid.delay[e]), float(grid.busy[e]), float(grid.port_lo[e]), float(grid.port_hi[e]),
+            float(grid.capacity[e]))
 
 
 class Relabelling:
