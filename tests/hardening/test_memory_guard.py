@@ -201,15 +201,23 @@ def subset_instance(tmp_path):
 
 
 def test_cli_refuses_a_big_model_without_building_it_and_returns_the_start_bounded(monkeypatch, tmp_path):
-    """With a 128 MiB limit (tacos+'s start needs 55 epochs) neither grid's model is built; the
-    greedy start comes back verified, bounded by the analytic bound, and the note says what was
-    refused and what to do."""
+    """With a 128 MiB limit (tacos+'s start needs 55 epochs) neither grid's model is built (only
+    a coarse grid's, which fits); the best schedule comes back verified, bounded by the analytic
+    bound, and the note says what was refused and what to do."""
+    from optcoll.producers.exact.memory import estimate
     from optcoll.producers.exact.timed import continuous, expanded
 
     def never(*args, **kwargs):
         raise AssertionError("a refused model was built")
 
-    monkeypatch.setattr(expanded, "build", never)
+    build = expanded.build
+
+    def only_fitting(problem, grid, r, horizon, lower=None):
+        if estimate(expanded.size(problem, grid, r, horizon, lower), "cpsat", 1) > 128 * 2**20:
+            never()
+        return build(problem, grid, r, horizon, lower)
+
+    monkeypatch.setattr(expanded, "build", only_fitting)
     monkeypatch.setattr(continuous, "build", never)
     out, inst = tmp_path / "s.json", subset_instance(tmp_path)
     proc = invoke(["solve", inst, "--max-memory", "128 MiB", "--threads", "1",
