@@ -349,7 +349,8 @@ class _Run:
         self.notes.append(f"coarse grid ({why}): q = {format_time(grid.quantum)}, capacity "
                           f"{capacity[0]}..{capacity[1]} per link and epoch, {size.variables} variables; "
                           f"{out.makespan} epochs, retimed {format_time(self.makespan())} (an upper bound only)")
-        self.notes.extend(f"coarse grid: {phase}" for phase in out.phases)
+        idle = "its first schedule meets its floor" if out.floor >= out.makespan else "no time left to search it"
+        self.notes.extend(f"coarse grid: {phase}" for phase in out.phases or [idle])
 
     def expanded(self, upper: Grid, clock: Clock) -> None:
         """The rounded-up (or exact) grid: schedules, and on an exact grid proofs."""
