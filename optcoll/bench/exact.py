@@ -8,6 +8,7 @@ as what closed it, so a rung whose greedy start already met an analytic bound is
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
 import resource
 import time
 from collections.abc import Callable, Sequence
@@ -34,7 +35,7 @@ GIB = 2.0**30
 #: What a benchmark section may be limited to: the fixed list (timed instances and the DGX-1
 #: Pareto front), the size ladders, the step model's questions (bench/step.py), or the direct
 #: AllReduce model.
-PARTS = ("fixed", "ladder", "step", "allreduce")
+PARTS = ("fixed", "ladder", "step", "allreduce", "coarse")  # coarse: only when asked for (--only)
 THREADS, SEED = 2, 0
 #: Seconds per question of the direct AllReduce section (its instances take seconds to a minute).
 DIRECT_LIMIT = 300.0
@@ -385,6 +386,38 @@ def bench_ladders(ladders: Sequence[Ladder], time_limit: float, solver: str = "c
                             for ladder in ladders)]
 
 
+#: The coarse-grid row (issue #16): AllGather on a 256-port switch with the structured start (the
+#: shift schedule) left out, so the solver starts from the greedies; the fine model (~100 GiB)
+#: is refused at this memory limit and a coarse grid that fits it gives the schedules.
+COARSE_NPUS, COARSE_MEMORY = 256, 4 * GIB
+
+
+def coarse_section(time_limit: float) -> Section:
+    from optcoll.producers.exact.timed.solve import solve_timed
+    from optcoll.verify import verify
+
+    machine = G.nvswitch(COARSE_NPUS)
+    inst = _allgather(f"nvswitch{COARSE_NPUS} C=1", machine, 1, time_limit)
+    load, cpu = os.getloadavg()[0], time.process_time()
+    out = solve_timed(inst, threads=1, max_memory=int(COARSE_MEMORY), structured=False)
+    cpu = time.process_time() - cpu
+    made = verify(machine, inst.collective, out.schedule, inst.model)
+    if not made.valid:
+        raise AssertionError(f"the coarse run's schedule is invalid: {made.violation}")
+    coarse = out.params.get("coarse")
+    grid = "not used" if coarse is None else (
+        f"q = {format_time(coarse['quantum'])}, capacity {coarse['capacity'][0]}..{coarse['capacity'][1]}, "
+        f"{coarse['epochs']} epochs, {coarse['variables']} variables")
+    row = [inst.name, COARSE_NPUS, out.status, format_time(made.time), format_time(out.lower_bound or 0),
+           percent(made.time / out.lower_bound - 1 if out.lower_bound else None), grid,
+           "; ".join(out.params.get("refused", [])) or "none", f"{out.wall_time:.2f}", f"{cpu:.1f}", f"{load:.2f}"]
+    return (f"Coarse grid: AllGather of 1 GiB on a {COARSE_NPUS}-port switch from the greedies (CP-SAT, 1 thread)",
+            ["instance", "NPUs", "status", "time", "lower bound", "gap", "coarse grid", "refused", "wall (s)",
+             "CPU (s)", "load"], [row],
+            f"Limit {time_limit:g} s, --max-memory {COARSE_MEMORY / GIB:g} GiB, the shift schedule left out "
+            "(with it the first schedule meets the bound). A coarse grid proves nothing: the bound is analytic.")
+
+
 def check_part(only: str | None) -> None:
     if only is not None and only not in PARTS:
         raise InputError(f"unknown part {only!r}; use one of {', '.join(PARTS)}", field="only")
@@ -401,6 +434,8 @@ def expected_duration(time_limit: float, pareto_limit: float, only: str | None =
     rung at its limit) and the usual floor (each family stops at the first rung not proven in
     time, so each costs at least one limit)."""
     check_part(only)
+    if only == "coarse":
+        return f"the {COARSE_NPUS}-port coarse-grid row: about {_hours(time_limit)} plus its greedy start"
     ladders = select_ladders(families) if only in (None, "ladder") else []
     fixed = (len(TIMED_CASES) * time_limit + 2 * pareto_limit) if only in (None, "fixed") else 0.0
     worst = fixed + sum(len(ladder.rungs) for ladder in ladders) * time_limit
@@ -441,4 +476,6 @@ def run_bench(out: str, time_limit: float, pareto_limit: float, echo: Callable[[
         from optcoll.bench.allreduce import direct_section
 
         sections.append(direct_section(min(time_limit, DIRECT_LIMIT)))
+    if only == "coarse":
+        sections.append(coarse_section(time_limit))
     return write_bench_report(out, "Exact-solver benchmarks", sections, keep_other_sections=only is not None)

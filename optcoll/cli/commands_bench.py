@@ -53,11 +53,11 @@ def bench_core(side: int, out: str, as_json: bool) -> None:
 @time_limit_option(default_text="Limit per timed instance and per ladder rung", default=600.0, show_default=True)
 @time_limit_option("--pareto-limit", default_text="Limit of the DGX-1 Pareto front, per solver", default=120.0,
                    show_default=True)
-@click.option("--only", default=None, metavar="fixed|ladder|step|allreduce",
+@click.option("--only", default=None, metavar="fixed|ladder|step|allreduce|coarse",
               help="Measure one part (fixed: issue 3's list and the DGX-1 front; ladder: the size "
                    "ladders; step: SCCL's questions as whole commands, limit --pareto-limit; "
-                   "allreduce: the direct AllReduce model) and keep the report's other sections as "
-                   "they are.")
+                   "allreduce: the direct AllReduce model; coarse, only when asked for: a 256-port "
+                   "switch on a coarse grid) and keep the report's other sections as they are.")
 @click.option("--families", default=None, metavar="NAMES",
               help="Ladder families, comma-separated (default: all; a wrong name lists them).")
 @out_option("The benchmark report to write (sections not measured are kept).", default="reports/bench-exact.md",

@@ -77,3 +77,4 @@ def test_bench_exact_says_how_long_it_may_take():
     assert said.startswith(f"{len(TIMED_CASES)} timed instances and the DGX-1 front and {len(LADDERS)} ladder "
                            f"families: up to {worst:.1f} h with --time-limit 600 s")
     assert expected_duration(10, 5, only="ladder", families=["ring"]).startswith("1 ladder families: up to")
+    assert expected_duration(180, 5, only="coarse").startswith("the 256-port coarse-grid row: about 3 min")

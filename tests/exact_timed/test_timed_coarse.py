@@ -160,3 +160,15 @@ def test_a_256_npu_switch_gets_a_coarse_model_where_the_fine_one_is_refused():
     size = expanded.size(problem, grid, reach(problem, grid.delay), k)
     assert size.variables < 4e6 and estimate(size, "cpsat") < limit
     assert math.isclose(grid.quantum, 16 * fine.quantum)
+
+
+def test_structured_false_leaves_the_shift_schedule_out():
+    """The switch of the bench's coarse row, small: without its shift schedule the solve starts
+    from the greedies (what ``optcoll bench exact --only coarse`` measures on 256 ports)."""
+    inst = instance(G.switch(4, BW, LAT))
+    budget = Budget(time_limit=20, threads=1, work_limit=20)
+    with_shift, without = solve_timed(inst, budget=budget), solve_timed(inst, budget=budget, structured=False)
+    assert any(n.startswith("the shift schedule") for n in with_shift.notes)
+    assert not any(n.startswith("the shift schedule") for n in without.notes)
+    for out in (with_shift, without):
+        assert verify(inst.machine, inst.collective, out.schedule, inst.model).valid

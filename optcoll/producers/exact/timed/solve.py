@@ -140,7 +140,8 @@ def start_on_grid(instance: Instance, problem: TimedProblem, grid: Grid, bound: 
 def solve_timed(instance: Instance, *, solver: str = "cpsat", quantum: float | None = None,
                 time_limit: float | None = None, threads: int | None = None, seed: int | None = None,
                 hint: Schedule | None = None, progress: Progress | None = None, formulation: str = "auto",
-                max_memory: int | None = None, budget: Budget | None = None) -> SolverOutcome:
+                max_memory: int | None = None, budget: Budget | None = None,
+                structured: bool = True) -> SolverOutcome:
     """The optimal makespan in the timed model (DESIGN.md sections 5-6), or the best schedule
     found and a proven lower bound when time runs out or Ctrl-C is pressed.
 
@@ -159,6 +160,8 @@ def solve_timed(instance: Instance, *, solver: str = "cpsat", quantum: float | N
     model's estimated memory (default: a share of the memory available, see memory.py); a model
     over it is not built, and, as when time runs out, the result is the best schedule so far with
     the bound proven so far (the refusals are in the notes and in ``params["refused"]``).
+    ``structured=False`` skips the schedules built from the machine's structure (shift schedule,
+    stitched rails), to measure the solver from the greedies alone.
     """
     budget = (budget or instance.budget).overridden(time_limit=time_limit, threads=threads, seed=seed,
                                                     max_memory=max_memory)
@@ -178,15 +181,16 @@ def solve_timed(instance: Instance, *, solver: str = "cpsat", quantum: float | N
         composed = compose_allreduce(instance, clock.part(FAMILY_SHARE), part, lambda s: compose.makespan(s, instance),
                                      (float(overall.value), f"{overall.name} bound ({overall.detail})"))
         return _allreduce(instance, solver, clock, composed)
-    return _Run(instance, solver, clock, _Trace(clock.start, progress)).solve(quantum, hint, formulation)
+    return _Run(instance, solver, clock, _Trace(clock.start, progress), structured).solve(quantum, hint, formulation)
 
 
 class _Run:
     """One solve of one (possibly dual) problem: the incumbent in true seconds, the best proven
     bound, and the phases that improve them. Ctrl-C anywhere ends the phases, never the run."""
 
-    def __init__(self, instance: Instance, solver: str, clock: Clock, trace: _Trace):
+    def __init__(self, instance: Instance, solver: str, clock: Clock, trace: _Trace, structured: bool = True):
         self.instance, self.solver, self.clock, self.trace = instance, solver, clock, trace
+        self.structured = structured
         self.problem = _problem(instance)
         self.true_grid = seconds_grid(self.problem)
         self.notes: list[str] = []
@@ -255,13 +259,14 @@ class _Run:
         if use_continuous:
             phases.append((lambda clock: self.continuous(fine, clock), CONTINUOUS_SHARE if use_expanded else 1.0))
         if use_expanded:
-            phases.append((lambda clock: self.coarse(upper, clock), COARSE_SHARE))
+            phases.append((lambda clock: self.coarse(upper, clock), 1.0))
             phases.append((lambda clock: self.expanded(upper, clock), UPPER_SHARE if lower is not None else 1.0))
             if lower is not None:
                 phases.append((lambda clock: self.relaxation(lower, clock), 1.0))
         try:
             self.prove(*_analytic_bound(self.instance, problem), searched=False)
-            first = self.offer_structured() or ""  # first: the greedies cost most on big machines
+            # Structured schedules first: the greedies cost most on big machines.
+            first = (self.offer_structured() if self.structured else None) or ""
             for name, transfers in [] if self.closed() else _starts(
                     self.instance, problem, self.clock.budget.seed, hint, self.notes, self.bound):
                 try:
@@ -327,7 +332,8 @@ class _Run:
 
     def coarse(self, fine: Grid, clock: Clock) -> None:
         """When the fine model is big (``coarse.needed``): schedules from a coarse grid first
-        (``coarse``); they prove nothing."""
+        (``coarse``); they prove nothing. Its search gets ``COARSE_SHARE`` of the time left once
+        the grid is chosen (choosing it list-schedules, and may route, every transfer)."""
         budget = self.clock.budget
         why = coarse.needed(self.problem, fine, self.best, self.solver, budget.threads, budget.max_memory)
         if why is None:
@@ -342,7 +348,8 @@ class _Run:
         capacity = (int(grid.capacity.min()), int(grid.capacity.max()))
         floor, floor_source = _grid_floor(self.problem, grid, self.bound)
         out = search(self.problem, grid, floor, floor_source, first, self.solver,
-                     clock, lambda inc, low: self.trace.record(None if inc is None else grid.seconds(inc), None))
+                     clock.part(COARSE_SHARE),
+                     lambda inc, low: self.trace.record(None if inc is None else grid.seconds(inc), None))
         self.offer(to_seconds(self.problem, grid, out.best))
         self.params["coarse"] = {"quantum": grid.quantum, "capacity": list(capacity), "epochs": out.makespan,
                                  "variables": size.variables, "terms": size.terms}
