@@ -66,12 +66,16 @@ class Outcome:
         return {**asdict(self), "failed": self.failed}
 
 
-def _problem(spec: InstanceSpec) -> str:
+def _problem(spec: InstanceSpec, record: dict[str, Any]) -> str:
+    """The question in words; a C-free instance names the C the synthesizer's best schedule used."""
     from optcoll.units import format_size
 
     inst = spec.instance
     c = inst.collective
-    return (f"{c.kind} of {format_size(c.size_bytes)} (C={c.chunks_per_rank}) on {inst.machine.name}, "
+    chunks = (f"C free in {{{', '.join(map(str, inst.chunk_choices))}}}"
+              + (f" → {record['chunks_per_rank']}" if "chunks_per_rank" in record else "")
+              if inst.chunk_choices else f"C={c.chunks_per_rank}")
+    return (f"{c.kind} of {format_size(c.size_bytes)} ({chunks}) on {inst.machine.name}, "
             f"{inst.model.kind} model")
 
 
@@ -88,7 +92,7 @@ def _pool_failure(record: dict[str, Any]) -> tuple[str, str]:
 
 
 def judge(spec: InstanceSpec, record: dict[str, Any], threshold: Threshold, against: str) -> Outcome:
-    base = dict(instance=spec.name, file=str(spec.path), problem=_problem(spec),
+    base = dict(instance=spec.name, file=str(spec.path), problem=_problem(spec, record),
                 threshold=threshold.value, threshold_source=threshold.source,
                 seconds=record.get("seconds"), source=record.get("source"),
                 violation=record.get("violation"), detail=record.get("detail", ""))

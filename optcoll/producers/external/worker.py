@@ -21,15 +21,21 @@ from optcoll.instances.suite import InstanceSpec
 def check_instance(spec: InstanceSpec, synth: str, time_limit: float, workdir: str,
                    seeds: tuple[int, ...] = ()) -> dict[str, Any]:
     """The synthesizer's verdict on one instance: run once per seed (default: the instance's
-    [budget] seed), each run within ``time_limit``; a failing run is the verdict, else the
-    fastest verified schedule is, with the seed that made it."""
+    [budget] seed) and, when the instance leaves C free, once per allowed C (each handed the
+    instance at that C with an equal share of ``time_limit``, as the exact solver gets); a
+    failing run is the verdict, else the fastest verified schedule is, with its seed and C."""
+    choices = spec.instance.chunk_choices
+    at_c = [spec.derive(chunks_per_rank=c) for c in choices] or [spec]
     best: dict[str, Any] | None = None
     for seed in seeds or (spec.instance.budget.seed,):
-        record = {**_run_once(_seeded(spec, seed), synth, time_limit, workdir), "seed": seed}
-        if record["status"] != "valid":
-            return record
-        if best is None or record["time"] < best["time"]:
-            best = record
+        for fixed in at_c:
+            record = {**_run_once(_seeded(fixed, seed), synth, time_limit / len(at_c), workdir), "seed": seed}
+            if choices:
+                record["chunks_per_rank"] = fixed.chunks_per_rank
+            if record["status"] != "valid":
+                return record
+            if best is None or record["time"] < best["time"]:
+                best = record
     return best
 
 
