@@ -174,6 +174,10 @@ def _plan(order, src, dest, row_of, dist, ldst, delay, busy, out_ptr, out_ids, s
     with the lowest busiest link. Chunk c's route is links[start[c]:start[c] + length[c]];
     returns (length, links)."""
     n = out_ptr.shape[0] - 1
+    layered = True
+    for e in range(delay.shape[0]):
+        if delay[e] != delay[0]:
+            layered = False
     load = np.zeros(ldst.shape[0])
     stamp = np.full(n, -1, np.int64)
     cost = np.zeros(n)
@@ -205,9 +209,13 @@ def _plan(order, src, dest, row_of, dist, ldst, delay, busy, out_ptr, out_ids, s
                         stamp[w] = tick
                         nodes[count] = w
                         count += 1
-            for i in range(count):
-                keys[i] = dist[row, nodes[i]]
-            for i in np.argsort(keys[:count]):  # nearest to d first: successors come first
+            if layered:  # equal lengths: found in rounds of equal distance, nearest to d last
+                ranked = np.arange(count - 1, -1, -1)
+            else:
+                for i in range(count):
+                    keys[i] = dist[row, nodes[i]]
+                ranked = np.argsort(keys[:count])
+            for i in ranked:  # nearest to d first: successors come first
                 v = nodes[i]
                 if v == d:
                     cost[v], peak[v] = 0.0, 0.0
