@@ -185,8 +185,11 @@ def _plan(order, src, dest, row_of, dist, ldst, delay, busy, out_ptr, out_ids, s
     step = np.full(n, -1, np.int64)
     nodes = np.empty(n, np.int64)
     keys = np.empty(n)
+    ranked = np.empty(n, np.int64)
+    first = np.empty(n + 1, np.int64)  # node nodes[i]'s links on a shortest path: tight[first[i]:first[i + 1]]
+    tight = np.empty(ldst.shape[0], np.int64)
     length = np.zeros(src.shape[0], np.int64)
-    links = np.empty(start[-1], np.int64)
+    links = np.empty(start[-1], np.int32)  # link ids: the schedule's size again, kept small
     tick = 0
     for _ in range(passes):
         for c in order:
@@ -196,39 +199,43 @@ def _plan(order, src, dest, row_of, dist, ldst, delay, busy, out_ptr, out_ids, s
             # the nodes on c's shortest paths: from s along links that keep it on one
             stamp[s] = tick
             nodes[0] = s
-            count, i = 1, 0
+            count, i, found = 1, 0, 0
             while i < count:
                 v = nodes[i]
+                first[i] = found
                 i += 1
                 if v == d:
                     continue
                 for j in range(out_ptr[v], out_ptr[v + 1]):
                     e = out_ids[j]
                     w = ldst[e]
-                    if stamp[w] != tick and dist[row, w] + delay[e] <= dist[row, v] * (1.0 + _EPS):
-                        stamp[w] = tick
-                        nodes[count] = w
-                        count += 1
-            if layered:  # equal lengths: found in rounds of equal distance, nearest to d last
-                ranked = np.arange(count - 1, -1, -1)
-            else:
+                    if dist[row, w] + delay[e] <= dist[row, v] * (1.0 + _EPS):
+                        tight[found] = e
+                        found += 1
+                        if stamp[w] != tick:
+                            stamp[w] = tick
+                            nodes[count] = w
+                            count += 1
+            first[count] = found
+            if not layered:
                 for i in range(count):
                     keys[i] = dist[row, nodes[i]]
-                ranked = np.argsort(keys[:count])
-            for i in ranked:  # nearest to d first: successors come first
+                ranked[:count] = np.argsort(keys[:count])
+            for k in range(count):  # nearest to d first: successors come first
+                # equal lengths: found in rounds of equal distance, so nearest to d last
+                i = count - 1 - k if layered else ranked[k]
                 v = nodes[i]
                 if v == d:
                     cost[v], peak[v] = 0.0, 0.0
                     continue
                 best_cost, best_peak, best = np.inf, np.inf, -1
-                for j in range(out_ptr[v], out_ptr[v + 1]):
-                    e = out_ids[j]
+                for j in range(first[i], first[i + 1]):
+                    e = tight[j]
                     w = ldst[e]
-                    if stamp[w] == tick and dist[row, w] + delay[e] <= dist[row, v] * (1.0 + _EPS):
-                        through = cost[w] + busy[e] * (2.0 * load[e] + busy[e])
-                        top = max(peak[w], load[e] + busy[e])
-                        if through < best_cost or (through == best_cost and top < best_peak):
-                            best_cost, best_peak, best = through, top, e
+                    through = cost[w] + busy[e] * (2.0 * load[e] + busy[e])
+                    top = max(peak[w], load[e] + busy[e])
+                    if through < best_cost or (through == best_cost and top < best_peak):
+                        best_cost, best_peak, best = through, top, e
                 cost[v], peak[v], step[v] = best_cost, best_peak, best
             tick += 1
             i, v = start[c], s
