@@ -9,12 +9,12 @@ it until the next link of its route takes it. Two greedy phases:
    choices) over the delay-shortest paths to their destination, each on the path that adds the
    least to the sum of squared link loads (load = occupancy of the routes chosen so far): a
    convex cost, so the loads spread evenly. Later passes take each route out and route it again
-   against all the others (below ``REPLANNING_BUDGET``). Where link delays differ, the same is
-   done over the paths of fewest links and the earlier finish is kept: on 16 x DGX H100 rails
-   the delay-shortest way between rails is the spine, saturated; the NVLink detour relieves it
-   (+7.3 -> +2.5 %). Taking whichever shortest-path link
+   against all the others (below ``REPLANNING_BUDGET``). Taking whichever shortest-path link
    frees first instead (routes fixed by the moment, blind to the other chunks) overloads some
    links: a rail's NICs carried 9 chunks where 8 suffice (+11 % on 2 x DGX H100), tori +22-25 %.
+   Where link delays differ, the same is done over the paths of fewest links and the earlier
+   finish is kept: on 16 x DGX H100 rails the delay-shortest way between rails is the spine,
+   saturated, and the NVLink detour of as many links relieves it (+7.3 -> +2.5 %).
 2. *Pushing.* On a direct network a free link takes the waiting chunk with the most hops still
    to go (farthest first). Through switches, where a link's chunks compete for the links behind
    it, a free link takes the chunk whose next link is claimed for the shortest time by chunks
@@ -34,6 +34,7 @@ import numpy as np
 from numba import njit
 from scipy.sparse.csgraph import dijkstra
 
+from optcoll.machines.machine import Machine
 from optcoll.producers.base import NotApplicable
 from optcoll.producers.exact.timed.stitch import servers
 from optcoll.producers.greedy.distance import delay_graph
@@ -85,7 +86,7 @@ def rotation_rounds(server: np.ndarray | None, holder: np.ndarray, dest: np.ndar
     return ((position[dest] - position[holder]) % size) * count + (server[dest] - server[holder]) % count
 
 
-def server_of(machine) -> np.ndarray | None:
+def server_of(machine: Machine) -> np.ndarray | None:
     """Server (NVLink island) index per node, -1 for the network; None without servers."""
     if machine.num_nodes == machine.num_npus:
         return None
@@ -133,7 +134,7 @@ def run(problem: SpreadProblem, rng: np.random.Generator) -> Schedule:
     # finish is kept): fewest links lets bandwidth-bound traffic avoid a saturated fast hop.
     metrics = [(dist, delay)]
     if np.any(delay != delay[0]):
-        metrics.append((np.where(np.isfinite(hops), hops, np.inf), np.ones_like(delay)))
+        metrics.append((hops, np.ones_like(delay)))
     best: tuple[float, Schedule] | None = None
     for metric, length_of in metrics:
         length, links = _plan(plan_order, src, dest, row_of, metric, m.link_dst.astype(np.int64),
