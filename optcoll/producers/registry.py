@@ -92,8 +92,8 @@ _SPECS = [
     _Spec("tacos", "TACOS greedy link-chunk matching (MICRO'24), seeded; any machine and collective",
           spread_greedy, ALL, randomized=True, mirror=True),
     _Spec("tacos+", "our improved greedy: most-constrained link, fewest-routes and rarest chunk "
-          "first; relays by load and rotation, farthest destination first; any machine and "
-          "collective", spread_plus, ALL, randomized=True, mirror=True),
+          "first; relays by load and rotation; one-destination chunks (AlltoAll) on routes planned "
+          "against each other's load; any machine and collective", spread_plus, ALL, randomized=True, mirror=True),
     _Spec("ring", "unidirectional ring, pipelined (a physical Hamiltonian cycle when one is found)",
           _baseline(algorithms.ring), ALL),
     _Spec("ring-bidir", "bidirectional ring: each destination the shorter way round",

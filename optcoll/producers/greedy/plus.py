@@ -27,6 +27,10 @@ choices decide where requests go, none of them by node id:
    already routed over them, looking through switches to the GPUs behind them.
 6. *Farthest first*: with one destination per chunk, a link carries the chunk whose destination
    is farthest away (rarity means nothing there).
+
+Single-destination collectives without port limits skip the requests altogether: the compiled
+router (``routes``) plans every chunk's route against the others' load and pushes the chunks
+along them (routes by load for all chunks at once, where requests see one chunk at a time).
 """
 from __future__ import annotations
 
@@ -36,17 +40,15 @@ from collections import deque
 
 import numpy as np
 
-from optcoll.producers.base import NotApplicable
-from optcoll.producers.exact.timed.stitch import servers
 from optcoll.producers.greedy import bits, kernel, routes
 from optcoll.producers.greedy.engine import Engine
 from optcoll.producers.spread import SpreadProblem
 from optcoll.schedules.schedule import Schedule
 
 #: needs x links up to which tacos+ routes relay requests by load (a Dijkstra per request,
-#: about a second at this size); beyond it, single-destination collectives only go through the
-#: compiled packet router (``routes``) and the others route requests as the plain greedy does,
-#: except inside a server the chunk already entered (a Dijkstra over the server's few nodes).
+#: about a second at this size); beyond it, requests route as the plain greedy does, except
+#: inside a server the chunk already entered (a Dijkstra over the server's few nodes).
+#: Single-destination collectives go through the compiled router (``routes``) where it applies.
 ROUTING_BUDGET = 5 * 10**7
 
 
@@ -69,12 +71,8 @@ class PlusEngine(Engine):
         self.planned = [0.0] * problem.machine.num_links  # occupancy routed over each link
         self.routes_by_load = problem.needs[0].size * problem.machine.num_links <= ROUTING_BUDGET
         # Server (NVLink island) of every node, -1 for the network; None without servers.
-        self.server: list[int] | None = None
-        if problem.machine.num_nodes > problem.machine.num_npus:
-            try:
-                self.server = servers(problem.machine).tolist()
-            except NotApplicable:
-                pass
+        server = routes.server_of(problem.machine)
+        self.server: list[int] | None = None if server is None else server.tolist()
         self.entered: dict[int, set[int]] = {}  # chunk -> servers it is held in or routed into
 
     def assign(self, c: int, e: int, t: float) -> None:
@@ -94,28 +92,11 @@ class PlusEngine(Engine):
         so the first wave through a switch serves every node once instead of node 0 first."""
         need_c, need_v = self.p.needs
         holder = self.p.pre.nodes[self.p.pre.indptr[:-1]]
-        rounds = (need_v - holder[need_c]) % self.n
-        if self.server is not None:
-            rounds = self._server_rounds(holder[need_c], need_v, rounds)
+        server = None if self.server is None else np.asarray(self.server)
+        rounds = routes.rotation_rounds(server, holder[need_c], need_v, self.n,
+                                        self.p.machine.num_npus)
         order = np.lexsort((need_c, rounds))
         return list(zip(need_c[order].tolist(), need_v[order].tolist()))
-
-    def _server_rounds(self, h: np.ndarray, v: np.ndarray, rounds: np.ndarray) -> np.ndarray:
-        """Rotation by (position in the server, server): the first rounds ask for each chunk at
-        the holder's rail peers, one per server, so a chunk enters every server on its own rail;
-        then every GPU asks its server neighbours, as in the plain rotation."""
-        server = np.asarray(self.server)
-        if np.any(server[h] < 0) or np.any(server[v] < 0):
-            return rounds
-        count = int(server.max()) + 1
-        position = np.zeros(self.n, dtype=np.int64)
-        npus = np.flatnonzero(server >= 0)
-        npus = npus[npus < self.p.machine.num_npus]
-        for k in range(count):
-            members = npus[server[npus] == k]
-            position[members] = np.arange(members.size)
-        size = int(position.max()) + 1
-        return ((position[v] - position[h]) % size) * count + (server[v] - server[h]) % count
 
     def request(self, c: int, v: int) -> None:
         """v wants c: the route of earliest estimated arrival from any node that holds c or was
@@ -266,14 +247,4 @@ def spread_plus(problem: SpreadProblem, rng: np.random.Generator, compiled: bool
         return kernel.run(problem, rng, plus=True)
     if not routes.applicable(problem):
         return PlusEngine(problem, rng).run()
-    pushed = routes.run(problem, rng)
-    if problem.needs[0].size * problem.machine.num_links > ROUTING_BUDGET:
-        return pushed
-    # Small enough to plan routes by load as well: the two see different things (planned
-    # occupancy at t = 0 vs the links free now), so the earlier finish is kept.
-    planned = PlusEngine(problem, rng).run()
-    return planned if _finish(planned, problem) <= _finish(pushed, problem) else pushed
-
-
-def _finish(schedule: Schedule, problem: SpreadProblem) -> float:
-    return float((schedule.start + problem.delay[schedule.link]).max(initial=0.0))
+    return routes.run(problem, rng)
