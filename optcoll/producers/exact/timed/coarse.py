@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import math
 
-
 from optcoll.producers.exact.memory import ModelTooLarge, ModelSize, require_fits
 from optcoll.producers.exact.timed import expanded
 from optcoll.producers.exact.timed.grid import Grid, make_grid
