@@ -37,6 +37,21 @@ an arrival once, and a path back through the near side would cross again), which
 to them without multicast: holders can at most grow as if each one sent a copy on every out-link
 once per least occupancy, each arriving after the least NPU-to-NPU delay.
 
+*Regions* (``allreduce-regions``): the same count one level up. Split the machine into disjoint
+regions (here: the components of the links faster than a threshold, such as the servers of a
+cluster) such that every node that can combine (NPUs, reducing switches) lies in one, and only
+plain forwarding switches are outside; say n of them hold ranks. Take f, the site where a full sum
+first appears in the derivation of some rank's final value, and contract that derivation along
+every transfer that does not enter a region: each cluster lies in one region, every region with
+ranks has one, so the n ≥ 2 clusters are joined by at least n − 1 transfers into regions. A region
+with ranks other than f's that has just one cluster only ever receives that cluster's inputs, a
+proper part of the sum (it is passed on to f), so it needs one more transfer in; a region with two
+clusters already paid one extra. So each chunk enters regions at least 2(n − 1) times (in-network
+reduction and multicast inside regions, and multicast outside, do not change this); every such
+transfer carries data that reaches a rank, and without multicast outside the regions each one
+leaves a region too (``allreduce-regions-egress``). With the regions the NPUs themselves this is
+``allreduce-transfers``; with servers it sees what the NICs must carry.
+
 Port limits are ignored (fewer usable links only delay), so every bound holds with them too.
 """
 from __future__ import annotations
@@ -47,7 +62,8 @@ from collections.abc import Iterator
 from functools import lru_cache
 
 import numpy as np
-from scipy.sparse.csgraph import dijkstra, shortest_path
+from scipy.sparse import coo_matrix
+from scipy.sparse.csgraph import connected_components, dijkstra, shortest_path
 
 from optcoll.bounds.bound import Bound, describe_nodes
 from optcoll.bounds.cutbounds import SplitCuts, split_cuts
@@ -132,6 +148,7 @@ def allreduce_bounds(machine: Machine, collective: Collective, model: TimeModel,
     to_ranks = _distances(machine, timing.delay, members, reverse=True)
     cuts = _candidate_cuts(machine, members, split or split_cuts(machine, members))
     found = [_cut_bound(machine, members, k, b, cuts, from_ranks, to_ranks, timing.delay, timing.busy)]
+    found += _region_bounds(machine, members, k, from_ranks, to_ranks, timing.delay, timing.busy)
     if in_network_reduction(machine):
         return found
     if not switch_multicast(machine):
@@ -318,3 +335,82 @@ def _once_bound(machine: Machine, members: np.ndarray, k: int, cuts: list[np.nda
     value, detail = best
     return Bound("allreduce-cut-once", max(value, 0.0), detail + " (the best of a family of cuts)",
                  exact=False, assumptions=(NO_REDUCTION, NO_MULTICAST))
+
+
+def region_partitions(machine: Machine, members: np.ndarray) -> Iterator[np.ndarray]:
+    """Per node its region (−1: outside), for each bandwidth threshold whose faster links leave
+    the members in two regions or more; components holding nothing that combines (plain switches
+    only) stay outside. Distinct partitions only, from the coarsest."""
+    nodes = machine.num_nodes
+    combines = np.arange(nodes) < machine.num_npus
+    combines[machine.num_npus:] = [s.reduce for s in machine.switches]
+    seen: set[bytes] = set()
+    for threshold in np.unique(machine.link_bandwidth)[:-1]:
+        fast = machine.link_bandwidth > threshold
+        graph = coo_matrix((np.ones(int(fast.sum())), (machine.link_src[fast], machine.link_dst[fast])),
+                           shape=(nodes, nodes))
+        _, component = connected_components(graph, directed=True, connection="weak")
+        kept = np.zeros(component.max() + 1, dtype=bool)
+        kept[component[combines]] = True
+        region = np.where(kept[component], component, -1)
+        if np.unique(region[members]).size < 2:
+            continue
+        key = region.tobytes()
+        if key not in seen:
+            seen.add(key)
+            yield region
+
+
+def _region_bounds(machine: Machine, members: np.ndarray, k: int, from_ranks: np.ndarray, to_ranks: np.ndarray,
+                   delay: np.ndarray, busy: np.ndarray) -> list[Bound]:
+    """``allreduce-regions`` and its egress form (module docstring), the best over
+    ``region_partitions``."""
+    best: dict[bool, tuple[float, str, tuple[str, ...]]] = {}
+    for region in region_partitions(machine, members):
+        n = int(np.unique(region[members]).size)
+        deliveries = 2 * (n - 1) * k
+        src, dst = region[machine.link_src], region[machine.link_dst]
+        into = np.flatnonzero((dst >= 0) & (src != dst))
+        outside = np.flatnonzero(region < 0)
+        where = (f"{n} regions with ranks ({_describe_regions(machine, region, members)}; outside: "
+                 f"{_node_list(machine, outside)})")
+        assumes = (f"no in-network reduction outside the regions ({_node_list(machine, outside)} do not combine)",) \
+            if outside.size else ()
+        forms = [(False, into, from_ranks[machine.link_src[into]] + delay[into] + to_ranks[machine.link_dst[into]])]
+        if not any(machine.switch(int(v)).multicast for v in outside):
+            out_of = np.flatnonzero((src >= 0) & (src != dst))
+            to_region = _distances(machine, delay, np.flatnonzero(region >= 0), reverse=True)
+            forms.append((True, out_of, from_ranks[machine.link_src[out_of]] + delay[out_of]
+                          + to_region[machine.link_dst[out_of]]))
+        for egress, links, first in forms:
+            value = _kth(deliveries, first, busy[links])
+            if value > best.get(egress, (-1.0,))[0]:
+                way = "out of" if egress else "into"
+                best[egress] = (value, f"{where}: each of the {k} chunk(s) enters regions at least 2(n − 1) = "
+                                f"{2 * (n - 1)} times, so {deliveries} transfers {way} regions over {links.size} "
+                                f"link(s), each link's j-th no earlier than its first possible one + j·occupancy "
+                                f"and the way on: the last cannot be done before {format_time(value)}", assumes)
+    found = []
+    for egress, (value, detail, assumes) in sorted(best.items()):
+        assumptions = (*assumes, "no switch multicast outside the regions") if egress and assumes else assumes
+        found.append(Bound("allreduce-regions-egress" if egress else "allreduce-regions", value,
+                           detail + " (the best of a family of region splits)", exact=False,
+                           assumptions=assumptions))
+    return found
+
+
+def _describe_regions(machine: Machine, region: np.ndarray, members: np.ndarray, limit: int = 3) -> str:
+    """"{n0g0, …} 8 ranks; {n1g0, …} 8 ranks; …" for the first few regions holding ranks."""
+    parts = []
+    for r in np.unique(region[members])[:limit].tolist():
+        inside = np.flatnonzero(region == r)
+        ranks = int(np.isin(members, inside).sum())
+        parts.append(f"{{{machine.label(int(inside[0]))}, …}} {ranks} rank(s)" if inside.size > 1
+                     else f"{{{machine.label(int(inside[0]))}}}")
+    more = np.unique(region[members]).size - limit
+    return "; ".join(parts) + (f"; {more} more" if more > 0 else "")
+
+
+def _node_list(machine: Machine, nodes: np.ndarray, limit: int = 4) -> str:
+    shown = ", ".join(machine.label(int(v)) for v in nodes[:limit])
+    return (shown + (", …" if nodes.size > limit else "")) or "nothing"

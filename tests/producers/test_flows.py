@@ -2,12 +2,14 @@
 consistent, relays only through switches; the shared verifier judges every result."""
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from optcoll.instances.instance import TimeModel
 from optcoll.machines import generators as g
 from optcoll.producers.base import NotApplicable
 from optcoll.producers.baselines.flows import Flow, schedule_flows
+from optcoll.producers.registry import get_synthesizer
 from optcoll.schedules.schedule import COPY, REDUCE
 from producer_cases import GIB, instance, link_time, verified
 
@@ -70,3 +72,19 @@ def test_a_partial_cannot_be_relayed_by_an_npu():
     inst = instance(g.line(3, GIB, 1e-6), "allreduce", 1e6, 1)
     with pytest.raises(NotApplicable, match="relays through NPU npu1"):
         schedule_flows(inst, [Flow(0, 2, 0, REDUCE)])
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_swap_through_a_shared_nic_keeps_its_queue_order(seed):
+    """Two servers whose GPUs share one NIC (a plain switch behind PCIe): each server's partial and
+    the other server's pass that NIC's queue together. An arrival the scheduler lines up behind
+    another one at the same instant must not land an ulp ahead of it after rounding (t + delay),
+    or the switch hands the server its own partial back (found by the allreduce-regions property
+    test: double counting on the NIC's downlink)."""
+    rng = np.random.default_rng(seed)
+    machine = g.multinode(2, 2, nvlink_bandwidth=float(rng.uniform(5e10, 3e11)),
+                          nvlink_latency=float(rng.uniform(0, 2e-6)), nic_bandwidth=float(rng.uniform(5e9, 2.4e10)),
+                          nic_latency=float(rng.uniform(0, 5e-6)), gpus_per_nic=2)
+    for chunks in (1, 2):
+        inst = instance(machine, "allreduce", 2.0**22, chunks)
+        verified(inst, get_synthesizer("rail-exchange")(inst, 0))

@@ -110,6 +110,9 @@ class FlowScheduler:
         for e in self.machine.links_between(a, b):
             t, resources = self.calendar.earliest(e, max(ready, earliest_arrival - self.delay[e] - extra))
             arrival = t + self.delay[e] + extra
+            while arrival < earliest_arrival:  # rounding: a tie must not put it ahead in the queue
+                t, resources = self.calendar.earliest(e, float(np.nextafter(t, np.inf)))
+                arrival = t + self.delay[e] + extra
             if best is None or arrival < best[0]:
                 best = (arrival, t, e, resources)
         assert best is not None, f"no link {a}->{b}"
