@@ -23,12 +23,14 @@ PCIE = 32 * GB  # PCIe 4.0 x16 per direction
 class Expect:
     """What a file gives: the GPU model named (None: PCIe only), each GPU's NVLink bandwidth per
     direction (vendor: links x per-link), whether it is an NVSwitch fabric, and the error line
-    without the GPU or the PCIe bandwidth (None: it loads)."""
+    without the GPU or the PCIe bandwidth (None: it loads); ``refused``: the error line whatever
+    the options (a truncated paste)."""
 
     gpu: str | None
     nvlink_per_gpu: tuple[float, ...] | float = 0.0
     fabric: bool = False
     bare_error: str | None = None
+    refused: str | None = None
 
 
 NO_PCIE = "--pcie-bandwidth: no NVLink joins any two GPUs"
@@ -53,7 +55,12 @@ EXPECT = {
     "rtx4090_8gpu_node_sys.txt": Expect(None, bare_error=NO_PCIE),
     "2gpu_node_indented_wrapped.txt": Expect(None, bare_error=NO_PCIE),
     "l40s_4gpu_nics.txt": Expect(None, bare_error=NO_PCIE),
+    "h800_8gpu_truncated.txt": Expect("H800", refused="line 9: row GPU7 has 4 entries, expected at least 17"),
 }
+
+
+def _loads(name: str) -> bool:
+    return EXPECT.get(name, Expect(None)).refused is None
 
 
 def _gpu_options(expect: Expect) -> dict:
@@ -67,7 +74,7 @@ def test_every_real_output_has_an_expectation(name):
     assert name in EXPECT, f"{name}: add what it must give to EXPECT"
 
 
-@pytest.mark.parametrize("name", [f for f in FILES if EXPECT.get(f, Expect(None)).gpu])
+@pytest.mark.parametrize("name", [f for f in FILES if EXPECT.get(f, Expect(None)).gpu and _loads(f)])
 def test_nvlinks_are_the_vendor_bandwidth_of_that_gpu(name):
     expect = EXPECT[name]
     machine = load_nvidia_smi(REAL / name, nvlink_latency=0.5e-6, pcie_bandwidth=PCIE,
@@ -81,7 +88,7 @@ def test_nvlinks_are_the_vendor_bandwidth_of_that_gpu(name):
         assert np.allclose(npu_bandwidth(nvlink_only)[0], wanted)
 
 
-@pytest.mark.parametrize("name", [f for f in FILES if EXPECT.get(f, Expect("")).gpu is None])
+@pytest.mark.parametrize("name", [f for f in FILES if EXPECT.get(f, Expect("")).gpu is None and _loads(f)])
 def test_pcie_only_boxes_are_no_faster_than_one_pcie_link_per_gpu(name):
     machine = load_nvidia_smi(REAL / name, nvlink_latency=0.0, pcie_bandwidth=PCIE)
     egress, ingress = npu_bandwidth(machine)
@@ -98,6 +105,14 @@ def test_without_the_missing_option_the_error_is_one_line_naming_the_file(name):
         load_nvidia_smi(REAL / name, nvlink_latency=0.0, **options)
     text = str(info.value)
     assert "\n" not in text and name in text and expect.bare_error in text
+
+
+@pytest.mark.parametrize("name", [f for f in FILES if not _loads(f)])
+def test_a_truncated_paste_is_one_line_naming_the_file_and_row(name):
+    expect = EXPECT[name]
+    with pytest.raises(InputError) as info:
+        load_nvidia_smi(REAL / name, nvlink_latency=0.0, pcie_bandwidth=PCIE, **_gpu_options(expect))
+    assert "\n" not in str(info.value) and f"{REAL / name}: {expect.refused}" in str(info.value)
 
 
 @pytest.mark.parametrize("name", FILES)
