@@ -14,8 +14,9 @@ the shared verifier says.
 
 NCCL's NVLS (``nccl.innetwork``) moves more: the switch returns each sum to the chunk's head,
 which stores it back into the switch for the multicast, so each member link carries 1/N of the
-data more each way. ReduceScatter (the sum of chunk k to its owner only) and AllGather (owner ->
-switch -> everyone) are the two halves of the same flow list.
+data more each way. The two halves of the same flow list give ReduceScatter (the others' sum of
+chunk k reduced into its owner, which keeps its own contribution) and AllGather (owner -> switch
+-> the others).
 """
 from __future__ import annotations
 
@@ -50,10 +51,11 @@ def inswitch(instance: Instance) -> list[Flow]:
     flows: list[Flow] = []
     for k in range(coll.num_chunks):
         owner = coll.ranks[k // coll.chunks_per_rank]
-        if coll.kind == "allgather":
-            flows.append(Flow(k, owner, switch))
+        others = [v for v in coll.ranks if v != owner]
+        if coll.kind == "allreduce":
+            flows += [Flow(k, v, switch, REDUCE) for v in coll.ranks] + [Flow(k, switch, v) for v in coll.ranks]
+        elif coll.kind == "reducescatter":
+            flows += [Flow(k, v, switch, REDUCE) for v in others] + [Flow(k, switch, owner, REDUCE)]
         else:
-            flows += [Flow(k, v, switch, REDUCE) for v in coll.ranks]
-        receivers = [owner] if coll.kind == "reducescatter" else coll.ranks
-        flows += [Flow(k, switch, v) for v in receivers if not (coll.kind == "allgather" and v == owner)]
+            flows += [Flow(k, owner, switch)] + [Flow(k, switch, v) for v in others]
     return flows
