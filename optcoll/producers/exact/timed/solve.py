@@ -58,6 +58,9 @@ FORMULATIONS = ("auto", "expanded", "continuous")
 EXPORT_FORMATS = (".mps", ".lp", ".pbtxt", ".pb")
 #: Share of an AllReduce's time for ReduceScatter then AllGather; the direct model gets the rest.
 FAMILY_SHARE = 0.5
+#: Largest AllReduce (chunks × ranks) the in-switch start is built for: its flows are placed one
+#: by one (dgxh100-rail-16x8, 128 × 128: 49152 transfers in 0.6 s; rail-64x8 would take 19 s).
+INSWITCH_MAX_CELLS = 128 * 128
 
 
 def _problem(instance: Instance) -> TimedProblem:
@@ -434,7 +437,10 @@ def _continuous(problem: TimedProblem, grid: Grid, first: Transfers, floor: int,
 
 def _inswitch_start(instance: Instance) -> tuple[Schedule, float] | None:
     """The in-switch AllReduce (``baselines.inswitch``) and its verified time, where a switch that
-    reduces and multicasts reaches every member; else None."""
+    reduces and multicasts reaches every member (or such switches join nodes on NIC rails); else
+    None, also when the instance is over ``INSWITCH_MAX_CELLS``."""
+    if instance.collective.num_chunks * instance.collective.num_ranks > INSWITCH_MAX_CELLS:
+        return None
     try:
         schedule = get_synthesizer("inswitch")(instance, instance.budget.seed)
     except NotApplicable:
