@@ -137,3 +137,16 @@ def test_one_slower_member_still_verifies_and_warm_starts_the_solver(bandwidth, 
     assert made < out.params["family_time"] * (1 - 1e-9)  # ReduceScatter then AllGather is slower here
     assert any(note.startswith("the in-switch schedule") for note in out.notes)
     assert result.time <= made * (1 + 1e-9)  # a start of the direct model: never worse
+
+
+def test_ctrl_c_while_building_the_in_switch_start_still_returns_an_allreduce(monkeypatch):
+    import optcoll.producers.exact.timed.solve as timed
+
+    def pressed(inst):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(timed, "_inswitch_start", pressed)
+    inst = instance(load_machine("star4_sharp"), "allreduce", float(GIB), 1)
+    out, result = _solve(inst)
+    assert out.params["interrupted"] and out.params["family"] == "reducescatter+allgather"
+    assert result.time >= out.lower_bound * (1 - 1e-9)

@@ -183,7 +183,11 @@ def solve_timed(instance: Instance, *, solver: str = "cpsat", quantum: float | N
 
         overall = best_lower_bound(instance.machine, instance.collective, instance.model)
         bound = (float(overall.value), f"{overall.name} bound ({overall.detail})")
-        start = _inswitch_start(instance)
+        try:
+            start = _inswitch_start(instance)
+        except KeyboardInterrupt:  # the family still makes its start schedules, at once
+            clock.interrupt()
+            start = None
         if start is not None and start[1] <= bound[0] * (1 + TIME_TOLERANCE):
             return _inswitch_optimal(instance, solver, clock, _Trace(clock.start, progress), start, bound)
         composed = compose_allreduce(instance, clock.part(FAMILY_SHARE), part, lambda s: compose.makespan(s, instance),
