@@ -149,10 +149,9 @@ def allreduce_bounds(machine: Machine, collective: Collective, model: TimeModel,
     cuts = _candidate_cuts(machine, members, split or split_cuts(machine, members))
     found = [_cut_bound(machine, members, k, b, cuts, from_ranks, to_ranks, timing.delay, timing.busy)]
     found += _region_bounds(machine, members, k, from_ranks, to_ranks, timing.delay, timing.busy)
+    found.append(_once_bound(machine, members, k, cuts, from_ranks, to_ranks, timing.delay, timing.busy))
     if in_network_reduction(machine):
         return found
-    if not switch_multicast(machine):
-        found.append(_once_bound(machine, members, k, cuts, from_ranks, to_ranks, timing.delay, timing.busy))
     npu = np.arange(machine.num_nodes) < machine.num_npus
     into, out_of = np.flatnonzero(npu[machine.link_dst]), np.flatnonzero(npu[machine.link_src])
     deliveries = 2 * (n - 1) * k
@@ -300,25 +299,36 @@ def _once_bound(machine: Machine, members: np.ndarray, k: int, cuts: list[np.nda
                 to_ranks: np.ndarray, delay: np.ndarray, busy: np.ndarray) -> Bound:
     """``allreduce-cut-once`` (module docstring), the best over ``cuts`` and both directions."""
     npu = np.arange(machine.num_nodes) < machine.num_npus
+    combines = npu.copy()
+    combines[machine.num_npus:] = [s.reduce for s in machine.switches]
+    special = np.zeros(machine.num_nodes, dtype=bool)  # switches that reduce or multicast
+    special[machine.num_npus:] = [s.reduce or s.multicast for s in machine.switches]
     is_member = np.zeros(machine.num_nodes, dtype=bool)
     is_member[members] = True
     to_npus = _distances(machine, delay, np.flatnonzero(npu), reverse=True)
     out_degree = np.bincount(machine.link_src, minlength=machine.num_nodes)
     splits = np.unique(np.linspace(1, k, min(k, ONCE_SPLITS)).round().astype(np.int64))
-    best = (-1.0, "")
+    best: tuple[float, str, tuple[str, ...]] = (-1.0, "", ())
     for inside, way_in in _splitting_sides(cuts, is_member):
         near = ~inside if way_in else inside
         cross = np.flatnonzero(near[machine.link_src] & ~near[machine.link_dst])
         tails, heads = machine.link_src[cross], machine.link_dst[cross]
         twice = _kth(k + 1, from_ranks[tails] + delay[cross] + to_ranks[heads], busy[cross])
-        merges = np.flatnonzero(near[machine.link_src] & near[machine.link_dst] & npu[machine.link_dst])
+        merges = np.flatnonzero(near[machine.link_src] & near[machine.link_dst] & combines[machine.link_dst])
         merge_first = from_ranks[machine.link_src[merges]] + delay[merges]
         s = int(np.count_nonzero(is_member & near))
-        far_npus = np.flatnonzero(npu & ~near)
-        sends = np.flatnonzero(npu[machine.link_src] & ~near[machine.link_src])  # out of far NPUs
-        hop = float((delay[sends] + to_npus[machine.link_dst[sends]]).min())  # NPU to another NPU
-        spread = _spread_time(int(np.count_nonzero(is_member & ~near)), hop, float(busy[sends].min()),
-                              int(out_degree[far_npus].max()))
+        far_special = np.flatnonzero(special & ~near)
+        spread, assumes = 0.0, ()
+        if not far_special.size:  # the far side only forwards each arrival once
+            far_npus = np.flatnonzero(npu & ~near)
+            sends = np.flatnonzero(npu[machine.link_src] & ~near[machine.link_src])  # out of far NPUs
+            hop = float((delay[sends] + to_npus[machine.link_dst[sends]]).min())  # NPU to another NPU
+            spread = _spread_time(int(np.count_nonzero(is_member & ~near)), hop, float(busy[sends].min()),
+                                  int(out_degree[far_npus].max()))
+            far_switches = np.flatnonzero(~near[machine.num_npus:]) + machine.num_npus
+            if far_switches.size:
+                assumes = (f"the switches on the far side ({_node_list(machine, far_switches)}) neither reduce "
+                           "nor multicast",)
         crossed = 0.0
         for q in splits.tolist():
             ready = _kth(q * (s - 1), merge_first, busy[merges]) if s > 1 else 0.0
@@ -326,15 +336,16 @@ def _once_bound(machine: Machine, members: np.ndarray, k: int, cuts: list[np.nda
             crossed = max(crossed, _kth(k - q + 1, start + delay[cross] + to_npus[heads], busy[cross]))
         value = min(twice, crossed + spread)
         if value > best[0]:
+            then = (f", which must spread it to the other side's ranks ({format_time(spread)})" if spread else
+                    " (its spread through the other side is not counted: a switch there reduces or multicasts)")
             best = (value, f"{describe_nodes(machine, np.flatnonzero(near), members)}: either some chunk "
                     f"crosses out of S twice ({k + 1} crossings: the last cannot arrive before "
                     f"{format_time(twice)}), or each of the {k} chunk(s) crosses once carrying S's {s} "
-                    f"contributions ({s - 1} reduce deliveries inside S first), the last arriving no "
-                    f"earlier than {format_time(crossed)} at one NPU, which must spread it to the "
-                    f"other side's ranks ({format_time(spread)})")
-    value, detail = best
+                    f"contributions ({s - 1} reduce deliveries into S's NPUs and reducing switches first), "
+                    f"the last arriving no earlier than {format_time(crossed)}{then}", assumes if spread else ())
+    value, detail, assumptions = best
     return Bound("allreduce-cut-once", max(value, 0.0), detail + " (the best of a family of cuts)",
-                 exact=False, assumptions=(NO_REDUCTION, NO_MULTICAST))
+                 exact=False, assumptions=assumptions)
 
 
 def region_partitions(machine: Machine, members: np.ndarray) -> Iterator[np.ndarray]:
