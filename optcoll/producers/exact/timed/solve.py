@@ -165,7 +165,8 @@ def solve_timed(instance: Instance, *, solver: str = "cpsat", quantum: float | N
     over it is not built, and, as when time runs out, the result is the best schedule so far with
     the bound proven so far (the refusals are in the notes and in ``params["refused"]``).
     ``structured=False`` skips the schedules built from the machine's structure (shift schedule,
-    stitched rails), to measure the solver from the greedies alone.
+    stitched rails, the in-switch AllReduce), to measure the solver from the greedies alone (and
+    to solve ReduceScatter then AllGather where the in-switch schedule would answer at once).
     """
     budget = (budget or instance.budget).overridden(time_limit=time_limit, threads=threads, seed=seed,
                                                     max_memory=max_memory)
@@ -184,7 +185,7 @@ def solve_timed(instance: Instance, *, solver: str = "cpsat", quantum: float | N
         overall = best_lower_bound(instance.machine, instance.collective, instance.model)
         bound = (float(overall.value), f"{overall.name} bound ({overall.detail})")
         try:
-            start = _inswitch_start(instance)
+            start = _inswitch_start(instance) if structured else None
         except KeyboardInterrupt:  # the family still makes its start schedules, at once
             clock.interrupt()
             start = None
