@@ -257,9 +257,14 @@ def astra_compare_cmd(networks, collectives, sizes, out, as_json) -> None:
 
 @model.command("from-nvidia-smi")
 @click.argument("text_path", metavar="TOPO_TXT", type=click.Path(dir_okay=False))
-@click.option("--nvlink-bandwidth", required=True, type=BANDWIDTH,
-              help="Per NVLink and direction: 25 GB/s for NVLink 2-4 (V100, A100, H100), 50 GB/s for "
-                   "NVLink 5 (B200).")
+@click.option("--gpu", default=None, metavar="MODEL",
+              help="The GPU (V100, A100, A800, H100, H200, H800, H20, B200, B300, GB200): its NVLink count "
+                   "and per-link bandwidth, from its datasheet.")
+@click.option("--nvlink-bandwidth", default=None, type=BANDWIDTH,
+              help="Per NVLink and direction (instead of --gpu): 25 GB/s for NVLink 2-4 (V100, A100, H100), "
+                   "50 GB/s for NVLink 5 (B200).")
+@click.option("--nvlinks-per-gpu", default=None, type=click.IntRange(min=1),
+              help="NVLink ports of the GPU (instead of --gpu): tells direct links from an NVSwitch fabric.")
 @click.option("--nvlink-latency", default="0.5 us", show_default=True, type=TIME, help="Per NVLink hop.")
 @click.option("--pcie-bandwidth", default=None, type=BANDWIDTH,
               help="Also model the PCIe switches and host domains, links of this bandwidth per direction.")
@@ -276,7 +281,7 @@ def astra_compare_cmd(networks, collectives, sizes, out, as_json) -> None:
               help="Per leaf-spine link.")
 @click.option("-o", "--out", required=True, type=click.Path(dir_okay=False), help="Model .toml to write.")
 @json_option
-def model_from_nvidia_smi(text_path, nvlink_bandwidth, nvlink_latency, pcie_bandwidth, pcie_latency, nvls,
+def model_from_nvidia_smi(text_path, gpu, nvlink_bandwidth, nvlinks_per_gpu, nvlink_latency, pcie_bandwidth, pcie_latency, nvls,
                           nodes, nic_bandwidth, nic_latency, network, network_latency, out, as_json) -> None:
     """Read `nvidia-smi topo -m` output into a machine model file.
 
@@ -287,7 +292,8 @@ def model_from_nvidia_smi(text_path, nvlink_bandwidth, nvlink_latency, pcie_band
     from optcoll.interop.nvidia_smi import load_nvidia_smi
     from optcoll.machines.modelfile import machine_to_toml
 
-    machine = load_nvidia_smi(text_path, nvlink_bandwidth=nvlink_bandwidth, nvlink_latency=nvlink_latency,
+    machine = load_nvidia_smi(text_path, gpu=gpu, nvlink_bandwidth=nvlink_bandwidth, nvlinks_per_gpu=nvlinks_per_gpu,
+                              nvlink_latency=nvlink_latency,
                               pcie_bandwidth=pcie_bandwidth, pcie_latency=pcie_latency, nvls=nvls,
                               nodes=nodes, nic_bandwidth=nic_bandwidth, nic_latency=nic_latency,
                               network=network, network_latency=network_latency)

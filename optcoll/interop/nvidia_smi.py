@@ -9,11 +9,15 @@ How it becomes a model:
 
 - **NVSwitch boxes.** On an NVSwitch fabric every GPU pair shows ``NV#`` and # is the GPU's total
   link count into the fabric (DGX A100: NV12, DGX H100: NV18, DGX-2: NV6), not links per pair.
-  A matrix with ``NV#`` on every pair of 3 or more GPUs whose links per GPU, summed over its
-  peers, exceed what any GPU has (``MAX_NVLINKS_PER_GPU``) can only be such a fabric: it becomes
-  one switch node ``nvswitch`` with one link per GPU and direction of # × the per-link bandwidth
-  (NCCL stripes a transfer over all of them). A GPU whose row shows fewer links (one failed) gets
-  its own count.
+  When the GPUs with NVLinks (3 or more) show ``NV#`` on every pair among them and their links,
+  summed over their peers, exceed what the GPU has (``GPU_NVLINK`` when the GPU is named, else
+  ``MAX_NVLINKS_PER_GPU``), the matrix can only be such a fabric: it becomes one switch node
+  ``nvswitch`` with one link per GPU and direction of # × the per-link bandwidth (NCCL stripes a
+  transfer over all of them). A GPU whose row shows fewer links (one failed) gets its own count; a
+  GPU with none (NVLink down, rows of NODE/SYS) stays off the fabric and needs the PCIe paths.
+  A full mesh whose sums fit is ambiguous without the GPU: NV6 on every pair of 4 GPUs is a 4-GPU
+  HGX H100 board (18 direct links per GPU) or 4 GPUs of a DGX-2 (6 links into its NVSwitches), 3×
+  apart; such a matrix is refused until the GPU (or its link count) is named.
 - **Direct NVLinks** (DGX-1's hybrid cube-mesh NV1/NV2, a 4-GPU mesh with NV4 per pair, bridged
   pairs): # parallel links per pair and direction.
 - **PCIe/host paths**, when a PCIe bandwidth is given: one switch ``pcie<s>`` per group of GPUs
@@ -27,7 +31,8 @@ How it becomes a model:
   box does not use its NICs; with ``nodes`` > 1 the box becomes the node of a ``clusters.cluster``
   whose NICs have these affinities.
 
-A model without links (a PCIe-only box and no PCIe bandwidth) or with GPUs NVLink does not reach is
+Bandwidths per link and direction come from ``GPU_NVLINK`` when the GPU is named (``gpu``), or
+are given. A model without links (a PCIe-only box and no PCIe bandwidth) or with GPUs NVLink does not reach is
 an error naming the option to give. Real boxes have at most 16 GPUs (DGX-2) and a few dozen NICs;
 matrices beyond ``MAX_GPUS`` GPUs or ``MAX_DEVICES`` devices are refused at the header, before
 their rows are read (a 2,000-GPU matrix used to take minutes to reject).
@@ -52,8 +57,32 @@ from optcoll.units import bandwidth_text, format_time, parse_bandwidth, parse_ti
 PCIE_PATHS = ("PIX", "PXB", "PHB", "NODE", "SYS", "SOC")
 #: Closest first: a NIC serves the GPUs on its closest path of these.
 _AFFINITY_ORDER = ("PIX", "PXB", "PHB", "NODE")
-#: NVLink ports of a GPU: V100 6, A100 12, H100/H200/B200/B300 18 (NVIDIA datasheets).
-MAX_NVLINKS_PER_GPU = 18
+
+
+@dataclass(frozen=True)
+class NVLinkGPU:
+    """A GPU's NVLink ports and the bandwidth of one, per direction (bytes/s), with the source."""
+
+    links: int
+    bandwidth: float
+    source: str
+
+
+# Datasheet totals are bidirectional over all links: per link and direction = total / 2 / links.
+GPU_NVLINK: dict[str, NVLinkGPU] = {
+    "V100": NVLinkGPU(6, 25e9, "Tesla V100 SXM2 datasheet: NVLink 2, 6 links, 300 GB/s"),
+    "A100": NVLinkGPU(12, 25e9, "A100 datasheet: NVLink 3, 12 links, 600 GB/s (SXM4; PCIe with bridge)"),
+    "A800": NVLinkGPU(8, 25e9, "A800 SXM4 datasheet: NVLink 3, 400 GB/s (8 of A100's 12 links)"),
+    "H100": NVLinkGPU(18, 25e9, "H100 SXM5 datasheet: NVLink 4, 18 links, 900 GB/s"),
+    "H200": NVLinkGPU(18, 25e9, "H200 SXM datasheet: NVLink 4, 900 GB/s"),
+    "H800": NVLinkGPU(8, 25e9, "H800 SXM5 datasheet: NVLink 4, 400 GB/s (8 of H100's 18 links)"),
+    "H20": NVLinkGPU(18, 25e9, "H20 datasheet: NVLink 4, 900 GB/s"),
+    "B200": NVLinkGPU(18, 50e9, "HGX B200 datasheet: NVLink 5, 18 links, 1.8 TB/s per GPU"),
+    "B300": NVLinkGPU(18, 50e9, "HGX B300 datasheet: NVLink 5, 1.8 TB/s per GPU"),
+    "GB200": NVLinkGPU(18, 50e9, "GB200 NVL72 datasheet: NVLink 5, 1.8 TB/s per GPU"),
+}
+#: The most NVLink ports any GPU has (``GPU_NVLINK``).
+MAX_NVLINKS_PER_GPU = max(gpu.links for gpu in GPU_NVLINK.values())
 #: 4x the largest single-host box (DGX-2, 16 GPUs); devices also count the NICs.
 MAX_GPUS = 64
 MAX_DEVICES = 256
@@ -237,23 +266,32 @@ def _add_pcie_tree(b: MachineBuilder, topo: Topology, bandwidth: float, latency:
             f"{len(handles)} host domain(s)")
 
 
-def _nvlink_fabric(topo: Topology) -> tuple[bool, np.ndarray]:
-    """(is an NVSwitch fabric, NVLinks per GPU into the fabric / per GPU pair)."""
+def _nvlink_fabric(topo: Topology, max_links: int, known: bool, source: str) -> tuple[bool, np.ndarray]:
+    """(is an NVSwitch fabric, NVLinks per GPU into the fabric / per GPU pair); ``max_links`` is
+    the GPU's port count, ``known`` whether the GPU was named (else a full mesh that fits is ambiguous)."""
     nv = topo.nvlinks
-    n = len(topo.gpus)
-    per_gpu = nv.sum(axis=1)
-    switched = n >= 3 and bool((nv[~np.eye(n, dtype=bool)] > 0).all()) and int(per_gpu.max()) > MAX_NVLINKS_PER_GPU
-    return switched, (nv.max(axis=1) if switched else nv)
+    on = np.flatnonzero(nv.any(axis=1))
+    mesh = nv[np.ix_(on, on)]
+    full_mesh = len(on) >= 3 and bool((mesh[~np.eye(len(on), dtype=bool)] > 0).all())
+    if full_mesh and int(mesh.sum(axis=1).max()) > max_links:
+        return True, nv.max(axis=1)
+    if full_mesh and not known:
+        k, n = int(mesh.max()), len(on)
+        raise InputError(f"NV{k} on every pair of {n} GPUs is either {(n - 1) * k} direct NVLinks per GPU "
+                         f"(a {n}-GPU board) or {k} per GPU into an NVSwitch fabric (some GPUs of a switched "
+                         f"box): name the GPU (--gpu, e.g. H100) or its link count (--nvlinks-per-gpu)",
+                         source=source, field="--gpu")
+    return False, nv
 
 
-def _check_plausible(topo: Topology, switched: bool, links: np.ndarray, nvls: bool, source: str) -> None:
+def _check_plausible(topo: Topology, switched: bool, links: np.ndarray, nvls: bool, max_links: int,
+                     gpu_text: str, source: str) -> None:
     per_gpu = links if switched else links.sum(axis=1)
     worst = int(np.argmax(per_gpu))
-    if int(per_gpu[worst]) > MAX_NVLINKS_PER_GPU:
-        raise InputError(f"{topo.gpus[worst]} would have {int(per_gpu[worst])} NVLinks, but no GPU has more "
-                         f"than {MAX_NVLINKS_PER_GPU} (NV# on every pair of 3+ GPUs is read as an NVSwitch "
-                         f"fabric, NV# on some pairs as direct links)", source=source,
-                         field=f"row {topo.gpus[worst]}")
+    if int(per_gpu[worst]) > max_links:
+        raise InputError(f"{topo.gpus[worst]} would have {int(per_gpu[worst])} NVLinks, but {gpu_text} "
+                         f"{max_links} (NV# on every pair of 3+ GPUs is read as an NVSwitch fabric, NV# on "
+                         f"some pairs as direct links)", source=source, field=f"row {topo.gpus[worst]}")
     if nvls and not switched:
         raise InputError("NVLS needs an NVSwitch fabric, and this matrix shows direct NVLinks or none",
                          source=source, field="--nvls")
@@ -261,21 +299,25 @@ def _check_plausible(topo: Topology, switched: bool, links: np.ndarray, nvls: bo
 
 def node_from_topology(topo: Topology, *, nvlink_bandwidth: float, nvlink_latency: float,
                        pcie_bandwidth: float | None = None, pcie_latency: float = 0.0, nvls: bool = False,
-                       name: str = "nvidia-smi", source: str = "<nvidia-smi>") -> Machine:
-    """One box: its NVLink fabric, and its PCIe tree when ``pcie_bandwidth`` is given."""
+                       nvlinks_per_gpu: int | None = None, name: str = "nvidia-smi",
+                       source: str = "<nvidia-smi>") -> Machine:
+    """One box: its NVLink fabric, and its PCIe tree when ``pcie_bandwidth`` is given;
+    ``nvlinks_per_gpu`` is the GPU's NVLink port count when known."""
     n = len(topo.gpus)
-    switched, links = _nvlink_fabric(topo)
+    max_links = nvlinks_per_gpu or MAX_NVLINKS_PER_GPU
+    switched, links = _nvlink_fabric(topo, max_links, nvlinks_per_gpu is not None, source)
     nvlink_count = 2 * int(links.sum()) if switched else int(links.sum())
     check_machine_size(n + 2 * n + 1, nvlink_count + 6 * n, source=source, field="line 1")
-    _check_plausible(topo, switched, links, nvls, source)
+    gpu_text = "this GPU has" if nvlinks_per_gpu else "no GPU has more than"
+    _check_plausible(topo, switched, links, nvls, max_links, gpu_text, source)
     parts = []
     b = MachineBuilder(name, n, "", list(topo.gpus))
     if switched:
         hub = b.add_switch("nvswitch", multicast=nvls, reduce=nvls)
-        for g in range(n):
+        for g in np.flatnonzero(links).tolist():
             b.add_link(g, hub, bandwidth=int(links[g]) * nvlink_bandwidth, latency=nvlink_latency,
                        bidirectional=True)
-        per_gpu = sorted({int(x) for x in links})
+        per_gpu = sorted({int(x) for x in links if x})
         parts.append(f"NVSwitch fabric{' with NVLS' if nvls else ''}, "
                      f"{'/'.join(map(str, per_gpu))} NVLinks of {bandwidth_text(nvlink_bandwidth)} per GPU")
     elif links.any():
@@ -301,27 +343,45 @@ def node_from_topology(topo: Topology, *, nvlink_bandwidth: float, nvlink_latenc
     return machine.renamed(name, f"{n} GPUs from nvidia-smi topo -m: {'; '.join(parts)}{nic_text}")
 
 
-def machine_from_nvidia_smi(text: str, *, nvlink_bandwidth: float | str, nvlink_latency: float | str,
-                            pcie_bandwidth: float | str | None = None, pcie_latency: float | str = 0.0,
+def machine_from_nvidia_smi(text: str, *, nvlink_latency: float | str,
+                            nvlink_bandwidth: float | str | None = None, gpu: str | None = None,
+                            nvlinks_per_gpu: int | None = None, pcie_bandwidth: float | str | None = None, pcie_latency: float | str = 0.0,
                             nvls: bool = False, nodes: int = 1, nic_bandwidth: float | str | None = None,
                             nic_latency: float | str = 0.0, network: str = "rail",
                             network_latency: float | str | None = None, name: str = "nvidia-smi",
                             source: str | None = None) -> Machine:
     """The machine in ``nvidia-smi topo -m`` text (see the module docstring). Bandwidths are per
     link and direction in bytes/s (or strings like "25 GB/s"), latencies seconds (or "0.7 us").
+    ``gpu`` (a ``GPU_NVLINK`` name) gives the per-link bandwidth and the link count unless
+    ``nvlink_bandwidth`` or ``nvlinks_per_gpu`` are given; a matrix with NVLinks needs one of them.
     ``nodes`` > 1: that many boxes, their NICs (with the matrix's affinities, ``nic_bandwidth``
     each) on a ``network`` ("rail", "leaf" or "fat_tree") whose leaf-spine links take
     ``network_latency``."""
     where = source or "<nvidia-smi>"
-    nv_bw = _value(nvlink_bandwidth, parse_bandwidth, "nvlink_bandwidth")
+    if gpu is not None:
+        known = {key.lower(): value for key, value in GPU_NVLINK.items()}
+        if gpu.lower() not in known:
+            raise InputError(f"unknown GPU {gpu!r} (known: {', '.join(GPU_NVLINK)}); give --nvlink-bandwidth "
+                             f"and --nvlinks-per-gpu instead", field="--gpu")
+        spec = known[gpu.lower()]
+        nvlink_bandwidth = spec.bandwidth if nvlink_bandwidth is None else nvlink_bandwidth
+        nvlinks_per_gpu = spec.links if nvlinks_per_gpu is None else nvlinks_per_gpu
+    if nvlinks_per_gpu is not None and (isinstance(nvlinks_per_gpu, bool) or not isinstance(nvlinks_per_gpu, int)
+                                        or nvlinks_per_gpu < 1):
+        raise InputError(f"must be a positive whole number, got {nvlinks_per_gpu!r}", field="--nvlinks-per-gpu")
+    nv_bw = None if nvlink_bandwidth is None else _value(nvlink_bandwidth, parse_bandwidth, "nvlink_bandwidth")
     nv_lat = _value(nvlink_latency, parse_time, "nvlink_latency")
     pcie_bw = None if pcie_bandwidth is None else _value(pcie_bandwidth, parse_bandwidth, "pcie_bandwidth")
     pcie_lat = _value(pcie_latency, parse_time, "pcie_latency")
-    if not nv_bw > 0:
+    if nv_bw is not None and not nv_bw > 0:
         raise InputError(f"must be positive, got {nv_bw}", field="nvlink_bandwidth")
     topo = read_topology(text, where)
-    node = node_from_topology(topo, nvlink_bandwidth=nv_bw, nvlink_latency=nv_lat, pcie_bandwidth=pcie_bw,
-                              pcie_latency=pcie_lat, nvls=nvls, name=name, source=where)
+    if nv_bw is None and topo.nvlinks.any():
+        raise InputError("missing: the matrix shows NVLinks; name the GPU (--gpu, e.g. H100) or give the "
+                         "bandwidth per NVLink and direction", source=where, field="--nvlink-bandwidth")
+    node = node_from_topology(topo, nvlink_bandwidth=nv_bw or 0.0, nvlink_latency=nv_lat, pcie_bandwidth=pcie_bw,
+                              pcie_latency=pcie_lat, nvls=nvls, nvlinks_per_gpu=nvlinks_per_gpu, name=name,
+                              source=where)
     if nodes == 1:
         return node
     affinity = tuple(a for a in topo.nic_affinity() if a)

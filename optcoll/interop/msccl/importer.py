@@ -147,6 +147,9 @@ def _resolve(algo: Algo, program: Program, machine: Machine, name: str, size: fl
                              f"{coll.kind} of {coll.num_chunks} chunks", source=name,
                              field="algo.nchunksperloop")
         return coll, rank_map, layout
+    if kind == "custom":  # before its layout, which only the collective gives
+        raise InputError("coll=\"custom\" carries no pre/postcondition: pass the collective",
+                         source=name, field="algo.coll")
     rank_map = _ranks(ranks, n, machine, name)
     root_gpu = None
     if kind in ROOTED:
@@ -185,9 +188,6 @@ def _given(collective: Collective, kind: str, n: int, ranks: Sequence[int] | Non
 
 def _collective(kind: str, layout: Layout, rank_map: list[int], root_gpu: int | None,
                 size: float | None, name: str) -> Collective:
-    if kind == "custom":
-        raise InputError("coll=\"custom\" carries no pre/postcondition: pass the collective",
-                         source=name, field="algo.coll")
     if size is None:
         raise InputError("pass size (the buffer M in bytes, as nccl-tests counts it)", source=name,
                          field="size")
