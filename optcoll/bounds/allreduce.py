@@ -309,11 +309,14 @@ def _once_bound(machine: Machine, members: np.ndarray, k: int, cuts: list[np.nda
     out_degree = np.bincount(machine.link_src, minlength=machine.num_nodes)
     splits = np.unique(np.linspace(1, k, min(k, ONCE_SPLITS)).round().astype(np.int64))
     best: tuple[float, str, tuple[str, ...]] = (-1.0, "", ())
+    counted: set[tuple[int, float, float, bytes]] = set()
     for inside, way_in in _splitting_sides(cuts, is_member):
         near = ~inside if way_in else inside
         cross = np.flatnonzero(near[machine.link_src] & ~near[machine.link_dst])
         tails, heads = machine.link_src[cross], machine.link_dst[cross]
         twice = _kth(k + 1, from_ranks[tails] + delay[cross] + to_ranks[heads], busy[cross])
+        if twice <= best[0]:  # the cut's value is at most this
+            continue
         merges = np.flatnonzero(near[machine.link_src] & near[machine.link_dst] & combines[machine.link_dst])
         merge_first = from_ranks[machine.link_src[merges]] + delay[merges]
         s = int(np.count_nonzero(is_member & near))
@@ -329,11 +332,20 @@ def _once_bound(machine: Machine, members: np.ndarray, k: int, cuts: list[np.nda
             if far_switches.size:
                 assumes = (f"the switches on the far side ({_node_list(machine, far_switches)}) neither reduce "
                            "nor multicast",)
+        profile = b"".join(np.unique(rows, axis=0).tobytes() for rows in (
+            np.stack([from_ranks[tails], delay[cross] + to_npus[heads], busy[cross]], axis=1),
+            np.stack([merge_first, busy[merges]], axis=1)))
+        key = (s, spread, twice, profile)  # a cut like one already counted (symmetric machines)
+        if key in counted:
+            continue
+        counted.add(key)
         crossed = 0.0
-        for q in splits.tolist():
+        for q in (splits if s > 1 else splits[:1]).tolist():  # one rank merges nothing: q = 1 is the most
             ready = _kth(q * (s - 1), merge_first, busy[merges]) if s > 1 else 0.0
             start = np.maximum(ready, from_ranks[tails])
             crossed = max(crossed, _kth(k - q + 1, start + delay[cross] + to_npus[heads], busy[cross]))
+            if crossed + spread >= twice:  # the cut's value is twice
+                break
         value = min(twice, crossed + spread)
         if value > best[0]:
             then = (f", which must spread it to the other side's ranks ({format_time(spread)})" if spread else

@@ -24,6 +24,7 @@ from optcoll.producers.base import NotApplicable, Synthesizer
 from optcoll.producers.baselines import algorithms
 from optcoll.producers.baselines.bine import bine
 from optcoll.producers.baselines.flows import Exchange, Flow, schedule_flows
+from optcoll.producers.baselines.inswitch import KINDS as INSWITCH_KINDS, inswitch
 from optcoll.producers.baselines.listsched import list_schedule
 from optcoll.producers.baselines.nccl.innetwork import collnet, nvls, nvls_tree
 from optcoll.producers.baselines.nccl.pat import pat
@@ -134,6 +135,9 @@ _SPECS = [
     _flows("nccl-collnet", "NCCL CollNet: heads reduce their node, a reducing network switch "
            "(SHARP-like) reduces across nodes and returns the sum", collnet,
            frozenset({"allreduce"})),
+    _flows("inswitch", "pipelined in-switch AllReduce: every member reduces chunk k into a switch that "
+           "reduces and multicasts, which multicasts the sum straight back (also its ReduceScatter "
+           "and AllGather halves)", inswitch, INSWITCH_KINDS),
     _flows("rail-exchange", "direct AllReduce across nodes: reduce into each node's rail GPU (through "
            "a reducing NVSwitch), exchange node partials (2 nodes) or ReduceScatter + AllGather them "
            "per rail, spread inside the node (multicast)", rail_exchange,

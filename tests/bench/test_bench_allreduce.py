@@ -42,3 +42,16 @@ def test_recorded_takes_the_best_of_the_suites_asking_the_same_question():
     found = recorded(inst)
     assert found is not None and found[2] == "standard/dgx1-allreduce-c2"
     assert found[0] == times["standard"] < times["machines"]
+
+
+def test_star4_sharp_row_asks_the_family_although_the_in_switch_schedule_answers(tmp_path):
+    """On a switch that reduces and multicasts the in-switch AllReduce meets the bound at once and
+    the solver stops there; the report still solves ReduceScatter then AllGather for its question
+    (4 + 4 link times against 4 + 1)."""
+    from optcoll.bench.allreduce import CASES
+
+    case = next(case for case in CASES if case.label == "star4_sharp")
+    text = write_report(str(tmp_path / "allreduce.md"), 20.0, cases=(case,))
+    row = next(line for line in text.splitlines() if line.startswith("| star4_sharp |"))
+    assert "40.004 ms (optimal in family) | 25.0025 ms | 25.0025 ms" in row
+    assert "no: a direct AllReduce (inswitch) is faster (optimal) | 37.50 %" in row

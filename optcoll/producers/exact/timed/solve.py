@@ -37,6 +37,7 @@ from optcoll.producers.registry import IMPLEMENTS, get_synthesizer
 from optcoll.results.outcome import SolverOutcome
 from optcoll.schedules.schedule import Schedule
 from optcoll.units import format_time
+from optcoll.verify import require_valid
 
 #: (wall seconds, incumbent seconds or None, proven bound seconds or None)
 Progress = Callable[[float, float | None, float | None], None]
@@ -57,6 +58,9 @@ FORMULATIONS = ("auto", "expanded", "continuous")
 EXPORT_FORMATS = (".mps", ".lp", ".pbtxt", ".pb")
 #: Share of an AllReduce's time for ReduceScatter then AllGather; the direct model gets the rest.
 FAMILY_SHARE = 0.5
+#: Largest AllReduce (chunks × ranks) the in-switch start is built for: its flows are placed one
+#: by one (dgxh100-rail-16x8, 128 × 128: 49152 transfers in 0.6 s; rail-64x8 would take 19 s).
+INSWITCH_MAX_CELLS = 128 * 128
 
 
 def _problem(instance: Instance) -> TimedProblem:
@@ -161,7 +165,8 @@ def solve_timed(instance: Instance, *, solver: str = "cpsat", quantum: float | N
     over it is not built, and, as when time runs out, the result is the best schedule so far with
     the bound proven so far (the refusals are in the notes and in ``params["refused"]``).
     ``structured=False`` skips the schedules built from the machine's structure (shift schedule,
-    stitched rails), to measure the solver from the greedies alone.
+    stitched rails, the in-switch AllReduce), to measure the solver from the greedies alone (and
+    to solve ReduceScatter then AllGather where the in-switch schedule would answer at once).
     """
     budget = (budget or instance.budget).overridden(time_limit=time_limit, threads=threads, seed=seed,
                                                     max_memory=max_memory)
@@ -178,9 +183,17 @@ def solve_timed(instance: Instance, *, solver: str = "cpsat", quantum: float | N
             return _Run(sub, solver, part_clock, _Trace(clock.start, progress)).solve(quantum, None, formulation)
 
         overall = best_lower_bound(instance.machine, instance.collective, instance.model)
+        bound = (float(overall.value), f"{overall.name} bound ({overall.detail})")
+        try:
+            start = _inswitch_start(instance) if structured else None
+        except KeyboardInterrupt:  # the family still makes its start schedules, at once
+            clock.interrupt()
+            start = None
+        if start is not None and start[1] <= bound[0] * (1 + TIME_TOLERANCE):
+            return _inswitch_optimal(instance, solver, clock, _Trace(clock.start, progress), start, bound)
         composed = compose_allreduce(instance, clock.part(FAMILY_SHARE), part, lambda s: compose.makespan(s, instance),
-                                     (float(overall.value), f"{overall.name} bound ({overall.detail})"))
-        return _allreduce(instance, solver, clock, composed)
+                                     bound)
+        return _allreduce(instance, solver, clock, composed, start)
     return _Run(instance, solver, clock, _Trace(clock.start, progress), structured).solve(quantum, hint, formulation)
 
 
@@ -427,9 +440,39 @@ def _continuous(problem: TimedProblem, grid: Grid, first: Transfers, floor: int,
     return found, None
 
 
-def _allreduce(instance: Instance, solver: str, clock: Clock, composed: SolverOutcome) -> SolverOutcome:
-    """After ReduceScatter then AllGather (``composed``), unless it meets the bound, the direct
-    AllReduce model (``allreduce.timed``) with the time left, from that schedule.
+def _inswitch_start(instance: Instance) -> tuple[Schedule, float] | None:
+    """The in-switch AllReduce (``baselines.inswitch``) and its verified time, where a switch that
+    reduces and multicasts reaches every member (or such switches join nodes on NIC rails); else
+    None, also when the instance is over ``INSWITCH_MAX_CELLS``."""
+    if instance.collective.num_chunks * instance.collective.num_ranks > INSWITCH_MAX_CELLS:
+        return None
+    try:
+        schedule = get_synthesizer("inswitch")(instance, instance.budget.seed)
+    except NotApplicable:
+        return None
+    return schedule, require_valid(instance.machine, instance.collective, schedule, instance.model).time
+
+
+def _inswitch_optimal(instance: Instance, solver: str, clock: Clock, trace: _Trace,
+                      start: tuple[Schedule, float], bound: tuple[float, str]) -> SolverOutcome:
+    """The in-switch AllReduce meets the proven bound: optimal, no model built (the family
+    ReduceScatter then AllGather is not solved, so ``params`` has no family entries)."""
+    schedule, made = start
+    trace.record(made, bound[0])
+    params = {**clock.limits(), "chunks_per_rank": instance.collective.chunks_per_rank,
+              "occupancy": instance.model.occupancy, "bound_from": "analytic",
+              "formulation": "none (the in-switch schedule meets the bound)", "interrupted": False,
+              **clock.work_params()}
+    notes = (f"first upper bound from inswitch: {format_time(made)}",)
+    return SolverOutcome("optimal", schedule, bound[0], bound[1], "timed", solver, solver_version(solver),
+                         clock.elapsed(), None, params, tuple(trace.rows), notes)
+
+
+def _allreduce(instance: Instance, solver: str, clock: Clock, composed: SolverOutcome,
+               start: tuple[Schedule, float] | None) -> SolverOutcome:
+    """After ReduceScatter then AllGather (``composed``), unless it or the in-switch schedule
+    (``start``, when it applies) meets the bound, the direct AllReduce model
+    (``allreduce.timed``) with the time left, from the faster of the two.
 
     ``params["family_time"]`` keeps the family's own time, ``params["direct"]`` what the direct
     model did; the bound is the composed one (it holds for every AllReduce schedule) unless the
@@ -439,6 +482,9 @@ def _allreduce(instance: Instance, solver: str, clock: Clock, composed: SolverOu
     made = compose.makespan(schedule, instance) if schedule is not None else math.inf
     params = {**composed.params, "family_time": made if schedule is not None else None}
     notes = list(composed.notes)
+    if start is not None and start[1] < made * (1 - TIME_TOLERANCE):
+        schedule, made = start
+        notes.append(f"the in-switch schedule ({format_time(made)}) beats ReduceScatter then AllGather")
     if (bound is None or made > bound * (1 + TIME_TOLERANCE)) and not clock.interrupted and solver == "cpsat":
         from optcoll.producers.exact.allreduce.timed import direct_phase  # it builds on this package
 
