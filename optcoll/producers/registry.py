@@ -138,8 +138,9 @@ _SPECS = [
     _flows("inswitch", "pipelined in-switch AllReduce: every member reduces chunk k into a switch that "
            "reduces and multicasts, which multicasts the sum straight back (also its ReduceScatter "
            "and AllGather halves)", inswitch, INSWITCH_KINDS),
-    _flows("rail-exchange", "direct AllReduce across nodes: reduce into each node's rail GPU, the "
-           "rail GPUs exchange node partials at once, spread inside the node", rail_exchange,
+    _flows("rail-exchange", "direct AllReduce across nodes: reduce into each node's rail GPU (through "
+           "a reducing NVSwitch), exchange node partials (2 nodes) or ReduceScatter + AllGather them "
+           "per rail, spread inside the node (multicast)", rail_exchange,
            frozenset({"allreduce"})),
     _Spec("swing", "Swing (NSDI'24): swinging peers x +- rho(s), 2D ports on a D-dimensional torus "
           "(even sizes), bandwidth-optimal ReduceScatter + AllGather", _baseline(swing), _GATHERS),

@@ -1,40 +1,61 @@
 """Rail exchange: a direct AllReduce for machines of several nodes joined by NIC rails (written as
-``flows``, DESIGN.md section 5's copy and reduce semantics).
-
-The flows are listed phase by phase, the reductions in a Latin-square order (in each slot every
-rail GPU receives one partial and every GPU sends one), so the first partial of every rail is
-ready after G − 1 slots and the later phases fill the links around them.
+``flows``, DESIGN.md section 5's copy and reduce semantics, and §2's switches that reduce and
+multicast).
 
 Each chunk k has a home rail r = k mod R (R NIC rails per node, the nodes and rails as NCCL sees
-them, ``nccl.topology``; a machine without NICs of its own has one rail per GPU). Per chunk, pipelined over chunks by the flow scheduler:
+them, ``nccl.topology``; a machine without NICs of its own has one rail per GPU). Per chunk,
+pipelined over chunks by the flow scheduler:
 
-1. every GPU of a node reduces its contribution into the node's rail-r GPU (one reduce each);
-2. the rail-r GPUs of all nodes *exchange* their node partials (``flows.Exchange``: both sides
-   send the value from before the swap and add what they receive), pairwise at distance 1, 2, 4,
-   … when the node count is a power of two, else all at once, so every node holds the full sum
-   without its sum crossing back;
-3. each rail-r GPU spreads the sum through its node, every holder copying on to the next GPU as
-   soon as it can (holders grow like Fibonacci numbers over a switch without multicast). When a
-   round has one chunk per GPU (as many rails as GPUs), its sums are ready together and every GPU
-   must receive G − 1 of them anyway, so the homes copy them straight out in the Latin-square
-   order instead (on cluster2x8 11.87 -> 11.65 ms: the relays' copies of a Fibonacci spread
-   compete with the other homes' for the same links).
+1. **Inside every node**, the node's contributions are summed on its rail-r GPU (the *head*).
+   Where the node's switch reduces (NVLS), the GPUs reduce into the switch and the switch
+   delivers the node partial to the head: one delivery per GPU instead of a chain. Either every
+   GPU but the head reduces into the switch and the switch *reduces* the partial into the head
+   (the head's later deliveries may then come in any order), or, as NVLS does, every GPU reduces
+   into the switch and the switch *copies* the sum to the head (one reduction on the way instead
+   of two, which counts where reductions cost time, γ > 0). Otherwise every GPU reduces into the
+   head directly, in a Latin-square order (in each slot every head receives one partial and every
+   GPU sends one), so the first partial of every rail is ready after G − 1 slots and the later
+   phases fill the links around them.
+2. **Across nodes**, among the n heads of rail r, chosen by node count:
 
-Unlike ReduceScatter then AllGather (one owner per chunk, whose sum must cross back), the sum is
-formed on every node at once, so a chunk crosses the network once per pair of nodes instead of
-twice: on two nodes this is what ``allreduce-cut-once`` counts. The all-at-once exchange sends
-P − 1 copies of each partial per node, so it is offered up to ``MAX_NODES`` nodes.
+   * n = 2: the heads *exchange* their node partials (``flows.Exchange``: both send the value
+     from before the swap and add what they receive), so both hold the sum after one NIC crossing
+     per chunk; this is what ``allreduce-cut-once`` counts.
+   * n ≥ 3: a direct ReduceScatter then AllGather per rail. The chunks of a rail are taken n at a
+     time (a *round*), the j-th owned by node j; in slot s = 1 … n − 1 node i reduces its partial
+     of the chunk owned by node i + s into that node's head, then in slot s every owner copies its
+     sum to the head of node owner + s. Every NIC carries 2(n − 1) of the round's n chunks each
+     way, the volume the ``allreduce-regions`` bound counts; an exchange (all pairs, or recursive
+     doubling) would send n − 1 or log2 n partials per chunk per node, never fewer than
+     2(n − 1)/n for n ≥ 3, and needs one crossing less of latency only at n = 2, where the two
+     send the same volume. Each node reduces its chunks in the order its head sends them (the
+     chunks owned by node i + 1 first), and spreads them in the order the sums reach it.
+3. **Inside every node again**, the head spreads the sum: one copy into a switch that multicasts,
+   which delivers it to the node's other GPUs; otherwise, when a round has one chunk per GPU (as
+   many rails as GPUs), its sums are ready together and every GPU must receive G − 1 of them
+   anyway, so the homes copy them straight out in the Latin-square order (on cluster2x8 11.87 ->
+   11.65 ms against a Fibonacci spread, whose relays' copies compete with the other homes' for the
+   same links); else every holder copies on to the next GPU as soon as it can (``spread_order``:
+   holders grow like Fibonacci numbers over a switch without multicast).
+
+On machines whose switches reduce, both in-switch forms and the direct reductions are built
+and the list that ``flows.schedule_flows`` finishes first is kept (ties: in that order): the
+flow scheduler is deterministic and cheap next to the verifier, and no one form wins everywhere
+(the direct chain wins on 2 nodes of 2 GPUs with γ > 0, for one).
+
+The flows are listed phase by phase (all reductions into the heads, then the crossings, then the
+spreads), each phase in the order above, so the scheduler's earliest-start placement pipelines the
+phases of later chunks into the gaps of earlier ones.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
+
 from optcoll.instances.instance import Instance
 from optcoll.producers.base import NotApplicable
-from optcoll.producers.baselines.flows import Exchange, Flow
+from optcoll.producers.baselines.flows import Exchange, Flow, flows_makespan
 from optcoll.producers.baselines.nccl.topology import nccl_topology
 from optcoll.schedules.schedule import COPY, REDUCE
-
-#: Most nodes the all-pairs exchange of node partials is offered for.
-MAX_NODES = 8
 
 
 def spread_order(count: int) -> list[tuple[int, int]]:
@@ -52,6 +73,11 @@ def spread_order(count: int) -> list[tuple[int, int]]:
     return pairs
 
 
+#: Most nodes the all-pairs exchange of node partials is offered for (``_exchanges``; here used on
+#: 2 nodes only, by ``inswitch`` on any count).
+MAX_NODES = 8
+
+
 def _exchanges(chunk: int, heads: list[int]) -> list[Exchange]:
     """Node partials combined across the rail: pairwise swaps with the node at distance 1, 2, 4, …
     (recursive doubling) when the node count is a power of two, else one all-pairs exchange."""
@@ -62,44 +88,127 @@ def _exchanges(chunk: int, heads: list[int]) -> list[Exchange]:
             for bit in (1 << i for i in range(count.bit_length() - 1)) for n in range(count) if n < n ^ bit]
 
 
+@dataclass(frozen=True)
+class _Node:
+    """One node as the flows see it: its GPUs with rail r's GPU at position r, its switch, and how
+    the node partial reaches the head (``in_switch``: the op of the switch's delivery, None when
+    the GPUs reduce into the head directly)."""
+
+    order: tuple[int, ...]
+    rails: int
+    switch: int | None
+    in_switch: int | None
+    multicasts: bool
+
+    def head(self, chunk: int) -> int:
+        return self.order[chunk % self.rails]
+
+    def reduce(self, batch: list[int]) -> list[Flow]:
+        """Every GPU's contribution to the batch's chunks summed on their heads (step 1)."""
+        if self.in_switch is not None:
+            return [flow for k in batch
+                    for flow in [Flow(k, v, self.switch, REDUCE) for v in self.order
+                                 if self.in_switch == COPY or v != self.head(k)]
+                    + [Flow(k, self.switch, self.head(k), self.in_switch)]]
+        width = len(self.order)
+        return [Flow(k, self.order[(k % self.rails + slot) % width], self.head(k), REDUCE)
+                for slot in range(1, width) for k in batch]
+
+    def spread(self, batch: list[int]) -> list[Flow]:
+        """The batch's sums from their heads to every GPU of the node (step 3)."""
+        order, width = self.order, len(self.order)
+        if self.multicasts:
+            return [flow for k in batch
+                    for flow in [Flow(k, self.head(k), self.switch)]
+                    + [Flow(k, self.switch, v) for v in order if v != self.head(k)]]
+        if len(batch) == self.rails == width:
+            return [Flow(k, self.head(k), order[(k % self.rails + slot) % width], COPY)
+                    for slot in range(1, width) for k in batch]
+        flows = []
+        for k in batch:
+            home = k % self.rails
+            local = order[home:] + order[:home]
+            flows += [Flow(k, local[a], local[b], COPY) for a, b in spread_order(width)]
+        return flows
+
+
+def _nodes(instance: Instance) -> list[_Node]:
+    coll = instance.collective
+    machine = instance.machine
+    topo = nccl_topology(machine, coll.ranks)
+    if topo.num_nodes < 2:
+        raise NotApplicable("rail-exchange needs at least 2 nodes")
+    if len({len(node) for node in topo.nodes}) > 1:
+        raise NotApplicable("rail-exchange needs nodes of equal size")
+    rails = max(topo.num_rails, 1)
+    nodes = []
+    for n, fabric in enumerate(topo.fabrics):
+        # rail GPUs in NIC order, then the others: position r is rail r on every node
+        order = tuple(topo.rails[n]) + tuple(v for v in topo.intra_orders[n] if v not in topo.rails[n])
+        switch = machine.switch(fabric) if fabric is not None else None
+        nodes.append(_Node(order, rails, fabric, REDUCE if switch is not None and switch.reduce else None,
+                           switch is not None and switch.multicast))
+    return nodes
+
+
+def _exchange_flows(nodes: list[_Node], num_chunks: int) -> list[Flow | Exchange]:
+    """Two nodes: rounds of one chunk per rail, reduced, swapped and spread in chunk order."""
+    rails = nodes[0].rails
+    batches = [list(range(first, min(first + rails, num_chunks))) for first in range(0, num_chunks, rails)]
+    reduces = [flow for batch in batches for node in nodes for flow in node.reduce(batch)]
+    swaps = [swap for k in range(num_chunks) for swap in _exchanges(k, [node.head(k) for node in nodes])]
+    spreads = [flow for batch in batches for node in nodes for flow in node.spread(batch)]
+    return reduces + swaps + spreads
+
+
+def _reduce_scatter_gather_flows(nodes: list[_Node], num_chunks: int) -> list[Flow | Exchange]:
+    """n ≥ 3 nodes: rounds of n chunks per rail, a direct ReduceScatter and AllGather among the
+    heads of each rail (module docstring, step 2)."""
+    count, rails = len(nodes), nodes[0].rails
+    reduces: list[Flow | Exchange] = []
+    crossings: list[Flow | Exchange] = []
+    spreads: list[Flow | Exchange] = []
+    for first in range(0, num_chunks, count * rails):
+        owned = [[k for k in range(first + o * rails, first + (o + 1) * rails) if k < num_chunks]
+                 for o in range(count)]
+        for s in range(1, count + 1):  # node i needs the chunks owned by i + s in slot s, its own last
+            reduces += [flow for i, node in enumerate(nodes) for flow in node.reduce(owned[(i + s) % count])]
+        for s in range(1, count):
+            crossings += [Flow(k, node.head(k), nodes[(i + s) % count].head(k), REDUCE)
+                          for i, node in enumerate(nodes) for k in owned[(i + s) % count]]
+        for s in range(1, count):
+            crossings += [Flow(k, nodes[o].head(k), nodes[(o + s) % count].head(k), COPY)
+                          for o in range(count) for k in owned[o]]
+        for s in range(count):  # node i holds its own sums first, then those of owner i − s
+            spreads += [flow for i, node in enumerate(nodes) for flow in node.spread(owned[(i - s) % count])]
+    return reduces + crossings + spreads
+
+
+def _flows(nodes: list[_Node], num_chunks: int) -> list[Flow | Exchange]:
+    if len(nodes) == 2:
+        return _exchange_flows(nodes, num_chunks)
+    return _reduce_scatter_gather_flows(nodes, num_chunks)
+
+
 def rail_exchange(instance: Instance) -> list[Flow | Exchange]:
     coll = instance.collective
     if coll.kind != "allreduce":
         raise NotApplicable(f"rail-exchange does not implement {coll.kind}; it is an AllReduce")
-    topo = nccl_topology(instance.machine, coll.ranks)
-    nodes = [list(node) for node in topo.nodes]
-    if len(nodes) < 2:
-        raise NotApplicable("rail-exchange needs at least 2 nodes")
-    if len(nodes) > MAX_NODES and len(nodes) & (len(nodes) - 1):
-        raise NotApplicable(f"rail-exchange sends every node partial to each of the other nodes when their "
-                            f"count is not a power of two; over {MAX_NODES} nodes ({len(nodes)} here) a ring "
-                            "or tree across nodes is the better fit")
-    width = len(nodes[0])
-    if any(len(node) != width for node in nodes):
-        raise NotApplicable("rail-exchange needs nodes of equal size")
-    # per node its rail GPUs in NIC order, then the others: position r is rail r on every node
-    orders = [list(topo.rails[n]) + [v for v in topo.intra_orders[n] if v not in topo.rails[n]]
-              for n in range(len(nodes))]
-    rails = max(topo.num_rails, 1)
-    spread = spread_order(width)
-    reduces: list[Flow | Exchange] = []
-    exchanges: list[Flow | Exchange] = []
-    spreads: list[Flow | Exchange] = []
-    for first in range(0, coll.num_chunks, rails):  # one chunk per rail: a round
-        chunks = range(first, min(first + rails, coll.num_chunks))
-        for slot in range(1, width):  # in each slot every rail GPU receives one reduce and every GPU sends one
-            for order in orders:
-                reduces += [Flow(k, order[(k % rails + slot) % width], order[k % rails], REDUCE) for k in chunks]
-        for k in chunks:
-            exchanges += _exchanges(k, [order[k % rails] for order in orders])
-        if len(chunks) == rails == width:  # the round's sums are spread at once: straight from their homes
-            for slot in range(1, width):
-                for order in orders:
-                    spreads += [Flow(k, order[k % rails], order[(k % rails + slot) % width], COPY) for k in chunks]
+    nodes = _nodes(instance)
+    if all(node.in_switch is None for node in nodes):
+        return _flows(nodes, coll.num_chunks)
+    best: tuple[float, list[Flow | Exchange]] | None = None
+    refusal: NotApplicable | None = None
+    for op in (REDUCE, COPY, None):  # the node partial through the switch, either way, or not
+        flows = _flows([replace(node, in_switch=op) if node.in_switch is not None else node for node in nodes],
+                       coll.num_chunks)
+        try:
+            time = flows_makespan(instance, flows)
+        except NotApplicable as error:  # an exchange the links could not keep apart
+            refusal = refusal or error
             continue
-        for k in chunks:
-            home = k % rails
-            for order in orders:
-                local = order[home:] + order[:home]
-                spreads += [Flow(k, local[a], local[b], COPY) for a, b in spread]
-    return reduces + exchanges + spreads
+        if best is None or time < best[0]:
+            best = (time, flows)
+    if best is None:
+        raise refusal
+    return best[1]
