@@ -145,7 +145,7 @@ def question_rows(time_limit: float, schedules: Path | None, echo: Callable[[str
         result = evaluate_outcome(inst, "exact-timed", outcome)
         best, schedule, label, by = result.time, outcome.schedule, case.label, "the direct model"
         asked = outcome
-        if "family_time" not in outcome.params:  # the in-switch schedule answered: the family, for the question
+        if "family_time" not in outcome.params:  # a structured start answered: the family, for the question
             asked = solve_timed(inst, time_limit=time_limit, threads=THREADS, seed=SEED, structured=False)
             by = str(outcome.schedule.meta.get("producer", "inswitch"))
         family = asked.params.get("family_time")

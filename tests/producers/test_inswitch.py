@@ -1,8 +1,8 @@
 """The in-switch AllReduce (``baselines.inswitch``): verified wherever it applies, never below a
 proven lower bound, meets ``allreduce-cut`` on a switch that reduces and multicasts (and then the
 exact timed solver answers optimal from it without building a model), declines elsewhere, stays
-valid when one member's links are slower, and across DGX H100 nodes joined by rails beats NCCL's
-NVLS-tree."""
+valid when one member's links are slower (across such nodes, ``rail-exchange`` uses their switches:
+tests/producers/test_railexchange.py)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -37,38 +37,17 @@ def _respects_bounds(inst: Instance) -> float:
     return result.time
 
 
-#: The catalog machines of several such nodes joined by NIC rails (AllReduce only); 64 nodes of
-#: 8 GPUs take about 20 s to schedule.
-RAIL_MACHINES = {"dgxh100-rail-2x8", "dgxh100-rail-4x8", "dgxh100-rail-16x8", "dgxh100-rail-64x8"}
-
-
-@pytest.mark.parametrize("name", [pytest.param(name, marks=pytest.mark.slow) if name == "dgxh100-rail-64x8"
-                                  else name for name in builtin_model_names()])
+@pytest.mark.parametrize("name", builtin_model_names())
 def test_applies_exactly_on_the_catalog_machines_with_nvls_and_verifies(name):
     machine = load_machine(name)
     inst = instance(machine, "allreduce", 2.0**26, 1)
-    if name in RAIL_MACHINES:
-        _respects_bounds(inst)
-        for kind in ("reducescatter", "allgather"):
-            with pytest.raises(NotApplicable, match="multicasts and reduces"):
-                INSWITCH(instance(machine, kind))
-    elif name in NVLS_MACHINES:
+    if name in NVLS_MACHINES:
         for kind in KINDS:
             for chunks in (1, 2):
                 _respects_bounds(instance(machine, kind, 2.0**26, chunks))
     else:
         with pytest.raises(NotApplicable, match="multicasts and reduces"):
             INSWITCH(inst)
-
-
-@pytest.mark.parametrize("name", ["dgxh100-rail-2x8", "dgxh100-rail-4x8"])
-def test_across_rails_beats_nvls_tree(name):
-    """Two and four DGX H100 nodes, 1 GiB (measured): 5.67847 and 6.88352 ms, where NCCL's NVLS-tree
-    takes 8.21969 and 9.57587 ms. (rail-exchange, which now also reduces through the NVSwitch, ties
-    on two nodes and takes 6.21043 ms on four with a ReduceScatter + AllGather per rail.)"""
-    inst = instance(load_machine(name), "allreduce", float(GIB), 1)
-    made = _respects_bounds(inst)
-    assert made < verified(inst, get_synthesizer("nccl-nvls-tree")(inst)).time
 
 
 def _solve(inst: Instance, time_limit: float = 30):
@@ -86,7 +65,7 @@ def test_meets_the_allreduce_cut_bound_and_the_solver_answers_optimal_from_it(na
     out, result = _solve(inst)
     assert result.status == "optimal" and result.time == pytest.approx(made, rel=1e-9)
     assert out.lower_bound_source.startswith("allreduce-cut")
-    assert out.params["formulation"] == "none (the in-switch schedule meets the bound)"
+    assert out.params["formulation"] == "none (the inswitch schedule meets the bound)"
     assert out.schedule.meta["producer"] == "inswitch"
 
 
@@ -135,7 +114,7 @@ def test_one_slower_member_still_verifies_and_warm_starts_the_solver(bandwidth, 
     made = _respects_bounds(inst)
     out, result = _solve(inst, time_limit=2)
     assert made < out.params["family_time"] * (1 - 1e-9)  # ReduceScatter then AllGather is slower here
-    assert any(note.startswith("the in-switch schedule") for note in out.notes)
+    assert any(note.startswith("the inswitch schedule") for note in out.notes)
     assert result.time <= made * (1 + 1e-9)  # a start of the direct model: never worse
 
 
@@ -145,7 +124,7 @@ def test_ctrl_c_while_building_the_in_switch_start_still_returns_an_allreduce(mo
     def pressed(inst):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(timed, "_inswitch_start", pressed)
+    monkeypatch.setattr(timed, "_structured_start", pressed)
     inst = instance(load_machine("star4_sharp"), "allreduce", float(GIB), 1)
     out, result = _solve(inst)
     assert out.params["interrupted"] and out.params["family"] == "reducescatter+allgather"

@@ -73,21 +73,6 @@ def spread_order(count: int) -> list[tuple[int, int]]:
     return pairs
 
 
-#: Most nodes the all-pairs exchange of node partials is offered for (``_exchanges``; here used on
-#: 2 nodes only, by ``inswitch`` on any count).
-MAX_NODES = 8
-
-
-def _exchanges(chunk: int, heads: list[int]) -> list[Exchange]:
-    """Node partials combined across the rail: pairwise swaps with the node at distance 1, 2, 4, …
-    (recursive doubling) when the node count is a power of two, else one all-pairs exchange."""
-    count = len(heads)
-    if count & (count - 1):
-        return [Exchange(chunk, tuple(heads))]
-    return [Exchange(chunk, (heads[n], heads[n ^ bit]))
-            for bit in (1 << i for i in range(count.bit_length() - 1)) for n in range(count) if n < n ^ bit]
-
-
 @dataclass(frozen=True)
 class _Node:
     """One node as the flows see it: its GPUs with rail r's GPU at position r, its switch, and how
@@ -156,7 +141,7 @@ def _exchange_flows(nodes: list[_Node], num_chunks: int) -> list[Flow | Exchange
     rails = nodes[0].rails
     batches = [list(range(first, min(first + rails, num_chunks))) for first in range(0, num_chunks, rails)]
     reduces = [flow for batch in batches for node in nodes for flow in node.reduce(batch)]
-    swaps = [swap for k in range(num_chunks) for swap in _exchanges(k, [node.head(k) for node in nodes])]
+    swaps = [Exchange(k, tuple(node.head(k) for node in nodes)) for k in range(num_chunks)]
     spreads = [flow for batch in batches for node in nodes for flow in node.spread(batch)]
     return reduces + swaps + spreads
 

@@ -58,9 +58,12 @@ FORMULATIONS = ("auto", "expanded", "continuous")
 EXPORT_FORMATS = (".mps", ".lp", ".pbtxt", ".pb")
 #: Share of an AllReduce's time for ReduceScatter then AllGather; the direct model gets the rest.
 FAMILY_SHARE = 0.5
-#: Largest AllReduce (chunks × ranks) the in-switch start is built for: its flows are placed one
-#: by one (dgxh100-rail-16x8, 128 × 128: 49152 transfers in 0.6 s; rail-64x8 would take 19 s).
-INSWITCH_MAX_CELLS = 128 * 128
+#: AllReduce producers built from the machine's structure that start the timed solver (the first
+#: that applies: a switch that reduces and multicasts, else nodes joined by NIC rails).
+STRUCTURED_STARTS = ("inswitch", "rail-exchange")
+#: Largest AllReduce (chunks × ranks) they are built for: their flows are placed one by one
+#: (dgxh100-rail-16x8, 128 × 128, in well under a second; rail-64x8 would take tens of seconds).
+START_MAX_CELLS = 128 * 128
 
 
 def _problem(instance: Instance) -> TimedProblem:
@@ -165,8 +168,8 @@ def solve_timed(instance: Instance, *, solver: str = "cpsat", quantum: float | N
     over it is not built, and, as when time runs out, the result is the best schedule so far with
     the bound proven so far (the refusals are in the notes and in ``params["refused"]``).
     ``structured=False`` skips the schedules built from the machine's structure (shift schedule,
-    stitched rails, the in-switch AllReduce), to measure the solver from the greedies alone (and
-    to solve ReduceScatter then AllGather where the in-switch schedule would answer at once).
+    stitched rails, the AllReduce starts of ``STRUCTURED_STARTS``), to measure the solver from the
+    greedies alone (and to solve ReduceScatter then AllGather where such a start answers at once).
     """
     budget = (budget or instance.budget).overridden(time_limit=time_limit, threads=threads, seed=seed,
                                                     max_memory=max_memory)
@@ -185,12 +188,12 @@ def solve_timed(instance: Instance, *, solver: str = "cpsat", quantum: float | N
         overall = best_lower_bound(instance.machine, instance.collective, instance.model)
         bound = (float(overall.value), f"{overall.name} bound ({overall.detail})")
         try:
-            start = _inswitch_start(instance) if structured else None
+            start = _structured_start(instance) if structured else None
         except KeyboardInterrupt:  # the family still makes its start schedules, at once
             clock.interrupt()
             start = None
         if start is not None and start[1] <= bound[0] * (1 + TIME_TOLERANCE):
-            return _inswitch_optimal(instance, solver, clock, _Trace(clock.start, progress), start, bound)
+            return _start_optimal(instance, solver, clock, _Trace(clock.start, progress), start, bound)
         composed = compose_allreduce(instance, clock.part(FAMILY_SHARE), part, lambda s: compose.makespan(s, instance),
                                      bound)
         return _allreduce(instance, solver, clock, composed, start)
@@ -440,38 +443,39 @@ def _continuous(problem: TimedProblem, grid: Grid, first: Transfers, floor: int,
     return found, None
 
 
-def _inswitch_start(instance: Instance) -> tuple[Schedule, float] | None:
-    """The in-switch AllReduce (``baselines.inswitch``) and its verified time, where a switch that
-    reduces and multicasts reaches every member (or such switches join nodes on NIC rails); else
-    None, also when the instance is over ``INSWITCH_MAX_CELLS``."""
-    if instance.collective.num_chunks * instance.collective.num_ranks > INSWITCH_MAX_CELLS:
+def _structured_start(instance: Instance) -> tuple[Schedule, float, str] | None:
+    """The first of ``STRUCTURED_STARTS`` that applies, with its verified time and name; None
+    when none does or the instance is over ``START_MAX_CELLS``."""
+    if instance.collective.num_chunks * instance.collective.num_ranks > START_MAX_CELLS:
         return None
-    try:
-        schedule = get_synthesizer("inswitch")(instance, instance.budget.seed)
-    except NotApplicable:
-        return None
-    return schedule, require_valid(instance.machine, instance.collective, schedule, instance.model).time
+    for name in STRUCTURED_STARTS:
+        try:
+            schedule = get_synthesizer(name)(instance, instance.budget.seed)
+        except NotApplicable:
+            continue
+        return schedule, require_valid(instance.machine, instance.collective, schedule, instance.model).time, name
+    return None
 
 
-def _inswitch_optimal(instance: Instance, solver: str, clock: Clock, trace: _Trace,
-                      start: tuple[Schedule, float], bound: tuple[float, str]) -> SolverOutcome:
-    """The in-switch AllReduce meets the proven bound: optimal, no model built (the family
+def _start_optimal(instance: Instance, solver: str, clock: Clock, trace: _Trace,
+                   start: tuple[Schedule, float, str], bound: tuple[float, str]) -> SolverOutcome:
+    """The structured start meets the proven bound: optimal, no model built (the family
     ReduceScatter then AllGather is not solved, so ``params`` has no family entries)."""
-    schedule, made = start
+    schedule, made, name = start
     trace.record(made, bound[0])
     params = {**clock.limits(), "chunks_per_rank": instance.collective.chunks_per_rank,
               "occupancy": instance.model.occupancy, "bound_from": "analytic",
-              "formulation": "none (the in-switch schedule meets the bound)", "interrupted": False,
+              "formulation": f"none (the {name} schedule meets the bound)", "interrupted": False,
               **clock.work_params()}
-    notes = (f"first upper bound from inswitch: {format_time(made)}",)
+    notes = (f"first upper bound from {name}: {format_time(made)}",)
     return SolverOutcome("optimal", schedule, bound[0], bound[1], "timed", solver, solver_version(solver),
                          clock.elapsed(), None, params, tuple(trace.rows), notes)
 
 
 def _allreduce(instance: Instance, solver: str, clock: Clock, composed: SolverOutcome,
-               start: tuple[Schedule, float] | None) -> SolverOutcome:
-    """After ReduceScatter then AllGather (``composed``), unless it or the in-switch schedule
-    (``start``, when it applies) meets the bound, the direct AllReduce model
+               start: tuple[Schedule, float, str] | None) -> SolverOutcome:
+    """After ReduceScatter then AllGather (``composed``), unless it or the structured start
+    (``start``, when one applies) meets the bound, the direct AllReduce model
     (``allreduce.timed``) with the time left, from the faster of the two.
 
     ``params["family_time"]`` keeps the family's own time, ``params["direct"]`` what the direct
@@ -483,8 +487,8 @@ def _allreduce(instance: Instance, solver: str, clock: Clock, composed: SolverOu
     params = {**composed.params, "family_time": made if schedule is not None else None}
     notes = list(composed.notes)
     if start is not None and start[1] < made * (1 - TIME_TOLERANCE):
-        schedule, made = start
-        notes.append(f"the in-switch schedule ({format_time(made)}) beats ReduceScatter then AllGather")
+        schedule, made, name = start
+        notes.append(f"the {name} schedule ({format_time(made)}) beats ReduceScatter then AllGather")
     if (bound is None or made > bound * (1 + TIME_TOLERANCE)) and not clock.interrupted and solver == "cpsat":
         from optcoll.producers.exact.allreduce.timed import direct_phase  # it builds on this package
 
