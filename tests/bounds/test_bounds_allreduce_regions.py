@@ -140,3 +140,19 @@ def test_below_verified_schedules_on_small_clusters(seed, nodes, gpus, intra, in
     assert len(times) >= 2
     for bound in found:
         assert bound.value <= min(times) * (1 + 1e-9), (bound, min(times))
+
+
+def test_a_machine_of_all_different_bandwidths_tries_a_bounded_number_of_splits():
+    """Every link of a ring at its own bandwidth: at most REGION_THRESHOLDS thresholds are tried
+    (one pass each), not one per link (300 NPUs), and the bound still comes out (12 NPUs)."""
+    from optcoll.bounds.allreduce import REGION_THRESHOLDS
+    from optcoll.machines.machine import MachineBuilder
+
+    def mixed_ring(n: int):
+        b = MachineBuilder(f"ring{n}-mixed", n)
+        for v in range(n):
+            b.add_link(v, (v + 1) % n, bandwidth=1e9 * (1 + v / 1000), latency=1e-6, bidirectional=True)
+        return b.build()
+
+    assert len(list(region_partitions(mixed_ring(300), np.arange(300)))) <= REGION_THRESHOLDS
+    assert REGIONS in _bounds(mixed_ring(12))
