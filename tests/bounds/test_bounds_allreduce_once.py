@@ -38,9 +38,10 @@ def test_plain_switch_broadcast_grows_like_fibonacci():
 
 def test_cluster2x8_bound_and_rail_exchange_schedule():
     """Two servers of 8 GPUs, cut = one server: 17 crossings put 3 on some uplink (4 NIC hops to an
-    NPU). rail-exchange: 7 reduce slots after the first 2-hop delivery (8 NVLink hops), the second
-    partial's swap behind the first on the uplink (3 NIC hops), and every GPU receiving the 7 other
-    homes' sums straight from them (8 NVLink hops): verified, 8.4 % above the bound."""
+    NPU). rail-exchange, staggered: the first round's reductions end on a staircase (the first
+    after 5 NVLink hops), the second partial's swap behind the first on the uplink (3 NIC hops),
+    and the second round's sums spread from the staircase by 15 NVLink hops (``slotplan``; the
+    plain form's Latin squares take 16): verified, 6.3 % above the bound."""
     inst = load_instance(bundled_dir("instances") / "standard" / "cluster2x8-allreduce-c1.toml")
     b = inst.collective.chunk_bytes
     nic, nv = 2e-6 + b / 25e9, 0.5e-6 + b / 300e9
@@ -50,8 +51,8 @@ def test_cluster2x8_bound_and_rail_exchange_schedule():
     assert len(once.assumptions) == 1 and "n1.nvswitch" in once.assumptions[0]
     schedule = get_synthesizer("rail-exchange")(inst, 0)
     result = verify(inst.machine, inst.collective, schedule, inst.model)
-    assert result.valid and result.time == pytest.approx(3 * nic + 16 * nv)
-    assert result.time <= 1.09 * once.value
+    assert result.valid and result.time == pytest.approx(3 * nic + 15 * nv)
+    assert result.time <= 1.064 * once.value
 
 
 def test_cut_once_counts_the_spread_only_through_plain_switches():

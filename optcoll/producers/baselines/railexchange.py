@@ -38,14 +38,32 @@ pipelined over chunks by the flow scheduler:
    same links); else every holder copies on to the next GPU as soon as it can (``spread_order``:
    holders grow like Fibonacci numbers over a switch without multicast).
 
-On machines whose switches reduce, both in-switch forms and the direct reductions are built
-and the list that ``flows.schedule_flows`` finishes first is kept (ties: in that order): the
-flow scheduler is deterministic and cheap next to the verifier, and no one form wins everywhere
-(the direct chain wins on 2 nodes of 2 GPUs with γ > 0, for one).
+**The staggered form** (``_staggered_flows``; two nodes, each node's GPUs on one switch, one rail
+per GPU, two rounds of G chunks: the C = 1 AllReduce of cluster2x8). Steps 1 and 3 above end
+every first-round reduction in the same slot (a Latin square), so every second-round sum lands at
+once and its spread is the last G NVLink hops. Instead, the first round's reductions end on a
+*staircase* F (chunk j summed on its head after F_j NVLink hops, some early, some late), found
+with the slot model of ``slotplan``: each head swaps its first partial at F_j and its second right
+behind it on the same NIC, so the second-round sums land F_j apart and their spread is a broadcast
+released at F_j (the second round's reductions, a Latin square, and the first round's spread fill
+the NIC hops in between). On cluster2x8 the staircase 5, 5, 6, 8, 8, 8, 9, 10 ends the spread
+after 15 NVLink hops instead of 16: 3h + 15x = 11.42 ms against 11.65 ms (h one NIC hop of a
+chunk, x one NVLink hop); ``slotplan`` says why 14 is out of reach for this structure. Other
+shapes (more rounds, more than 8 GPUs per node, no staircase under 2G: below 8 GPUs) keep the
+plain form.
+
+Every form that applies is built (on machines whose switches reduce, both in-switch forms and the
+direct reductions; on two nodes, also the staggered form) and the list that
+``flows.schedule_flows`` finishes first is kept (ties: the plain form, in-switch first): the flow
+scheduler is deterministic and cheap next to the verifier, and no one form wins everywhere (the
+direct chain wins on 2 nodes of 2 GPUs with γ > 0, the plain form where NVLink and NIC hops take
+as long, for two).
 
 The flows are listed phase by phase (all reductions into the heads, then the crossings, then the
 spreads), each phase in the order above, so the scheduler's earliest-start placement pipelines the
-phases of later chunks into the gaps of earlier ones.
+phases of later chunks into the gaps of earlier ones. The staggered form lists the first round's
+reductions, its swaps, the second round's reductions and swaps, the second round's spread, then
+the first round's spread.
 """
 from __future__ import annotations
 
@@ -55,6 +73,7 @@ from optcoll.instances.instance import Instance
 from optcoll.producers.base import NotApplicable
 from optcoll.producers.baselines.flows import Exchange, Flow, flows_makespan
 from optcoll.producers.baselines.nccl.topology import nccl_topology
+from optcoll.producers.baselines.slotplan import staircase
 from optcoll.schedules.schedule import COPY, REDUCE
 
 
@@ -146,6 +165,28 @@ def _exchange_flows(nodes: list[_Node], num_chunks: int) -> list[Flow | Exchange
     return reduces + swaps + spreads
 
 
+def _staggered_flows(nodes: list[_Node], num_chunks: int) -> list[Flow | Exchange]:
+    """Two nodes of G GPUs on one switch each, one rail per GPU, two rounds: the first round's
+    reductions end on a staircase (``slotplan.staircase``), each rail swaps its two partials in
+    turn, and the second round's sums spread in the staircase's broadcast (module docstring,
+    the staggered form)."""
+    rails = nodes[0].rails
+    if (len(nodes) != 2 or num_chunks != 2 * rails
+            or any(len(node.order) != rails or node.switch is None or node.in_switch is not None for node in nodes)):
+        raise NotApplicable("the staggered rail exchange needs 2 nodes of G GPUs on one switch each, "
+                            "G rails and 2G chunks, reduced GPU to GPU")
+    plan = staircase(rails)
+    if plan is None:
+        raise NotApplicable(f"no staircase beats the plain exchange on {rails} GPUs per node")
+    first, second = list(range(rails)), list(range(rails, 2 * rails))  # chunk k's head is GPU k mod G
+    reduces = [Flow(j, node.order[a], node.order[b], REDUCE) for _, j, a, b in plan.reductions for node in nodes]
+    more_reduces = [flow for node in nodes for flow in node.reduce(second)]
+    swaps = [Exchange(k, tuple(node.head(k) for node in nodes)) for k in first + second]
+    last_phase = [Flow(rails + j, node.order[a], node.order[b], COPY) for _, j, a, b in plan.broadcasts for node in nodes]
+    first_spreads = [flow for node in nodes for flow in node.spread(first)]
+    return reduces + swaps[:rails] + more_reduces + swaps[rails:] + last_phase + first_spreads
+
+
 def _reduce_scatter_gather_flows(nodes: list[_Node], num_chunks: int) -> list[Flow | Exchange]:
     """n ≥ 3 nodes: rounds of n chunks per rail, a direct ReduceScatter and AllGather among the
     heads of each rail (module docstring, step 2)."""
@@ -175,18 +216,34 @@ def _flows(nodes: list[_Node], num_chunks: int) -> list[Flow | Exchange]:
     return _reduce_scatter_gather_flows(nodes, num_chunks)
 
 
+def _forms(nodes: list[_Node], num_chunks: int) -> list[list[Flow | Exchange]]:
+    """Every form to compare, in the order ties are kept (module docstring): per way the node
+    partial reaches the head (through a reducing switch, either op, or not), the plain flows, then
+    the staggered ones where they apply."""
+    variants = [nodes]
+    if any(node.in_switch is not None for node in nodes):
+        variants = [[replace(node, in_switch=op) if node.in_switch is not None else node for node in nodes]
+                    for op in (REDUCE, COPY, None)]
+    forms = []
+    for variant in variants:
+        forms.append(_flows(variant, num_chunks))
+        try:
+            forms.append(_staggered_flows(variant, num_chunks))
+        except NotApplicable:
+            pass
+    return forms
+
+
 def rail_exchange(instance: Instance) -> list[Flow | Exchange]:
     coll = instance.collective
     if coll.kind != "allreduce":
         raise NotApplicable(f"rail-exchange does not implement {coll.kind}; it is an AllReduce")
-    nodes = _nodes(instance)
-    if all(node.in_switch is None for node in nodes):
-        return _flows(nodes, coll.num_chunks)
+    forms = _forms(_nodes(instance), coll.num_chunks)
+    if len(forms) == 1:
+        return forms[0]
     best: tuple[float, list[Flow | Exchange]] | None = None
     refusal: NotApplicable | None = None
-    for op in (REDUCE, COPY, None):  # the node partial through the switch, either way, or not
-        flows = _flows([replace(node, in_switch=op) if node.in_switch is not None else node for node in nodes],
-                       coll.num_chunks)
+    for flows in forms:
         try:
             time = flows_makespan(instance, flows)
         except NotApplicable as error:  # an exchange the links could not keep apart
