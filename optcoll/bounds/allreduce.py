@@ -72,7 +72,7 @@ from optcoll.bounds.bound import Bound, describe_nodes
 from optcoll.bounds.crossings import CrossingLinks, several_crossings_end
 from optcoll.bounds.cutbounds import SplitCuts, split_cuts
 from optcoll.bounds.demand import allreduce_set, need_counts_per_chunk
-from optcoll.bounds.families import orderings
+from optcoll.bounds.families import bandwidth_levels, orderings
 from optcoll.bounds.nodes import kth_arrival
 from optcoll.bounds.paths import weighted_graph
 from optcoll.collectives.collective import Collective
@@ -87,9 +87,6 @@ SWEEP_CUTS = 8
 #: Up to this many nodes the cut form also takes the ranks farthest from each cut (all-pairs
 #: distances, n² floats).
 PAIR_MAX_NODES = 512
-#: Most bandwidth thresholds ``region_partitions`` tries (spread over the distinct bandwidths): a
-#: machine whose every link has its own bandwidth must not cost one pass per link.
-REGION_THRESHOLDS = 16
 #: Crossing counts q at which ``allreduce-cut-once`` splits the crossings into those started by
 #: the q-th and the rest (any subset of 1..K gives a valid bound; more only tighten it).
 ONCE_SPLITS = 48
@@ -404,17 +401,14 @@ def _once_bound(machine: Machine, members: np.ndarray, k: int, cuts: list[np.nda
 
 def region_partitions(machine: Machine, members: np.ndarray) -> Iterator[np.ndarray]:
     """Per node its region (−1: outside), for each bandwidth threshold (at most
-    ``REGION_THRESHOLDS``) whose faster links leave the members in two regions or more; components
+    ``families.BANDWIDTH_LEVELS``) whose faster links leave the members in two regions or more; components
     holding nothing that combines (plain switches only) stay outside. Distinct partitions only,
     from the coarsest."""
     nodes = machine.num_nodes
     combines = np.arange(nodes) < machine.num_npus
     combines[machine.num_npus:] = [s.reduce for s in machine.switches]
     seen: set[bytes] = set()
-    levels = np.unique(machine.link_bandwidth)[:-1]
-    if levels.size > REGION_THRESHOLDS:
-        levels = levels[np.unique(np.linspace(0, levels.size - 1, REGION_THRESHOLDS).round().astype(np.int64))]
-    for threshold in levels:
+    for threshold in bandwidth_levels(np.unique(machine.link_bandwidth)[:-1]):
         fast = machine.link_bandwidth > threshold
         graph = coo_matrix((np.ones(int(fast.sum())), (machine.link_src[fast], machine.link_dst[fast])),
                            shape=(nodes, nodes))
