@@ -28,14 +28,17 @@ those instants, maximised over a family of cuts (minimum cuts, single ranks, swe
 
 *Cuts crossed once* (no in-network reduction, no multicast): ``allreduce-cut-once`` splits on
 the useful crossings of each chunk, those whose content reaches a rank's final value. Either some
-chunk crosses twice, so K + 1 useful crossings share the crossing links (the cut form with K + 1);
-or every chunk crosses exactly once. Then that crossing carries all s contributions of its side,
+chunk crosses twice, so K + 1 useful crossings share the crossing links (the cut form with K + 1;
+where no switch reduces or multicasts, ``bounds.crossings`` sharpens it by what each crossing can
+still do: reach a second rank, or carry all of its side's contributions); or every chunk crosses
+exactly once. Then that crossing carries all s contributions of its side,
 merged by s − 1 reduce deliveries into NPUs of that side (a merge fed from the far side would be a
 second crossing), so the q-th crossing to start waits for q·(s − 1) such deliveries; and the other
 side's ranks learn the chunk only through the one NPU the crossing reaches (a plain switch forwards
 an arrival once, and a path back through the near side would cross again), which must spread it
 to them without multicast: holders can at most grow as if each one sent a copy on every out-link
-once per least occupancy, each arriving after the least NPU-to-NPU delay.
+once per occupancy, each arriving at the next NPU that link can reach (per out-link, the least
+such hop and occupancy over the far NPUs: a NIC's copies do not land at NVLink speed).
 
 *Regions* (``allreduce-regions``): the same count one level up. Split the machine into disjoint
 regions (here: the components of the links faster than a threshold, such as the servers of a
@@ -66,9 +69,10 @@ from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components, dijkstra, shortest_path
 
 from optcoll.bounds.bound import Bound, describe_nodes
+from optcoll.bounds.crossings import CrossingLinks, several_crossings_end
 from optcoll.bounds.cutbounds import SplitCuts, split_cuts
 from optcoll.bounds.demand import allreduce_set, need_counts_per_chunk
-from optcoll.bounds.families import orderings
+from optcoll.bounds.families import bandwidth_levels, orderings
 from optcoll.bounds.nodes import kth_arrival
 from optcoll.bounds.paths import weighted_graph
 from optcoll.collectives.collective import Collective
@@ -83,9 +87,6 @@ SWEEP_CUTS = 8
 #: Up to this many nodes the cut form also takes the ranks farthest from each cut (all-pairs
 #: distances, n² floats).
 PAIR_MAX_NODES = 512
-#: Most bandwidth thresholds ``region_partitions`` tries (spread over the distinct bandwidths): a
-#: machine whose every link has its own bandwidth must not cost one pass per link.
-REGION_THRESHOLDS = 16
 #: Crossing counts q at which ``allreduce-cut-once`` splits the crossings into those started by
 #: the q-th and the rest (any subset of 1..K gives a valid bound; more only tighten it).
 ONCE_SPLITS = 48
@@ -281,21 +282,41 @@ def _cut_bound(machine: Machine, members: np.ndarray, k: int, b: float, cuts: li
 
 
 @lru_cache(maxsize=256)
-def _spread_time(holders: int, delay: float, period: float, degree: int) -> float:
+def _spread_time(holders: int, links: tuple[tuple[float, float], ...]) -> float:
     """The least time by which one holder can have made ``holders`` − 1 others, if every holder
-    sends one copy on each of ``degree`` out-links every ``period`` and each arrives ``delay``
+    sends one copy on each out-link (hop, period) every period, each reaching a new holder hop
     after it leaves (an upper envelope of any spread without multicast: a lower bound on its time).
     """
     if holders <= 1:
         return 0.0
-    pending = [(delay, 0.0, 0)] * degree  # (arrival, sender's own arrival, sender's send index)
+    # (arrival, sender's own arrival, link, sender's send index on it)
+    pending = [(hop, 0.0, i, 0) for i, (hop, _) in enumerate(links)]
     heapq.heapify(pending)
     for _ in range(holders - 1):
-        arrival, since, j = heapq.heappop(pending)
-        heapq.heappush(pending, (since + delay + (j + 1) * period, since, j + 1))
-        for _ in range(degree):
-            heapq.heappush(pending, (arrival + delay, arrival, 0))
+        arrival, since, i, j = heapq.heappop(pending)
+        hop, period = links[i]
+        heapq.heappush(pending, (since + hop + (j + 1) * period, since, i, j + 1))
+        for e, (hop_e, _) in enumerate(links):
+            heapq.heappush(pending, (arrival + hop_e, arrival, e, 0))
     return arrival
+
+
+def _spread_links(machine: Machine, far_npus: np.ndarray, hop: np.ndarray, busy: np.ndarray) -> tuple[tuple[float, float], ...]:
+    """Out-links (hop to an NPU, occupancy) that dominate every one of ``far_npus``' own: the i-th
+    by hop of each, at the least such hop and occupancy over them (a GPU's NIC reaches another GPU
+    far later than its NVLink does, and is counted so, not at the NVLink's hop)."""
+    out = np.flatnonzero(np.isin(machine.link_src, far_npus))
+    if not out.size:
+        return ()
+    order = out[np.lexsort((hop[out], machine.link_src[out]))]
+    src = machine.link_src[order]
+    group_start = np.flatnonzero(np.r_[True, src[1:] != src[:-1]])
+    position = np.arange(order.size) - np.repeat(group_start, np.diff(np.r_[group_start, order.size]))
+    width = int(position.max()) + 1
+    least_hop, least_busy = np.full(width, np.inf), np.full(width, np.inf)
+    np.minimum.at(least_hop, position, hop[order])
+    np.minimum.at(least_busy, position, busy[order])
+    return tuple(zip(least_hop.tolist(), least_busy.tolist()))
 
 
 def _once_bound(machine: Machine, members: np.ndarray, k: int, cuts: list[np.ndarray], from_ranks: np.ndarray,
@@ -309,7 +330,12 @@ def _once_bound(machine: Machine, members: np.ndarray, k: int, cuts: list[np.nda
     is_member = np.zeros(machine.num_nodes, dtype=bool)
     is_member[members] = True
     to_npus = _distances(machine, delay, np.flatnonzero(npu), reverse=True)
-    out_degree = np.bincount(machine.link_src, minlength=machine.num_nodes)
+    npu_hop = delay + to_npus[machine.link_dst]  # from a send's start to the next NPU it can reach
+    from_npus = np.flatnonzero(npu[machine.link_src])
+    relay_hop = float((delay[from_npus] + to_ranks[machine.link_dst[from_npus]]).min(initial=np.inf))
+    into_npus = np.flatnonzero(npu[machine.link_dst])
+    first_merge = float((from_ranks[machine.link_src[into_npus]] + delay[into_npus]).min(initial=np.inf))
+    counts_kinds = not special.any()  # crossings reach one NPU first, and only NPUs combine
     splits = np.unique(np.linspace(1, k, min(k, ONCE_SPLITS)).round().astype(np.int64))
     best: tuple[float, str, tuple[str, ...]] = (-1.0, "", ())
     counted: set[tuple[int, float, float, bytes]] = set()
@@ -317,26 +343,30 @@ def _once_bound(machine: Machine, members: np.ndarray, k: int, cuts: list[np.nda
         near = ~inside if way_in else inside
         cross = np.flatnonzero(near[machine.link_src] & ~near[machine.link_dst])
         tails, heads = machine.link_src[cross], machine.link_dst[cross]
-        twice = _kth(k + 1, from_ranks[tails] + delay[cross] + to_ranks[heads], busy[cross])
-        if twice <= best[0]:  # the cut's value is at most this
+        to_rank = delay[cross] + to_ranks[heads]
+        twice = _kth(k + 1, from_ranks[tails] + to_rank, busy[cross])
+        s = int(np.count_nonzero(is_member & near))
+        links = CrossingLinks(from_ranks[tails], busy[cross], to_rank, npu_hop[cross] + relay_hop,
+                              first_merge if s > 1 else -np.inf)
+        # the several-crossings case is possible once K + 1 spreading crossings fit and K full ones
+        twice_most = max(twice, _kth(k + 1, links.start + links.to_relay, links.busy),
+                         _kth(k, np.maximum(links.start, links.full_from) + links.to_relay, links.busy)) \
+            if counts_kinds else twice
+        if twice_most <= best[0]:  # the cut's value is at most this
             continue
         merges = np.flatnonzero(near[machine.link_src] & near[machine.link_dst] & combines[machine.link_dst])
         merge_first = from_ranks[machine.link_src[merges]] + delay[merges]
-        s = int(np.count_nonzero(is_member & near))
         far_special = np.flatnonzero(special & ~near)
         spread, assumes = 0.0, ()
         if not far_special.size:  # the far side only forwards each arrival once
-            far_npus = np.flatnonzero(npu & ~near)
-            sends = np.flatnonzero(npu[machine.link_src] & ~near[machine.link_src])  # out of far NPUs
-            hop = float((delay[sends] + to_npus[machine.link_dst[sends]]).min())  # NPU to another NPU
-            spread = _spread_time(int(np.count_nonzero(is_member & ~near)), hop, float(busy[sends].min()),
-                                  int(out_degree[far_npus].max()))
+            spread = _spread_time(int(np.count_nonzero(is_member & ~near)),
+                                  _spread_links(machine, np.flatnonzero(npu & ~near), npu_hop, busy))
             far_switches = np.flatnonzero(~near[machine.num_npus:]) + machine.num_npus
             if far_switches.size:
                 assumes = (f"the switches on the far side ({_node_list(machine, far_switches)}) neither reduce "
                            "nor multicast",)
         profile = b"".join(np.unique(rows, axis=0).tobytes() for rows in (
-            np.stack([from_ranks[tails], delay[cross] + to_npus[heads], busy[cross]], axis=1),
+            np.stack([from_ranks[tails], delay[cross] + to_npus[heads], to_rank, busy[cross]], axis=1),
             np.stack([merge_first, busy[merges]], axis=1)))
         key = (s, spread, twice, profile)  # a cut like one already counted (symmetric machines)
         if key in counted:
@@ -347,15 +377,21 @@ def _once_bound(machine: Machine, members: np.ndarray, k: int, cuts: list[np.nda
             ready = _kth(q * (s - 1), merge_first, busy[merges]) if s > 1 else 0.0
             start = np.maximum(ready, from_ranks[tails])
             crossed = max(crossed, _kth(k - q + 1, start + delay[cross] + to_npus[heads], busy[cross]))
-            if crossed + spread >= twice:  # the cut's value is twice
+            if crossed + spread >= twice_most:  # the cut's value is the several-crossings case's
                 break
-        value = min(twice, crossed + spread)
+        several = twice
+        if counts_kinds and crossed + spread > twice:
+            several = several_crossings_end(links, k, int(members.size) - s, twice, min(crossed + spread, twice_most))
+        value = min(several, crossed + spread)
         if value > best[0]:
             then = (f", which must spread it to the other side's ranks ({format_time(spread)})" if spread else
                     " (its spread through the other side is not counted: a switch there reduces or multicasts)")
+            kinds = (f"; sorting the crossings into those that can still reach a second rank, those that can "
+                     f"carry all of S's contributions and the rest, no way of sharing them out ends before "
+                     f"{format_time(several)}" if several > twice else "")
             best = (value, f"{describe_nodes(machine, np.flatnonzero(near), members)}: either some chunk "
                     f"crosses out of S twice ({k + 1} crossings: the last cannot arrive before "
-                    f"{format_time(twice)}), or each of the {k} chunk(s) crosses once carrying S's {s} "
+                    f"{format_time(twice)}{kinds}), or each of the {k} chunk(s) crosses once carrying S's {s} "
                     f"contributions ({s - 1} reduce deliveries into S's NPUs and reducing switches first), "
                     f"the last arriving no earlier than {format_time(crossed)}{then}", assumes if spread else ())
     value, detail, assumptions = best
@@ -365,17 +401,14 @@ def _once_bound(machine: Machine, members: np.ndarray, k: int, cuts: list[np.nda
 
 def region_partitions(machine: Machine, members: np.ndarray) -> Iterator[np.ndarray]:
     """Per node its region (−1: outside), for each bandwidth threshold (at most
-    ``REGION_THRESHOLDS``) whose faster links leave the members in two regions or more; components
+    ``families.BANDWIDTH_LEVELS``) whose faster links leave the members in two regions or more; components
     holding nothing that combines (plain switches only) stay outside. Distinct partitions only,
     from the coarsest."""
     nodes = machine.num_nodes
     combines = np.arange(nodes) < machine.num_npus
     combines[machine.num_npus:] = [s.reduce for s in machine.switches]
     seen: set[bytes] = set()
-    levels = np.unique(machine.link_bandwidth)[:-1]
-    if levels.size > REGION_THRESHOLDS:
-        levels = levels[np.unique(np.linspace(0, levels.size - 1, REGION_THRESHOLDS).round().astype(np.int64))]
-    for threshold in levels:
+    for threshold in bandwidth_levels(np.unique(machine.link_bandwidth)[:-1]):
         fast = machine.link_bandwidth > threshold
         graph = coo_matrix((np.ones(int(fast.sum())), (machine.link_src[fast], machine.link_dst[fast])),
                            shape=(nodes, nodes))

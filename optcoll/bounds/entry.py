@@ -30,6 +30,7 @@ from scipy.sparse import csr_array
 from scipy.sparse.csgraph import connected_components, shortest_path
 
 from optcoll.bounds.bound import Bound, describe_nodes
+from optcoll.bounds.families import bandwidth_levels
 from optcoll.bounds.paths import holder_groups, weighted_graph
 from optcoll.bounds.release import kth_arrivals, late_ingress
 from optcoll.collectives.collective import ChunkSets, Collective
@@ -70,9 +71,10 @@ def _spread(machine: Machine, collective: Collective) -> _Spread | None:
 
 
 def _groups(machine: Machine) -> list[tuple[float, np.ndarray]]:
-    """(bandwidth level, component label per node) for each level but the slowest."""
+    """(bandwidth level, component label per node) for each level but the slowest (at most
+    ``families.BANDWIDTH_LEVELS`` of them)."""
     n, found = machine.num_nodes, []
-    for level in np.unique(machine.link_bandwidth)[1:].tolist():
+    for level in bandwidth_levels(np.unique(machine.link_bandwidth)[1:]).tolist():
         fast = machine.link_bandwidth >= level
         graph = csr_array((np.ones(int(fast.sum())), (machine.link_src[fast], machine.link_dst[fast])), shape=(n, n))
         _, labels = connected_components(graph, directed=False)

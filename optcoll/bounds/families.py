@@ -22,6 +22,17 @@ from optcoll.machines.machine import Machine
 
 #: Above this many nodes the dense eigen-solve for the spectral ordering is skipped.
 SPECTRAL_MAX_NODES = 1500
+#: Most bandwidth levels a bound that groups nodes by link speed tries (regions, entry groups):
+#: a machine whose every link has its own bandwidth must not cost one pass per link.
+BANDWIDTH_LEVELS = 8
+
+
+def bandwidth_levels(levels: np.ndarray, most: int = BANDWIDTH_LEVELS) -> np.ndarray:
+    """At most ``most`` of the sorted distinct ``levels``, evenly spread, the first and last kept
+    (every level gives a valid grouping; these only decide how tight)."""
+    if levels.size <= most:
+        return levels
+    return levels[np.unique(np.linspace(0, levels.size - 1, most).round().astype(np.int64))]
 
 
 def orderings(machine: Machine) -> list[tuple[str, np.ndarray]]:

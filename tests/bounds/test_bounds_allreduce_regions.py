@@ -143,9 +143,9 @@ def test_below_verified_schedules_on_small_clusters(seed, nodes, gpus, intra, in
 
 
 def test_a_machine_of_all_different_bandwidths_tries_a_bounded_number_of_splits():
-    """Every link of a ring at its own bandwidth: at most REGION_THRESHOLDS thresholds are tried
+    """Every link of a ring at its own bandwidth: at most BANDWIDTH_LEVELS thresholds are tried
     (one pass each), not one per link (300 NPUs), and the bound still comes out (12 NPUs)."""
-    from optcoll.bounds.allreduce import REGION_THRESHOLDS
+    from optcoll.bounds.families import BANDWIDTH_LEVELS
     from optcoll.machines.machine import MachineBuilder
 
     def mixed_ring(n: int):
@@ -154,5 +154,5 @@ def test_a_machine_of_all_different_bandwidths_tries_a_bounded_number_of_splits(
             b.add_link(v, (v + 1) % n, bandwidth=1e9 * (1 + v / 1000), latency=1e-6, bidirectional=True)
         return b.build()
 
-    assert len(list(region_partitions(mixed_ring(300), np.arange(300)))) <= REGION_THRESHOLDS
+    assert len(list(region_partitions(mixed_ring(300), np.arange(300)))) <= BANDWIDTH_LEVELS
     assert REGIONS in _bounds(mixed_ring(12))

@@ -57,6 +57,25 @@ def test_no_entry_bound_on_machines_of_one_bandwidth():
     assert "entry" not in by_name(gen.torus([3, 3], 10e9, 1e-6), make_collective("allgather", range(9), 2.0**20))
 
 
+def test_entry_groups_by_at_most_a_few_bandwidth_levels():
+    """A ring whose every link has its own bandwidth: the entry bound groups nodes at a few levels
+    spread over the bandwidths (one pass per node each), not one per link, and still bounds."""
+    from optcoll.bounds.entry import _groups
+    from optcoll.bounds.families import BANDWIDTH_LEVELS
+    from optcoll.machines.machine import MachineBuilder
+
+    def mixed_ring(n: int):
+        b = MachineBuilder(f"ring{n}-mixed", n)
+        for v in range(n):
+            b.add_link(v, (v + 1) % n, bandwidth=1e9 * (1 + v / 1000), latency=1e-6, bidirectional=True)
+        return b.build()
+
+    levels = [level for level, _ in _groups(mixed_ring(80))]
+    assert len(levels) == BANDWIDTH_LEVELS < 79
+    assert min(levels) == pytest.approx(1e9 * 1.001) and max(levels) == pytest.approx(1e9 * 1.079)
+    assert "entry" in by_name(mixed_ring(12), make_collective("allgather", range(12), 2.0**20))
+
+
 def switched_machine(seed: int, combining: bool):
     """Small hierarchical machines with random figures: servers with NICs (own or shared), an
     ASTRA-sim network of two dimensions, or a random graph with (multicast) switches. Reductions

@@ -43,8 +43,8 @@ def _two_nodes(gpus: int, nic_bandwidth: float, nic_latency: float) -> Instance:
 
 def test_staggered_form_reaches_3h_plus_15x_on_cluster2x8():
     """The plain form takes 3h + 16x (its first-round reductions all end after 8 NVLink hops);
-    rail-exchange now keeps the staggered form, verified at 3h + 15x = 11.4220 ms and above the
-    cut-once bound."""
+    rail-exchange now keeps the staggered form, verified at 3h + 15x = 11.4220 ms: above every
+    lower bound and within issue 13's 5 % of the best (allreduce-cut-once, 3h + 13x)."""
     inst = _cluster2x8()
     b = inst.collective.chunk_bytes
     nic, nv = 2e-6 + b / 25e9, 0.5e-6 + b / 300e9
@@ -53,8 +53,7 @@ def test_staggered_form_reaches_3h_plus_15x_on_cluster2x8():
     made = _verified(inst, rail_exchange(inst))
     assert made == pytest.approx(3 * nic + 15 * nv)
     bound = {x.name: x.value for x in lower_bounds(inst.machine, inst.collective, inst.model)}
-    assert bound["allreduce-cut-once"] == pytest.approx(4 * nic)
-    assert max(bound.values()) <= made * (1 + 1e-9)
+    assert max(bound.values()) <= made * (1 + 1e-9) <= 1.05 * max(bound.values())
 
 
 def _check_slots(gpus: int, sends, release: dict[int, int], deadline: int) -> None:
