@@ -54,6 +54,10 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from itertools import islice
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # imported where used: cp_model pulls in pandas (about 0.3 s)
+    from ortools.sat.python.cp_model import CpSolver
 
 #: (slot, chunk, sender GPU, receiver GPU): one send in a slot plan
 Send = tuple[int, int, int, int]
@@ -90,7 +94,8 @@ def fibonacci_slots(gpus: int) -> int:
     return len(held) - 1
 
 
-def _solver(limit: float | None = None):
+def _solver(limit: float | None = None) -> CpSolver:
+    """One worker, a fixed seed and, given a ``limit``, a deterministic time limit: reproducible."""
     from ortools.sat.python import cp_model
 
     solver = cp_model.CpSolver()
