@@ -36,9 +36,12 @@ merged by s − 1 reduce deliveries into NPUs of that side (a merge fed from the
 second crossing), so the q-th crossing to start waits for q·(s − 1) such deliveries; and the other
 side's ranks learn the chunk only through the one NPU the crossing reaches (a plain switch forwards
 an arrival once, and a path back through the near side would cross again), which must spread it
-to them without multicast: holders can at most grow as if each one sent a copy on every out-link
-once per occupancy, each arriving at the next NPU that link can reach (per out-link, the least
-such hop and occupancy over the far NPUs: a NIC's copies do not land at NVLink speed).
+to them without multicast (``bounds.spread``: holders can at most grow as if each one sent a copy
+on every out-link once per occupancy, each landing at the next NPU that link reaches). No content
+is full before a reduction into one NPU could end (the same envelope run backwards), and where
+the crossings are few enough every arrival gets such a floor, not only the last: the last L
+chunks then spread over the same far NPUs, each sending one copy per link occupancy whichever
+chunk it holds, so they share senders as well as links.
 
 *Regions* (``allreduce-regions``): the same count one level up. Split the machine into disjoint
 regions (here: the components of the links faster than a threshold, such as the servers of a
@@ -59,10 +62,8 @@ Port limits are ignored (fewer usable links only delay), so every bound holds wi
 """
 from __future__ import annotations
 
-import heapq
 import math
 from collections.abc import Iterator
-from functools import lru_cache
 
 import numpy as np
 from scipy.sparse import coo_matrix
@@ -75,6 +76,7 @@ from optcoll.bounds.demand import allreduce_set, need_counts_per_chunk
 from optcoll.bounds.families import bandwidth_levels, orderings
 from optcoll.bounds.nodes import kth_arrival
 from optcoll.bounds.paths import weighted_graph
+from optcoll.bounds.spread import spread_end, spread_links, spread_time
 from optcoll.collectives.collective import Collective
 from optcoll.instances.instance import TimeModel
 from optcoll.machines.machine import Machine
@@ -90,6 +92,13 @@ PAIR_MAX_NODES = 512
 #: Crossing counts q at which ``allreduce-cut-once`` splits the crossings into those started by
 #: the q-th and the rest (any subset of 1..K gives a valid bound; more only tighten it).
 ONCE_SPLITS = 48
+#: Most crossing links × chunks for which ``allreduce-cut-once`` bounds every arrival, not only the
+#: last, and spreads the last chunks together (``spread.spread_end``); above it, the last alone.
+ARRIVAL_CELLS = 20_000
+#: Crossing counts q used for those arrivals, and numbers of last chunks spread together.
+JOINT_SPLITS = 16
+#: Most holdings one joint spread of the last chunks may count (a heap event each).
+SPREAD_HOLDINGS = 4_096
 
 
 def in_network_reduction(machine: Machine) -> bool:
@@ -281,42 +290,20 @@ def _cut_bound(machine: Machine, members: np.ndarray, k: int, b: float, cuts: li
                  f"{format_time(value)} (the best of a family of cuts)", exact=False)
 
 
-@lru_cache(maxsize=256)
-def _spread_time(holders: int, links: tuple[tuple[float, float], ...]) -> float:
-    """The least time by which one holder can have made ``holders`` − 1 others, if every holder
-    sends one copy on each out-link (hop, period) every period, each reaching a new holder hop
-    after it leaves (an upper envelope of any spread without multicast: a lower bound on its time).
-    """
-    if holders <= 1:
-        return 0.0
-    # (arrival, sender's own arrival, link, sender's send index on it)
-    pending = [(hop, 0.0, i, 0) for i, (hop, _) in enumerate(links)]
-    heapq.heapify(pending)
-    for _ in range(holders - 1):
-        arrival, since, i, j = heapq.heappop(pending)
-        hop, period = links[i]
-        heapq.heappush(pending, (since + hop + (j + 1) * period, since, i, j + 1))
-        for e, (hop_e, _) in enumerate(links):
-            heapq.heappush(pending, (arrival + hop_e, arrival, e, 0))
-    return arrival
-
-
-def _spread_links(machine: Machine, far_npus: np.ndarray, hop: np.ndarray, busy: np.ndarray) -> tuple[tuple[float, float], ...]:
-    """Out-links (hop to an NPU, occupancy) that dominate every one of ``far_npus``' own: the i-th
-    by hop of each, at the least such hop and occupancy over them (a GPU's NIC reaches another GPU
-    far later than its NVLink does, and is counted so, not at the NVLink's hop)."""
-    out = np.flatnonzero(np.isin(machine.link_src, far_npus))
-    if not out.size:
-        return ()
-    order = out[np.lexsort((hop[out], machine.link_src[out]))]
-    src = machine.link_src[order]
-    group_start = np.flatnonzero(np.r_[True, src[1:] != src[:-1]])
-    position = np.arange(order.size) - np.repeat(group_start, np.diff(np.r_[group_start, order.size]))
-    width = int(position.max()) + 1
-    least_hop, least_busy = np.full(width, np.inf), np.full(width, np.inf)
-    np.minimum.at(least_hop, position, hop[order])
-    np.minimum.at(least_busy, position, busy[order])
-    return tuple(zip(least_hop.tolist(), least_busy.tolist()))
+def _arrival_floors(start: np.ndarray, way: np.ndarray, busy: np.ndarray, ready: list[tuple[int, float]],
+                    k: int) -> np.ndarray | None:
+    """Per j = 1..k, a lower bound on the j-th arrival of k crossings, one per chunk, that each
+    wait for their chunk's full content (``ready``: (q, no q contents before this)): at most q − 1
+    crossings start before ready_q, so j − q + 1 of the first j arrivals started after it. None
+    when the crossing links × k instants would be too many (``ARRIVAL_CELLS``)."""
+    if start.size * k > ARRIVAL_CELLS:
+        return None
+    floors = np.full(k, -np.inf)
+    steps = np.arange(k)
+    for q, when in ready:
+        instants = np.sort(((np.maximum(when, start) + way)[:, None] + steps[None, :] * busy[:, None]).ravel())
+        floors[q - 1:] = np.maximum(floors[q - 1:], instants[: k - q + 1])
+    return floors
 
 
 def _once_bound(machine: Machine, members: np.ndarray, k: int, cuts: list[np.ndarray], from_ranks: np.ndarray,
@@ -330,9 +317,11 @@ def _once_bound(machine: Machine, members: np.ndarray, k: int, cuts: list[np.nda
     is_member = np.zeros(machine.num_nodes, dtype=bool)
     is_member[members] = True
     to_npus = _distances(machine, delay, np.flatnonzero(npu), reverse=True)
+    from_npus = _distances(machine, delay, np.flatnonzero(npu))
     npu_hop = delay + to_npus[machine.link_dst]  # from a send's start to the next NPU it can reach
-    from_npus = np.flatnonzero(npu[machine.link_src])
-    relay_hop = float((delay[from_npus] + to_ranks[machine.link_dst[from_npus]]).min(initial=np.inf))
+    npu_hop_back = delay + from_npus[machine.link_src]  # the same, for a reduction run backwards
+    sends = np.flatnonzero(npu[machine.link_src])
+    relay_hop = float((delay[sends] + to_ranks[machine.link_dst[sends]]).min(initial=np.inf))
     into_npus = np.flatnonzero(npu[machine.link_dst])
     first_merge = float((from_ranks[machine.link_src[into_npus]] + delay[into_npus]).min(initial=np.inf))
     counts_kinds = not special.any()  # crossings reach one NPU first, and only NPUs combine
@@ -357,35 +346,62 @@ def _once_bound(machine: Machine, members: np.ndarray, k: int, cuts: list[np.nda
         merges = np.flatnonzero(near[machine.link_src] & near[machine.link_dst] & combines[machine.link_dst])
         merge_first = from_ranks[machine.link_src[merges]] + delay[merges]
         far_special = np.flatnonzero(special & ~near)
-        spread, assumes = 0.0, ()
+        far_npus = np.flatnonzero(npu & ~near)
+        n_far = int(members.size) - s
+        spread, assumes, profile_out = 0.0, (), ()
         if not far_special.size:  # the far side only forwards each arrival once
-            spread = _spread_time(int(np.count_nonzero(is_member & ~near)),
-                                  _spread_links(machine, np.flatnonzero(npu & ~near), npu_hop, busy))
+            profile_out = spread_links(machine, far_npus, npu_hop, busy)
+            spread = spread_time(n_far, profile_out)
             far_switches = np.flatnonzero(~near[machine.num_npus:]) + machine.num_npus
             if far_switches.size:
                 assumes = (f"the switches on the far side ({_node_list(machine, far_switches)}) neither reduce "
                            "nor multicast",)
+        # no NPU holds all s contributions before a reduction into it could end (a spread backwards)
+        depth = spread_time(s, spread_links(machine, np.flatnonzero(npu & near), npu_hop_back, busy, inward=True)) \
+            if s > 1 and not special[near].any() else 0.0
         profile = b"".join(np.unique(rows, axis=0).tobytes() for rows in (
             np.stack([from_ranks[tails], delay[cross] + to_npus[heads], to_rank, busy[cross]], axis=1),
             np.stack([merge_first, busy[merges]], axis=1)))
-        key = (s, spread, twice, profile)  # a cut like one already counted (symmetric machines)
+        key = (s, spread, twice, depth, profile)  # a cut like one already counted (symmetric machines)
         if key in counted:
             continue
         counted.add(key)
+        merged: dict[int, float] = {}
+
+        def ready(q: int) -> float:  # no q full contents before this
+            if q not in merged:
+                merged[q] = max(depth, _kth(q * (s - 1), merge_first, busy[merges])) if s > 1 else 0.0
+            return merged[q]
+
+        way = delay[cross] + to_npus[heads]
         crossed = 0.0
         for q in (splits if s > 1 else splits[:1]).tolist():  # one rank merges nothing: q = 1 is the most
-            ready = _kth(q * (s - 1), merge_first, busy[merges]) if s > 1 else 0.0
-            start = np.maximum(ready, from_ranks[tails])
-            crossed = max(crossed, _kth(k - q + 1, start + delay[cross] + to_npus[heads], busy[cross]))
+            crossed = max(crossed, _kth(k - q + 1, np.maximum(ready(q), from_ranks[tails]) + way, busy[cross]))
             if crossed + spread >= twice_most:  # the cut's value is the several-crossings case's
                 break
+        once, together = crossed + spread, 1
+        if profile_out and k > 1 and crossed + spread < twice_most:  # the last L chunks share the far NPUs
+            qs = np.unique(np.linspace(1, k, min(k, JOINT_SPLITS)).round().astype(np.int64)) if s > 1 else [1]
+            floors = _arrival_floors(from_ranks[tails], way, busy[cross], [(q, ready(q)) for q in qs], k)
+            for late in ([] if floors is None else
+                         np.unique(np.linspace(2, k, min(k - 1, JOINT_SPLITS)).round().astype(np.int64)).tolist()):
+                if late * n_far > SPREAD_HOLDINGS:
+                    break
+                arrivals = np.r_[floors[k - late:-1], max(floors[-1], crossed)]
+                end = spread_end(tuple(arrivals.tolist()), late * n_far, profile_out, far_npus.size)
+                if end > once:
+                    once, together = end, late
         several = twice
-        if counts_kinds and crossed + spread > twice:
-            several = several_crossings_end(links, k, int(members.size) - s, twice, min(crossed + spread, twice_most))
-        value = min(several, crossed + spread)
+        if counts_kinds and once > twice:
+            several = several_crossings_end(links, k, n_far, twice, min(once, twice_most))
+        value = min(several, once)
         if value > best[0]:
             then = (f", which must spread it to the other side's ranks ({format_time(spread)})" if spread else
                     " (its spread through the other side is not counted: a switch there reduces or multicasts)")
+            if together > 1:
+                then += (f"; the last {together} chunks, spreading over the same {far_npus.size} NPUs (each sends one "
+                         f"copy per link occupancy, whichever chunk it holds), cannot all be spread before "
+                         f"{format_time(once)}")
             kinds = (f"; sorting the crossings into those that can still reach a second rank, those that can "
                      f"carry all of S's contributions and the rest, no way of sharing them out ends before "
                      f"{format_time(several)}" if several > twice else "")

@@ -34,9 +34,9 @@ from optcoll.bounds.nodes import SLACK
 #: Most work (link options × direct-crossing counts) one feasibility test may take; above it the
 #: case keeps the plain K + 1 count (the bound stays valid, only weaker).
 COUNT_WORK_LIMIT = 2_000_000
-#: Halvings of the interval searched for the least possible end (a float search; the answer is the
-#: largest end shown impossible, so rounding never overstates the bound).
-HALVINGS = 60
+#: Relative width at which the search for the least possible end stops (a float search; the answer
+#: is the largest end shown impossible, so it never overstates the bound).
+PRECISION = 1e-9
 
 
 @dataclass(frozen=True)
@@ -117,10 +117,8 @@ def several_crossings_end(links: CrossingLinks, chunks: int, far_ranks: int, low
     if not _possible(links, chunks, far_ranks, high):
         return high
     impossible, possible = low, high
-    for _ in range(HALVINGS):
+    while possible - impossible > PRECISION * possible:
         mid = 0.5 * (impossible + possible)
-        if mid <= impossible or mid >= possible:
-            break
         if _possible(links, chunks, far_ranks, mid):
             possible = mid
         else:

@@ -261,6 +261,12 @@ def build_blocks(report: Report, figures: dict[str, tuple[str, str]], command: s
         blocks += [Heading("Failures"),
                    Table(("instance", "producer", "reason"),
                          tuple((f["instance"], f["producer"], f["reason"]) for f in report.failures))]
+    open_rows = [row for row in report.rows if row.status == "bounded"]
+    if open_rows:
+        blocks += [Heading("Not proven optimal"),
+                   Table(("instance", "gap ≤", "what stopped the proof"),
+                         tuple((row.name, pct(row.gap), row.unproven or "nothing recorded (no exact solve "
+                                "searched past the bound)") for row in open_rows))]
     families = [(row.name, row.family) for row in report.rows if row.family]
     if families:
         blocks += [Heading("Optimal within a family"),

@@ -15,7 +15,7 @@ from typing import Any
 from optcoll.results.record import meets
 from optcoll.sweeps.jobs import FAILED, NOT_APPLICABLE
 from optcoll.instances.suite import InstanceSpec
-from optcoll.truth.record import OPTIMAL, Claim, Truth, check_consistent
+from optcoll.truth.record import OPTIMAL, Claim, Truth, check_consistent, unproven
 
 EXACT = "exact"
 
@@ -60,6 +60,8 @@ class InstanceRow:
     #: C left free: the allowed set (``chunks_per_rank`` and ``chunk_bytes`` are then the best
     #: schedule's, the C it chose). Empty when the instance fixes C.
     chunk_choices: tuple[int, ...] = ()
+    #: Bounded instances: what the record says stopped the proof (``truth.record.unproven``).
+    unproven: str = ""
 
     @property
     def chunks_label(self) -> str:
@@ -198,7 +200,8 @@ def build_row(suite: str, spec: InstanceSpec, records: list[dict[str, Any]], tru
         float(c.size_bytes), c.chunks_per_rank, float(c.chunk_bytes), inst.model.kind,
         tuple(bounds_record["bounds"]) if bounds_record else (),
         bound_value, _source(bound), best.value if best else None, _source(best), status,
-        producers, family, inst.chunk_choices)
+        producers, family, inst.chunk_choices,
+        unproven(best.details, family) if status == "bounded" and best is not None else "")
 
 
 def _source(claim: Claim | None) -> str:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from optcoll.results.record import meets
 from optcoll.instances.suite import InstanceSpec, Suite
-from optcoll.truth.record import OPTIMAL, Truth, TruthContradiction, above
+from optcoll.truth.record import OPTIMAL, Truth, TruthContradiction, above, unproven
 from optcoll.truth.stored import load_truth, verify_stored
 
 
@@ -53,7 +53,8 @@ def _check(spec: InstanceSpec, truth: Truth) -> str:
         return "optimal, schedule re-verified"
     if truth.best is None:
         return "no schedule recorded"
-    return f"bounded (gap {100 * (truth.gap or 0):.2f} %), schedule re-verified"
+    why = unproven(truth.best.details, truth.family)
+    return f"bounded (gap {100 * (truth.gap or 0):.2f} %), schedule re-verified" + (f"; not proven: {why}" if why else "")
 
 
 def verify_suite(suite: Suite) -> list[Finding]:

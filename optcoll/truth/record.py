@@ -127,6 +127,29 @@ class Truth:
                      updated, promoted)
 
 
+def unproven(details: dict[str, Any], family: dict[str, Any] | None) -> str:
+    """What a bounded instance's record says stopped the proof (``details``: the best schedule's
+    claim details; ``family``: the family table): models refused for size or build time, searches
+    stopped by their time limit, or a search confined to a family; "" when it says nothing."""
+    found: list[str] = []
+
+    def walk(table: dict[str, Any], part: str) -> None:
+        for key, value in table.items():
+            if isinstance(value, dict):
+                walk(value, part if key == "params" else key)
+            elif key == "refused" and value:
+                found.append(f"{part} model not built: " + ("; ".join(map(str, value)) if isinstance(value, list)
+                                                              else str(value)))
+            elif key == "interrupted" and value is True:
+                found.append(f"{part} search stopped by its time limit")
+
+    walk(details, "exact")
+    walk(family or {}, "exact")
+    if not found and family and "direct" not in family.get("params", {}):
+        found.append(f"only the {family.get('family')} family was searched ({family.get('status')} within it)")
+    return "; ".join(dict.fromkeys(found))
+
+
 def family_record(params: dict[str, Any], time: float | None, details: dict[str, Any]) -> dict[str, Any]:
     """The ``[results.family]`` table of an exact solve within a family (module docstring)."""
     return {"family": params["family"], "bound": params.get("family_lower_bound"), "source": FAMILY_SOURCE,

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from optcoll.bounds import lower_bounds
-from optcoll.bounds.allreduce import _spread_time
+from optcoll.bounds.spread import spread_end, spread_time
 from optcoll.bundled import bundled_dir
 from optcoll.collectives.builtins import make_collective
 from optcoll.instances.instance import Instance, TimeModel
@@ -32,43 +32,56 @@ def test_plain_switch_broadcast_grows_like_fibonacci():
     """One port, a copy reaching its NPU two occupancies after it starts: 1, 1, 2, 3, 5, 8
     holders at 0, 1, 2, 3, 4, 5 occupancies, so 7 new holders by 5 and 12 by 6."""
     switch = ((2.0, 1.0),)
-    assert [_spread_time(n + 1, switch) for n in (1, 2, 4, 7, 8, 12, 13)] == [2, 3, 4, 5, 6, 6, 7]
-    assert _spread_time(8, ((1.0, 1.0),)) == 3  # a direct link doubles the holders
-    assert _spread_time(1, switch) == 0
+    assert [spread_time(n + 1, switch) for n in (1, 2, 4, 7, 8, 12, 13)] == [2, 3, 4, 5, 6, 6, 7]
+    assert spread_time(8, ((1.0, 1.0),)) == 3  # a direct link doubles the holders
+    assert spread_time(1, switch) == 0
 
 
 def test_spread_counts_each_out_link_at_its_own_hop():
     """A slow second out-link (a NIC beside the NVLink) adds holders only when its copies land: it
     must not be counted at the fast link's hop, nor may it make the spread slower."""
     nvlink, nic = (2.0, 1.0), (24.0, 12.0)
-    assert _spread_time(8, (nvlink, nic)) == _spread_time(8, (nvlink,)) == 5
-    assert _spread_time(8, (nvlink, nvlink)) < 5  # two fast links do help
-    assert _spread_time(40, (nvlink, (6.0, 1.0))) <= _spread_time(40, (nvlink,))
+    assert spread_time(8, (nvlink, nic)) == spread_time(8, (nvlink,)) == 5
+    assert spread_time(8, (nvlink, nvlink)) < 5  # two fast links do help
+    assert spread_time(40, (nvlink, (6.0, 1.0))) <= spread_time(40, (nvlink,))
 
 
 def test_cluster2x8_bound_and_rail_exchange_schedule():
-    """Two servers of 8 GPUs, cut = one server. A chunk crossing twice puts a third crossing on some
-    uplink, whose first then starts before any reduce delivery lands (only raw content) and whose
-    third lands too late to be relayed: every uplink can then carry two crossings that spread, 16
-    in all for 16 chunks, so no chunk can have two: 4 NIC hops + 2 NVLink hops. Every chunk crossing
-    once: 3 NIC hops + 8 NVLink hops of reductions, then a spread over the NVSwitch (the NIC's
-    copies land far too late to help), 5 more: 3h + 13x. rail-exchange, staggered: the first
-    round's reductions end on a staircase (the first after 5 NVLink hops), the second partial's
-    swap behind the first on the uplink (3 NIC hops), and the second round's sums spread from the
-    staircase by 15 NVLink hops (``slotplan``; the plain form's Latin squares take 16): verified,
-    4.1 % above the bound."""
+    """Two servers of 8 GPUs, cut = one server, h one NIC hop of a chunk, x one NVLink hop.
+
+    A chunk crossing twice puts a third crossing on some uplink, whose first then starts before any
+    reduce delivery lands (raw content) and whose third lands too late to be relayed: every uplink
+    carries at most two crossings that spread, 16 for 16 chunks, so no chunk can have two before
+    4h + 2x. Every chunk crossing once: the second crossing on an uplink lands 3h after the first
+    started, and the first waits for a full reduction (5x deep, 7 merges each over 8 links), so the
+    last 8 arrive no earlier than 3h + 5, 5, 5, 5, 6, 7, 8, 8 x; spreading them over the same 8
+    GPUs (one copy per GPU per x, whichever chunk it holds) takes until 3h + 14x. rail-exchange,
+    staggered (``slotplan``: the first round's reductions end on a staircase, the second round's
+    sums spread from it): 3h + 15x, verified, 2.0 % above the bound (the plain form: 3h + 16x)."""
     inst = load_instance(bundled_dir("instances") / "standard" / "cluster2x8-allreduce-c1.toml")
     b = inst.collective.chunk_bytes
     nic, nv = 2e-6 + b / 25e9, 0.5e-6 + b / 300e9
     found = {x.name: x for x in lower_bounds(inst.machine, inst.collective, inst.model)}
     once = found[ONCE]
-    assert once.value == pytest.approx(3 * nic + 13 * nv)
-    assert "no way of sharing them out ends before" in once.detail
+    assert once.value == pytest.approx(4 * nic + 2 * nv)
+    assert "no way of sharing them out ends before 11.1938 ms" in once.detail
+    assert "cannot all be spread before 11.1978 ms" in once.detail  # 3h + 14x
     assert len(once.assumptions) == 1 and "n1.nvswitch" in once.assumptions[0]
     schedule = get_synthesizer("rail-exchange")(inst, 0)
     result = verify(inst.machine, inst.collective, schedule, inst.model)
     assert result.valid and result.time == pytest.approx(3 * nic + 15 * nv)
-    assert result.time <= 1.042 * once.value
+    assert result.time <= 1.021 * once.value
+
+
+def test_chunks_spreading_together_share_their_senders():
+    """8 chunks landing at 5, 5, 5, 5, 6, 7, 8, 8 on one NVSwitch (a copy lands 2 after it starts,
+    one per GPU per unit): 57 holdings by 13, the 64th at 14; with unlimited senders sooner."""
+    links = ((2.0, 1.0), (24.0, 12.0))
+    arrivals = (5.0, 5.0, 5.0, 5.0, 6.0, 7.0, 8.0, 8.0)
+    assert spread_end(arrivals, 57, links, 8) == 13 and spread_end(arrivals, 64, links, 8) == 14
+    assert spread_end(arrivals, 64, links, 64) < 14
+    assert spread_end((0.0,), 8, links, 8) == spread_time(8, links) == 5
+    assert spread_end((0.0,), 9, ((2.0, 1.0),), 1) == 9  # one sender: one more holding per unit from 2
 
 
 def test_cut_once_counts_the_spread_only_through_plain_switches():

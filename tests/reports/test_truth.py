@@ -209,3 +209,21 @@ def test_update_can_be_limited_to_named_instances(recorded):
     assert [spec.name for spec in kept.specs] == ["ring4-ar"] and kept.name == suite.name
     with pytest.raises(InputError, match="no instance named 'nosuch'"):
         _only([suite], "ring4-ar,nosuch")
+
+
+def test_a_bounded_record_names_what_stopped_the_proof():
+    """Refused models and stopped searches are read from anywhere in the solve's details; a record
+    whose exact solve stayed inside a family says so; a record that says nothing gives ""."""
+    from optcoll.truth.record import unproven
+
+    details = {"params": {"interrupted": False, "reducescatter": {"interrupted": True}}}
+    family = {"family": "reducescatter+allgather", "status": "optimal",
+              "params": {"direct": {"refused": "the model at 64 epochs would take about 469 s to build"}}}
+    why = unproven(details, family)
+    assert why == ("reducescatter search stopped by its time limit; direct model not built: the model at 64 "
+                   "epochs would take about 469 s to build")
+    assert unproven({"params": {"refused": ["over the memory limit", "over the memory limit"]}}, None) == \
+        "exact model not built: over the memory limit; over the memory limit"
+    assert unproven({}, {"family": "reducescatter+allgather", "status": "optimal", "params": {}}) == \
+        "only the reducescatter+allgather family was searched (optimal within it)"
+    assert unproven({"params": {"interrupted": False}}, None) == ""
