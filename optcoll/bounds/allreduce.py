@@ -37,8 +37,9 @@ second crossing), so the q-th crossing to start waits for q·(s − 1) such deli
 side's ranks learn the chunk only through the one NPU the crossing reaches (a plain switch forwards
 an arrival once, and a path back through the near side would cross again), which must spread it
 to them without multicast (``bounds.spread``: holders can at most grow as if each one sent a copy
-on every out-link once per occupancy, each landing at the next NPU that link reaches). No content
-is full before a reduction into one NPU could end (the same envelope run backwards), and where
+on every out-link once per occupancy, each landing at the next NPU that link reaches). No q contents
+are full before q reductions into NPUs could end (the same envelope run backwards: q chunks
+spreading from their roots over the near NPUs' in-links, sharing their senders), and where
 the crossings are few enough every arrival gets such a floor, not only the last: the last L
 chunks then spread over the same far NPUs, each sending one copy per link occupancy whichever
 chunk it holds, so they share senders as well as links.
@@ -327,7 +328,7 @@ def _once_bound(machine: Machine, members: np.ndarray, k: int, cuts: list[np.nda
     counts_kinds = not special.any()  # crossings reach one NPU first, and only NPUs combine
     splits = np.unique(np.linspace(1, k, min(k, ONCE_SPLITS)).round().astype(np.int64))
     best: tuple[float, str, tuple[str, ...]] = (-1.0, "", ())
-    counted: set[tuple[int, float, float, bytes]] = set()
+    counted: set[tuple[int, float, float, tuple[tuple[float, float], ...], bytes]] = set()
     for inside, way_in in _splitting_sides(cuts, is_member):
         near = ~inside if way_in else inside
         cross = np.flatnonzero(near[machine.link_src] & ~near[machine.link_dst])
@@ -356,13 +357,15 @@ def _once_bound(machine: Machine, members: np.ndarray, k: int, cuts: list[np.nda
             if far_switches.size:
                 assumes = (f"the switches on the far side ({_node_list(machine, far_switches)}) neither reduce "
                            "nor multicast",)
-        # no NPU holds all s contributions before a reduction into it could end (a spread backwards)
-        depth = spread_time(s, spread_links(machine, np.flatnonzero(npu & near), npu_hop_back, busy, inward=True)) \
-            if s > 1 and not special[near].any() else 0.0
+        # a reduction into an NPU run backwards is a spread from it over the near NPUs' in-links
+        backwards = spread_links(machine, np.flatnonzero(npu & near), npu_hop_back, busy, inward=True) \
+            if s > 1 and not special[near].any() else ()
+        depth = spread_time(s, backwards) if backwards else 0.0
+        near_npus = int(np.count_nonzero(npu & near))
         profile = b"".join(np.unique(rows, axis=0).tobytes() for rows in (
             np.stack([from_ranks[tails], delay[cross] + to_npus[heads], to_rank, busy[cross]], axis=1),
             np.stack([merge_first, busy[merges]], axis=1)))
-        key = (s, spread, twice, depth, profile)  # a cut like one already counted (symmetric machines)
+        key = (s, spread, twice, backwards, profile)  # a cut like one already counted (symmetric machines)
         if key in counted:
             continue
         counted.add(key)
@@ -370,7 +373,10 @@ def _once_bound(machine: Machine, members: np.ndarray, k: int, cuts: list[np.nda
 
         def ready(q: int) -> float:  # no q full contents before this
             if q not in merged:
-                merged[q] = max(depth, _kth(q * (s - 1), merge_first, busy[merges])) if s > 1 else 0.0
+                # q reductions at once, run backwards: q chunks spreading over the same near NPUs
+                together = spread_end((0.0,) * q, q * s, backwards, near_npus) \
+                    if backwards and q * s <= SPREAD_HOLDINGS else depth
+                merged[q] = max(together, depth, _kth(q * (s - 1), merge_first, busy[merges])) if s > 1 else 0.0
             return merged[q]
 
         way = delay[cross] + to_npus[heads]
