@@ -265,8 +265,8 @@ def build_blocks(report: Report, figures: dict[str, tuple[str, str]], command: s
     if open_rows:
         blocks += [Heading("Not proven optimal"),
                    Table(("instance", "gap ≤", "what stopped the proof"),
-                         tuple((row.name, pct(row.gap), row.unproven or "not recorded (the best schedule is "
-                                f"from {row.best_source.split(':')[0]}, whose record says nothing of a proof)") for row in open_rows))]
+                         tuple((row.name, pct(row.gap), row.unproven or "no cause recorded (the record of the "
+                                f"best schedule, from {row.best_source.split(':')[0]}, names none)") for row in open_rows))]
     families = [(row.name, row.family) for row in report.rows if row.family]
     if families:
         blocks += [Heading("Optimal within a family"),
