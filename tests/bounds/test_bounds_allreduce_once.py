@@ -117,6 +117,24 @@ def test_cut_once_below_verified_schedules_on_small_clusters(seed, nodes, gpus, 
     """Every verified schedule (rail-exchange, NCCL's tree, ring and NVLS-tree, TACOS, and the
     direct exact model's best where it is small) takes at least the cut-once bound, with and
     without γ, with and without NVSwitches that reduce and multicast."""
+    _cut_once_below_verified_schedules(seed, nodes, gpus, intra, shared_nic, occupancy, gamma, inc, 1)
+
+
+@pytest.mark.slow
+@settings(max_examples=40, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**32 - 1), nodes=st.integers(2, 4), gpus=st.integers(2, 6),
+       intra=st.sampled_from(["nvswitch", "full_mesh"]), shared_nic=st.booleans(),
+       occupancy=st.sampled_from(["link", "serialization"]), gamma=st.sampled_from([0.0, 1e-11]),
+       inc=st.booleans(), chunks=st.integers(1, 4))
+def test_cut_once_below_verified_schedules_on_larger_clusters(seed, nodes, gpus, intra, shared_nic,
+                                                                 occupancy, gamma, inc, chunks):
+    """The same on clusters of up to 4 × 6 GPUs and up to 4 chunks per rank, where the joint
+    spread of the last chunks and the several-crossings counting do most (about 5 min)."""
+    _cut_once_below_verified_schedules(seed, nodes, gpus, intra, shared_nic, occupancy, gamma, inc, chunks)
+
+
+def _cut_once_below_verified_schedules(seed: int, nodes: int, gpus: int, intra: str, shared_nic: bool,
+                                       occupancy: str, gamma: float, inc: bool, chunks: int) -> None:
     rng = np.random.default_rng(seed)
     inc = inc and intra == "nvswitch"
     machine = G.multinode(nodes, gpus, nvlink_bandwidth=float(rng.uniform(5e10, 3e11)), multicast=inc, reduce=inc,
@@ -125,7 +143,7 @@ def test_cut_once_below_verified_schedules_on_small_clusters(seed, nodes, gpus, 
                           gpus_per_nic=gpus if shared_nic and intra == "nvswitch" else 1, intra=intra)
     model = TimeModel(occupancy=occupancy, reduce_cost=gamma)
     n = machine.num_npus
-    inst = Instance("random", machine, make_collective("allreduce", range(n), 2.0**20 * n, 1), model)
+    inst = Instance("random", machine, make_collective("allreduce", range(n), 2.0**20 * n, chunks), model)
     once = {b.name: b for b in lower_bounds(machine, inst.collective, model)}[ONCE]
     schedules = []
     for name in ("rail-exchange", "nccl-tree", "nccl-ring", "nccl-nvls-tree", "tacos"):
