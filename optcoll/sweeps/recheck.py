@@ -28,7 +28,12 @@ def recheck(job: Job, record: dict[str, Any], cache: ResultCache) -> None:
     data = cache.schedule(job.key)
     if data is None:
         raise Damaged("it states a time but has no schedule")
-    instance = job.spec.instance
+    from optcoll.producers.chunks import chosen
+
+    try:  # C left free: the schedule is at the C the result chose
+        instance = chosen(job.spec.instance, result.get("params") or {})
+    except InputError as exc:
+        raise Damaged(f"it does not say which C it chose: {exc.one_line()}") from None
     try:
         schedule = schedule_from_dict(data, instance.machine, "the cached schedule")
     except InputError as exc:

@@ -258,6 +258,18 @@ def test_a_damaged_cache_record_is_recomputed_never_shown(tried, damage, says, t
     record_property("message", stats.split(": ring8-ag ring: ")[1].replace(str(tmp_path), "<tmp>"))
 
 
+def test_cached_records_of_an_instance_that_leaves_c_free_are_reused(tmp_path):
+    """A C-free instance's cached schedules are at the C each producer chose: re-verified there,
+    they are reused, not reported as damaged and computed again on every run."""
+    suite = write_instance(tmp_path / "suite", "ring8-ag-cfree", "ring8", "allgather", "64 MiB", chunks='"free"')
+    args = ["report", suite, "--cache-dir", tmp_path / "cache", *QUICK_ARGS]
+    assert invoke(args).returncode == 0
+    again = invoke(args)
+    jobs = len(_jobs_of(suite))
+    stats = [line for line in again.stdout.splitlines() if line.startswith(f"{jobs} jobs:")][0]
+    assert stats == f"{jobs} jobs: {jobs} from the cache, 0 computed, 0 failed", stats
+
+
 def test_truth_update_with_a_truncated_cached_schedule(tmp_path, record_property):
     """Fault: every cached schedule cut in half before `truth update` runs again (it printed only
     'Aborted!'): the records are recomputed, said so, and the recorded truth verifies."""
