@@ -1,4 +1,4 @@
-"""The layers of DESIGN.md section 7 hold in the import graph (pyproject's import-linter contract),
+"""The layers of docs/model.md §7 hold in the import graph (pyproject's import-linter contract),
 and the contract really catches an upward import: a copy of the package with one planted fails."""
 from __future__ import annotations
 

@@ -19,7 +19,7 @@ STEP_WEIGHT_TOLERANCE = 1e-9
 
 @dataclass(frozen=True)
 class TimeModel:
-    """DESIGN.md section 5. Defaults make it the TACOS-compatible timed model.
+    """docs/model.md §5. Defaults make it the TACOS-compatible timed model.
 
     ``occupancy = "link"``: a link is busy for α + b/B per transfer (TACOS);
     ``"serialization"``: busy for b/B only, α is pipelined propagation (ASTRA-sim congestion-aware).
@@ -49,7 +49,7 @@ class TimeModel:
 
     def link_timing(self, machine: Machine, chunk_bytes: float | np.ndarray, *, reduce: bool = False,
                     links: np.ndarray | None = None) -> "LinkTiming":
-        """The one owner of DESIGN.md §5 rules 2–3 and 5: per link, when a transfer of
+        """The one owner of docs/model.md §5 rules 2–3 and 5: per link, when a transfer of
         ``chunk_bytes`` started at t delivers (t + delay) and how long it holds its link (busy).
 
         delay = α + b/B, plus γ·b when the transfer is a reduce (``reduce``); busy = α + b/B with
@@ -69,7 +69,7 @@ class TimeModel:
         return LinkTiming(transit + extra if reduce and np.any(extra) else transit, busy, extra)
 
     def step_timing(self, machine: Machine, chunk_bytes: float) -> "StepTiming":
-        """The one owner of the step model's costs (DESIGN.md §5): a step lasts α, the largest
+        """The one owner of the step model's costs (docs/model.md §5): a step lasts α, the largest
         link latency (a synchronous step waits for the slowest link), plus r·b/B_min for its r
         rounds; a link of bandwidth B carries w = B/B_min chunks per round, so every w must be a
         whole number (else an InputError naming the first link that is not)."""

@@ -9,7 +9,7 @@
     root = 0                         # rooted collectives only
     ranks = [0, 1, 2, 3]             # optional sub-communicator (default: every NPU)
 
-    [model]                          # optional, DESIGN.md section 5
+    [model]                          # optional, docs/model.md §5
     kind = "timed"                   # or "step"
     occupancy = "link"               # or "serialization"
     send_ports = 1                   # optional port limits

@@ -1,4 +1,4 @@
-"""A machine model from ``nvidia-smi topo -m`` output (DESIGN.md section 3, "Files"; FIELD-NOTES §8).
+"""A machine model from ``nvidia-smi topo -m`` output (docs/model.md §3, "Files"; FIELD-NOTES §8).
 
 The matrix names how every two devices (GPUs, then NICs) connect: ``X`` (itself), ``NV#`` (a
 bonded set of # NVLinks) or a PCIe/host path: ``PIX`` (at most one PCIe bridge), ``PXB`` (several

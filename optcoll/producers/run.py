@@ -1,4 +1,4 @@
-"""One path from a producer run to a verified result record (DESIGN.md section 7: producers
+"""One path from a producer run to a verified result record (docs/model.md §7: producers
 never talk to reports directly; everything passes through the verifier and a result record).
 
 ``exact`` runs the exact solver of the instance's time model, ``synthesized`` the best of some

@@ -230,7 +230,7 @@ def build_blocks(report: Report, figures: dict[str, tuple[str, str]], command: s
         Paragraph("Gap = time / best proven lower bound − 1. Where the instance's optimum is proven "
                   "(status optimal) the bound is the optimum and the gap is exact; otherwise it is an "
                   "upper bound on the gap to the optimum, shown as ≤. Every time is of a schedule that "
-                  "passed optcoll's shared verifier in the timed model (DESIGN.md section 5); "
+                  "passed optcoll's shared verifier in the timed model (docs/model.md §5); "
                   "the exact column is the exact solver's result of this run, or, marked †, the "
                   "ground truth recorded in the instance file when that is better."),
         Heading("Summary per producer"),

@@ -1,7 +1,7 @@
 """Recorded ground truth: the best proven lower bound and the best verified schedule, each with
 who produced it and how, and the rules for combining old and new claims.
 
-Semantics (DESIGN.md section 6): the bound is the largest *proven* lower bound ever recorded
+Semantics (docs/model.md §6): the bound is the largest *proven* lower bound ever recorded
 (analytic, or a solver's proof in the instance's model); the schedule is the fastest *verified*
 schedule ever recorded. "optimal" when they meet. A bound above a verified schedule time cannot
 happen unless something is wrong: ``combine`` refuses it with ``TruthContradiction``.

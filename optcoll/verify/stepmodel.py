@@ -1,4 +1,4 @@
-"""The synchronous step model (SCCL-style, DESIGN.md section 5): link weights, step costs, and the
+"""The synchronous step model (SCCL-style, docs/model.md §5): link weights, step costs, and the
 conversion of a one-round-per-step schedule on equal links into a timed schedule.
 
 Cost: step s lasts α + r_s·b/B_min with α the largest link latency (a synchronous step waits for

@@ -2,7 +2,7 @@
 
 ``verify`` picks the engine: the vectorised one (``fast``) for non-combining collectives whose
 sending switches multicast, the event engine (``events``) for everything else. Both implement the
-timed model of DESIGN.md section 5 and report the earliest violation in (time, transfer id) order.
+timed model of docs/model.md §5 and report the earliest violation in (time, transfer id) order.
 Step-model schedules (``schedule.rounds`` set) run through the same engines in step time plus the
 per-link per-step capacity and per-round port checks, and cost S·α + R·b/B_min.
 """

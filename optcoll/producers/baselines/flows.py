@@ -1,12 +1,12 @@
 """Directly emitted collectives: logical copies *and reductions* in, a timed schedule out.
 
-A producer (DESIGN.md §7) for the timed model of §5, whose copy and reduce semantics it follows.
+A producer (docs/model.md §7) for the timed model of §5, whose copy and reduce semantics it follows.
 
 Most baselines are spread algorithms (``algorithms``) that ``compose`` turns into reductions by
 time reversal. Algorithms whose AllReduce is not a ReduceScatter followed by an AllGather (NCCL's
 trees, NVLS through a reducing switch, CollNet) are written here as *flows*: ordered logical
 transfers (chunk, from, to, op), where op is copy (the receiver's value becomes the sender's) or
-reduce (the sender's partial is added to the receiver's), with DESIGN.md section 5's semantics.
+reduce (the sender's partial is added to the receiver's), with docs/model.md §5's semantics.
 
 The scheduler keeps every (chunk, node) *sequentially consistent with the list order*, which is
 what makes a flow list correct by construction (the shared verifier still checks it):

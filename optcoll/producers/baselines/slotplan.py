@@ -1,5 +1,5 @@
 """Slot plans on one switch: a staircase of first-wave reductions and the broadcasts that follow it,
-for the staggered form of ``rail-exchange`` (issue 13; DESIGN.md section 5's copy and reduce
+for the staggered form of ``rail-exchange`` (issue 13; docs/model.md §5's copy and reduce
 semantics, on section 3's plain switch, counted in whole link occupancies).
 
 **The slot model.** G GPUs hang off one switch, one uplink and one downlink each. Time is cut into

@@ -1,5 +1,5 @@
 """A lower bound for AllReduce in the timed model: the *pieces* relaxation on exact epochs
-(DESIGN.md sections 5 and 6; issue 13).
+(docs/model.md §5 and §6; issue 13).
 
 Why a relaxation. The direct model (``encoding``) keeps one partial sum per node and chunk, as the
 verifier does, and reads a sender's sum after the deliveries of the epoch. In true seconds a

@@ -1,8 +1,8 @@
 """The direct AllReduce problem in integer epochs: who keeps partial sums, which routes join them,
-and what each route occupies (DESIGN.md sections 3 and 5; issue 13).
+and what each route occupies (docs/model.md §3 and §5; issue 13).
 
 Partial sums live at *stateful* nodes: NPUs, and switches that reduce or multicast (they keep
-what arrives, DESIGN.md section 3). Plain switches keep nothing of their own: they forward each
+what arrives, docs/model.md §3). Plain switches keep nothing of their own: they forward each
 arrival once, in order. Here a plain switch forwards every arrival at the instant it arrives, so a
 transfer runs along a *route*: a stateful node, zero or more plain switches, a stateful node, each
 hop starting as the previous one delivers. That is a restriction of the timed model (a plain
@@ -141,7 +141,7 @@ def members_of(collective: Collective) -> np.ndarray:
 
 
 def _stateful(machine: Machine, hop_by_hop: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(stateful node ids, can reduce, credit-limited) per DESIGN.md section 3's switch options;
+    """(stateful node ids, can reduce, credit-limited) per docs/model.md §3's switch options;
     ``hop_by_hop``: plain switches too (neither reducing nor credit-limited), so that every route
     is one link group."""
     nodes, reduce, credit = [], [], []

@@ -31,7 +31,7 @@ BUILD_SHARE = 0.25
 
 class TooSlowToBuild(Exception):
     """A model whose estimated build time exceeds its share of the time limit; it was not built
-    (a time limit is a limit of the whole solve, DESIGN.md section 6)."""
+    (a time limit is a limit of the whole solve, docs/model.md §6)."""
 
 
 #: (incumbent epochs or None, proven bound epochs or None), told as they improve.

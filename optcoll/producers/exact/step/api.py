@@ -1,6 +1,6 @@
 """Entry points of the step-model solvers: ``solve_step`` and ``pareto_front``.
 
-Statuses and bounds refer to the question asked (DESIGN.md section 6): with ``objective="cost"``
+Statuses and bounds refer to the question asked (docs/model.md §6): with ``objective="cost"``
 the least step cost S·α + R·b/B_min over every S and R (within ``steps``/``rounds`` when given);
 with ``objective="steps"`` SCCL's least steps with one round per step; with ``objective="rounds"``
 the least R, then the least S with it. ``lower_bound`` is in

@@ -1,4 +1,4 @@
-"""Exact solvers in the timed model (DESIGN.md sections 5-6): a time-expanded encoding for
+"""Exact solvers in the timed model (docs/model.md §5-§6): a time-expanded encoding for
 CP-SAT and MIP solvers, horizon search with proofs, and inversion for reductions.
 
 The entry points are ``solve.solve_timed`` and ``solve.export_timed_model``. This package module

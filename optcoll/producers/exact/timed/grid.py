@@ -1,4 +1,4 @@
-"""Integer time: the quantum q and the problem's durations in whole quanta (DESIGN.md section 6).
+"""Integer time: the quantum q and the problem's durations in whole quanta (docs/model.md §6).
 
 When every duration is a multiple of q (found exactly with fractions, e.g. q = 1/6 µs makes
 800.5 µs and 533.83 µs integral) one integer grid is exact. Otherwise two grids bracket the truth:

@@ -149,7 +149,7 @@ def solve_timed(instance: Instance, *, solver: str = "cpsat", quantum: float | N
                 hint: Schedule | None = None, progress: Progress | None = None, formulation: str = "auto",
                 max_memory: int | None = None, budget: Budget | None = None,
                 structured: bool = True) -> SolverOutcome:
-    """The optimal makespan in the timed model (DESIGN.md sections 5-6), or the best schedule
+    """The optimal makespan in the timed model (docs/model.md §5-§6), or the best schedule
     found and a proven lower bound when time runs out or Ctrl-C is pressed.
 
     ``quantum`` (seconds) overrides the time-expanded grid; by default the exact common unit of

@@ -1,4 +1,4 @@
-"""The exact-solver toolkit shared by the timed and the step model (DESIGN.md section 6).
+"""The exact-solver toolkit shared by the timed and the step model (docs/model.md §6).
 
 * ``LinearModel`` (model.py): one integer linear model every linear encoding writes into;
 * ``solve`` / ``solve_within`` (backends.py): one translation per backend — CP-SAT, and HiGHS

@@ -1,4 +1,4 @@
-"""The limits of one exact solve while it runs (DESIGN.md section 6: a time limit or Ctrl-C ends
+"""The limits of one exact solve while it runs (docs/model.md §6: a time limit or Ctrl-C ends
 a solve with the best schedule so far and the bound proven so far).
 
 A ``Clock`` is made from the solve's ``Budget`` when the solve starts, so everything the solve

@@ -1,4 +1,4 @@
-"""One integer linear model for every exact formulation (DESIGN.md section 6): the timed
+"""One integer linear model for every exact formulation (docs/model.md §6): the timed
 time-expanded encoding and the step encoding write into it, every backend reads it.
 
 min c·x s.t. row_lb ≤ A x ≤ row_ub, lb ≤ x ≤ ub, x integer. Encodings add variables and rows in
