@@ -87,7 +87,7 @@ def model_show(ref: str, progress: bool | None, as_json: bool) -> None:
 def model_draw(ref: str, out: str, as_json: bool) -> None:
     """Draw a model as an SVG picture."""
     from optcoll.machines.catalog import load_machine
-    from optcoll.machines.draw import draw_machine
+    from optcoll.reports.drawing import draw_machine
 
     with narrowed_to_show("model draw"):
         machine = load_machine(ref)
