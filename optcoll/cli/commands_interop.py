@@ -108,8 +108,10 @@ def astra() -> None:
               help="system.json (default: ASTRA-sim's own defaults: endpoint-delay 10 ns, one "
                    "dataset split, no local-mem-bw).")
 @click.option("--collective", required=True, help="allreduce, reducescatter, allgather or alltoall.")
-@click.option("--size", required=True, type=BYTES,
-              help="ASTRA-sim's comm_size, e.g. 1MiB (AllGather: per-NPU input).")
+@click.option("--size", default=None, type=BYTES,
+              help="The collective's size M as nccl-tests counts it (AllGather: the output), e.g. 8MiB.")
+@click.option("--comm-size", default=None, type=BYTES,
+              help="Instead of --size: ASTRA-sim's own comm_size (AllGather: each NPU's input, M/N).")
 @click.option("--backend", type=click.Choice(["unaware", "aware"]), default="unaware", show_default=True,
               help="ASTRA-sim's analytical backend: congestion-unaware or congestion-aware.")
 @click.option("--algorithm", default=None,
@@ -117,22 +119,31 @@ def astra() -> None:
                    "oneRing, oneDirect[N], oneHalvingDoubling over all NPUs (default with no "
                    "--system: ring; overrides the system's lists).")
 @json_option
-def astra_predict(network_path, system_path, collective, size, backend, algorithm, as_json) -> None:
+def astra_predict(network_path, system_path, collective, size, comm_size, backend, algorithm, as_json) -> None:
     """ASTRA-sim's analytical time for its native algorithms, to the nanosecond."""
     from dataclasses import asdict, replace
 
+    from optcoll.collectives.builtins import canonical_kind
     from optcoll.interop.astra.network import read_network
-    from optcoll.interop.astra.predictor import predict
+    from optcoll.interop.astra.predictor import comm_size_of, predict
     from optcoll.interop.astra.system import ASTRA_DEFAULTS, KINDS, parse_impl, read_system
     from optcoll.producers.exact.memory import default_limit
 
     _collective_kinds([collective])
+    if (size is None) == (comm_size is None):
+        raise InputError("give the collective's size M (or, instead, --comm-size: ASTRA-sim's comm_size)",
+                         field="--size")
     network = read_network(network_path)
+    if comm_size is None:
+        try:
+            comm_size = comm_size_of(canonical_kind(collective), int(size), network.num_npus)
+        except InputError as exc:
+            raise InputError(exc.detail, field="--size") from None
     system = read_system(system_path) if system_path else ASTRA_DEFAULTS
     if algorithm or not system_path:
         impls = (parse_impl(algorithm or "ring", "--algorithm", "--algorithm"),) * len(network.dims)
         system = replace(system, implementations={k: impls for k in KINDS})
-    prediction = predict(network, system, collective, int(size), backend, max_memory=default_limit())
+    prediction = predict(network, system, collective, int(comm_size), backend, max_memory=default_limit())
     if as_json:
         emit_json(asdict(prediction))
     else:
@@ -225,12 +236,14 @@ def astra_import_network(network_path, out, as_json) -> None:
 @click.option("-o", "--out", required=True, type=click.Path(dir_okay=False), help="network.yml to write.")
 @json_option
 def astra_export_network(ref, out, as_json) -> None:
-    """Write a machine model as ASTRA-sim network.yml (when it is expressible there)."""
+    """Write a machine model as ASTRA-sim network.yml: exactly, or its per-NPU dimensions with what
+    is left out (a rail cluster's spine, NVLS switch capabilities) named; else say why not."""
     from optcoll.interop.astra.network import write_network
     from optcoll.machines.catalog import load_machine
 
-    network = write_network(load_machine(ref), out)
-    done(as_json, f"wrote {out}: {network.describe()}", out=out, network=network.describe())
+    view = write_network(load_machine(ref), out)
+    text = "\n".join([f"wrote {out}: {view.network.describe()}"] + [f"  left out: {s}" for s in view.left_out])
+    done(as_json, text, out=out, network=view.network.describe(), left_out=list(view.left_out))
 
 
 @astra.command("compare")
@@ -238,7 +251,7 @@ def astra_export_network(ref, out, as_json) -> None:
 @click.option("--collective", "collectives", multiple=True, default=["allgather", "reducescatter", "allreduce"],
               show_default=True, help="A collective to compare (repeat the option for more).")
 @click.option("--size", "sizes", multiple=True, default=["1 MiB", "64 MiB"], show_default=True,
-              type=BYTES, help="ASTRA-sim's comm_size, e.g. '1 MiB' (repeat the option for more).")
+              type=BYTES, help="The collective's size M, e.g. '1 MiB' (repeat the option for more).")
 @out_option("The comparison report to write.", default="reports/astra-compare.md", show_default=True)
 @json_option
 def astra_compare_cmd(networks, collectives, sizes, out, as_json) -> None:
