@@ -58,7 +58,7 @@ class PhaseReport:
 @dataclass(frozen=True)
 class Prediction:
     collective: str
-    size_bytes: int  # M, the collective's size (DESIGN.md section 4)
+    size_bytes: int  # M, the collective's size (docs/model.md §4)
     comm_size: int  # ASTRA-sim's comm_size for it (``comm_size_of``)
     backend: str
     total_ns: int

@@ -13,7 +13,7 @@ Followed: microsoft/mscclpp 1f5f065 ``src/core/executor/execution_plan.cc``:
   ``tbg_size`` takes its ``calcOffset`` slice of them; a pipeline runs ⌈num_chunks·chunk/unit_size⌉
   iterations, iteration i covering ``unit_size`` bytes from i·unit_size of each inner op's range.
 
-Per GPU the sizes come from the collective's M (DESIGN.md section 4, nccl-tests' size): AllReduce
+Per GPU the sizes come from the collective's M (docs/model.md §4, nccl-tests' size): AllReduce
 and AlltoAll M in and out, AllGather M/N in and M out, ReduceScatter M in and M/N out.
 """
 from __future__ import annotations

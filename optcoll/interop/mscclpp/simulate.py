@@ -20,7 +20,7 @@ it has arrived (its fence) and not before the route's latency; a relaxed one aft
 only. ``glres`` is NVLS: every member's unit into the group's switch (reduced there), the sum to
 the issuing GPU (``multimem.ld_reduce``), back into the switch and multicast to every member, the
 issuer included (``multimem.st``); ``gstore`` is the last two moves. Local copies and reductions
-cost nothing (DESIGN.md section 5, rule 5). LL packets carry a flag with every 8 bytes of data;
+cost nothing (docs/model.md §5, rule 5). LL packets carry a flag with every 8 bytes of data;
 their transfers are timed by the data's bytes alone.
 
 Values are (chunk, contributing GPUs), written at arrival and read at the op's start, as in the
