@@ -1,4 +1,4 @@
-"""Interop commands: MSCCL-IR XML, ASTRA-sim (network.yml, Chakra ET, predictor), nvidia-smi."""
+"""Interop commands: MSCCL-IR XML, ASTRA-sim (network.yml, Chakra ET, predictor), nvidia-smi, NCCL topology XML."""
 from __future__ import annotations
 
 import sys
@@ -314,6 +314,30 @@ def model_from_nvidia_smi(text_path, gpu, nvlink_bandwidth, nvlinks_per_gpu, nvl
                               nodes=nodes, nic_bandwidth=nic_bandwidth, nic_latency=nic_latency,
                               network=network, network_latency=network_latency)
     write_text_atomic(out, machine_to_toml(machine))
+    done(as_json, f"wrote {out} ({machine.num_npus} GPUs, {machine.num_links} links): {machine.description}",
+         out=out, npus=machine.num_npus, links=machine.num_links, description=machine.description)
+
+
+@model.command("from-nccl-topo")
+@click.argument("xml_path", metavar="TOPO_XML", type=click.Path(dir_okay=False))
+@click.option("--latency", default="0.5 us", show_default=True, type=TIME, help="Per NVLink/xGMI hop (an estimate).")
+@click.option("--nodes", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Build a rail cluster of this many boxes through the file's NICs (their speed attributes).")
+@click.option("--nic-latency", default="2 us", show_default=True, type=TIME, help="Per NIC link, with --nodes.")
+@click.option("-o", "--out", required=True, type=click.Path(dir_okay=False), help="Model .toml to write.")
+@json_option
+def model_from_nccl_topo(xml_path, latency, nodes, nic_latency, out, as_json) -> None:
+    """Read NCCL's topology XML (NCCL_TOPO_DUMP_FILE; RCCL's too) into a machine model file.
+
+    Link counts come from the file; the rate of one link is the nominal one of the GPU generation
+    the file names (its datasheet), not NCCL's effective figure.
+    """
+    from optcoll.fileio import write_text_atomic
+    from optcoll.interop.nccl_topo import load_nccl_topo
+    from optcoll.machines.modelfile import machine_to_toml
+
+    machine = load_nccl_topo(xml_path, latency=latency, nodes=nodes, nic_latency=nic_latency)
+    write_text_atomic(out, "".join(f"# source: {line}\n" for line in machine.sources) + machine_to_toml(machine))
     done(as_json, f"wrote {out} ({machine.num_npus} GPUs, {machine.num_links} links): {machine.description}",
          out=out, npus=machine.num_npus, links=machine.num_links, description=machine.description)
 
