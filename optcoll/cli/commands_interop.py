@@ -112,6 +112,30 @@ def msccl_import(xml_path, machine_ref, size, out, runtime, as_json) -> None:
     sys.exit(0 if ok else 1)
 
 
+@msccl.command("report-dir")
+@click.argument("directory", type=click.Path(file_okay=False, exists=True))
+@click.option("--machine", "machine_ref", default="mi300x", show_default=True, help="Machine model (name or .toml).")
+@click.option("--source", default="ROCm/rccl 0cbce2a tools/msccl-algorithms",
+              show_default=True, help="Where the files come from (for the report's title).")
+@out_option("The report to write.", default="reports/rccl-algorithms.md", show_default=True)
+@json_option
+def msccl_report_dir(directory, machine_ref, source, out, as_json) -> None:
+    """Judge every MSCCL XML of a directory (RCCL's production algorithms) on a machine.
+
+    Each file verified at both ends of its message range, next to optcoll's best schedule and
+    bound for the same collective and size, and AMD's size crossovers against the model's.
+    """
+    from optcoll.analysis.rccl_algorithms import report
+    from optcoll.fileio import write_text_atomic
+    from optcoll.machines.catalog import load_machine
+
+    say_overwrites(out)
+    command = f"optcoll msccl report-dir {directory} --machine {machine_ref} -o {out}"
+    text, rows = report(directory, load_machine(machine_ref), command, source)
+    write_text_atomic(out, text)
+    done(as_json, f"wrote {out} ({len(rows)} files)", out=out, files=len(rows))
+
+
 @click.group(cls=WholeHelpGroup)
 def astra() -> None:
     """ASTRA-sim 2.0: network.yml, Chakra ET traces, the analytical-backend predictor."""
