@@ -129,6 +129,15 @@ def _row(text: str, source: str, line: int) -> Row:
                *(inplace if inplace is not None else (None, None, None)))
 
 
+def _looks_like_row(line: str) -> bool:
+    """A result row, or a broken one: starts with a digit, or has a row's shape (8, 9, 12 or 13
+    fields ending in a #wrong count) whatever its first field."""
+    if line.startswith("#"):
+        return False
+    fields = line.split()
+    return line[0].isdigit() or (len(fields) in (8, 9, 12, 13) and bool(_WRONG.match(fields[-1])))
+
+
 def parse(text: str, source: str = "<text>", collective: str | None = None) -> Sweep:
     """The sweep printed in ``text`` (module docstring). ``collective``: the one the caller expects;
     a text that names another binary is refused."""
@@ -154,7 +163,7 @@ def parse(text: str, source: str = "<text>", collective: str | None = None) -> S
             versions.append(version.group(0).lstrip("# ").strip())
         if (mean := _AVG.match(line)) is not None:
             avg = _number(mean.group(1), source, number, "Avg bus bandwidth")
-        if line[0].isdigit():
+        if _looks_like_row(line):
             rows.append(_row(line, source, number))
     if not rows:
         raise InputError("holds no nccl-tests result row (size count type redop ... time algbw busbw)",
