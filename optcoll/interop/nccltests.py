@@ -131,11 +131,12 @@ def _row(text: str, source: str, line: int) -> Row:
 
 def _looks_like_row(line: str) -> bool:
     """A result row, or a broken one: starts with a digit, or has a row's shape (8, 9, 12 or 13
-    fields ending in a #wrong count) whatever its first field."""
+    fields, a type name third, a #wrong count last) whatever its first field."""
     if line.startswith("#"):
         return False
     fields = line.split()
-    return line[0].isdigit() or (len(fields) in (8, 9, 12, 13) and bool(_WRONG.match(fields[-1])))
+    return line[0].isdigit() or (len(fields) in (8, 9, 12, 13) and fields[2].isalnum()
+                                 and fields[2][0].isalpha() and bool(_WRONG.match(fields[-1])))
 
 
 def parse(text: str, source: str = "<text>", collective: str | None = None) -> Sweep:

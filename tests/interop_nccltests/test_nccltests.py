@@ -114,6 +114,7 @@ def test_expect_json_rows_carry_bound_best_nccl_and_measured():
         assert r["bound"] <= r["measured"]
 
 
+@pytest.mark.slow  # about three minutes: every bound at 3 values of C for ~90 measured sizes
 def test_no_measurement_is_faster_than_the_physical_bound():
     """DESIGN.md §6.1: a measurement below a physical bound means the machine model is wrong."""
     from optcoll.analysis.expect.predict import physical_bound
