@@ -74,11 +74,11 @@ def cli() -> None:
 
 
 def _register() -> None:
-    from optcoll.cli import (commands_bench, commands_check, commands_core, commands_interop,
-                             commands_mscclpp, commands_produce, commands_report)
+    from optcoll.cli import (commands_bench, commands_check, commands_core, commands_expect,
+                             commands_interop, commands_mscclpp, commands_produce, commands_report)
 
     for module in (commands_core, commands_produce, commands_report, commands_check, commands_interop,
-                   commands_mscclpp, commands_bench):
+                   commands_mscclpp, commands_expect, commands_bench):
         for command in module.COMMANDS:
             cli.add_command(command)
 
