@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import statistics
 import sys
+import time
 
 import click
 
@@ -143,6 +144,8 @@ def solve(instance_path, solver, model_kind, time_limit, threads, seed, quantum,
     The step model answers SCCL's questions: the least cost S·α + R·b/B_min (default), the
     least steps or the least rounds, within --steps/--rounds at --chunks.
     """
+    started = time.perf_counter()  # the time limit counts the whole command: loading and bounds too
+    from optcoll.instances.clock import Clock
     from optcoll.producers.chunks import chosen
     from optcoll.instances.instancefile import load_instance
     from optcoll.producers import run
@@ -157,7 +160,8 @@ def solve(instance_path, solver, model_kind, time_limit, threads, seed, quantum,
     if chunks is not None:
         inst = _rechunked(inst, chunks)
     limits = inst.budget.overridden(time_limit=time_limit, threads=threads, seed=seed, max_memory=max_memory)
-    produced = run.exact(inst, solver=solver, budget=limits, progress=_progress_printer(progress_shown(progress) and not as_json),
+    produced = run.exact(inst, solver=solver, clock=Clock(limits, started),
+                         progress=_progress_printer(progress_shown(progress) and not as_json),
                          quantum=quantum, steps=steps, rounds=rounds, objective=objective)
     result, outcome = produced.result, produced.outcome
     free = inst

@@ -24,6 +24,7 @@ from typing import Any
 
 from optcoll.errors import InputError
 from optcoll.instances.budget import Budget
+from optcoll.instances.clock import Clock, clock_for
 from optcoll.instances.instance import Instance
 from optcoll.results.outcome import SolverOutcome
 from optcoll.results.record import Result, evaluate_outcome, evaluate_schedule, meets
@@ -46,21 +47,21 @@ class Produced:
 
 def exact(instance: Instance, *, solver: str = "cpsat", budget: Budget | None = None,
           progress: Progress | None = None, quantum: float | None = None, steps: int | None = None,
-          rounds: int | None = None, objective: str = "cost") -> Produced:
+          rounds: int | None = None, objective: str = "cost", clock: Clock | None = None) -> Produced:
     """The exact solver of the instance's time model (timed: ``solve_timed``, step:
-    ``solve_step`` with its ``steps``, ``rounds`` and ``objective``) within ``budget`` (default:
-    the instance's), its schedule verified."""
-    budget = budget or instance.budget
+    ``solve_step`` with its ``steps``, ``rounds`` and ``objective``) within ``clock`` (the job's,
+    started where the job started; default: a clock started now from ``budget``, default the
+    instance's), its schedule verified."""
+    clock = clock_for(budget or instance.budget, clock)
     if instance.chunk_choices:
-        deadline = time.perf_counter() + budget.time_limit
+        budget = clock.budget
         count = len(instance.chunk_choices)
 
         def at(fixed: Instance, left: int) -> Produced:  # the time left, shared by the C values left
-            share = budget.overridden(time_limit=(deadline - time.perf_counter()) / left,
-                                      work_limit=budget.work_limit and budget.work_limit / count)
-            return exact(fixed, solver=solver, budget=share, progress=progress, quantum=quantum, steps=steps,
-                         rounds=rounds, objective=objective)
-        produced = over_chunks(instance, at, deadline)  # the record names the whole budget, not a share
+            share = clock.part(1.0 / left, work=budget.work_limit and budget.work_limit / count)
+            return exact(fixed, solver=solver, progress=progress, quantum=quantum, steps=steps,
+                         rounds=rounds, objective=objective, clock=share)
+        produced = over_chunks(instance, at, clock)  # the record names the whole budget, not a share
         result = produced.result
         return replace(produced, result=replace(result, params={**result.params, **budget.to_params()}))
     if instance.model.kind == "step":
@@ -68,7 +69,7 @@ def exact(instance: Instance, *, solver: str = "cpsat", budget: Budget | None = 
             raise InputError("a time quantum applies to the timed model only", field="quantum")
         from optcoll.producers.exact.step import solve_step
 
-        outcome = solve_step(instance, solver=solver, budget=budget, progress=progress, steps=steps,
+        outcome = solve_step(instance, solver=solver, clock=clock, progress=progress, steps=steps,
                              rounds=rounds, objective=objective)
     else:
         if solver == "z3":
@@ -80,7 +81,7 @@ def exact(instance: Instance, *, solver: str = "cpsat", budget: Budget | None = 
             raise InputError(f"objective {objective!r} applies to the step model only", field="objective")
         from optcoll.producers.exact.timed.solve import solve_timed
 
-        outcome = solve_timed(instance, solver=solver, budget=budget, progress=progress, quantum=quantum)
+        outcome = solve_timed(instance, solver=solver, clock=clock, progress=progress, quantum=quantum)
     return Produced(evaluate_outcome(instance, f"exact-{outcome.model}", outcome), outcome.schedule, outcome)
 
 
@@ -106,9 +107,9 @@ def synthesized(instance: Instance, algo: str, runs: int = 1, seed: int | None =
 
 
 def over_chunks(instance: Instance, produce: Callable[[Instance, int], Produced],
-                deadline: float | None = None) -> Produced:
+                clock: Clock | None = None) -> Produced:
     """``produce(fixed instance, how many C values are left)`` at each allowed C of a C-free
-    instance, in increasing C, until an interrupt or ``deadline`` (``time.perf_counter``); the
+    instance, in increasing C, until an interrupt or the end of ``clock``; the
     fastest verified schedule (the smaller C on a tie) with the least of the per-C bounds
     (module docstring)."""
     from optcoll.instances.chunks import choices
@@ -117,7 +118,7 @@ def over_chunks(instance: Instance, produce: Callable[[Instance, int], Produced]
     allowed = choices(instance)
     runs: list[tuple[int, Produced]] = []
     for i, c in enumerate(allowed):
-        if i and deadline is not None and time.perf_counter() >= deadline:
+        if i and clock is not None and clock.expired():
             break
         produced = produce(at_chunks(instance, c), len(allowed) - i)
         runs.append((c, produced))
