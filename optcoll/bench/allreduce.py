@@ -21,6 +21,7 @@ from optcoll.bench.file import Section, machine_line
 from optcoll.collectives.builtins import make_collective, make_custom
 from optcoll.fileio import write_text_atomic
 from optcoll.instances.budget import Budget
+from optcoll.instances.clock import Clock
 from optcoll.instances.instance import Instance, TimeModel
 from optcoll.machines import generators as G
 from optcoll.machines.catalog import load_machine
@@ -233,11 +234,11 @@ def direct_section(time_limit: float) -> Section:
         inst = Instance(label, machine, make_collective("allreduce", range(machine.num_npus), parse_size(size), 1))
         began, cpu = time.perf_counter(), _cpu()
         if "pieces" in label:
-            asked = prove(relaxation_problem(inst), horizon, time_limit=time_limit, threads=THREADS, seed=SEED)
+            asked = prove(relaxation_problem(inst), horizon, Clock(Budget(time_limit, THREADS, SEED)))
             size_of, status, epochs = asked.size, asked.status, f"≥ {horizon + 1}" if asked.bound else "-"
         else:
             problem = timed_problem(inst)
-            out, found = solve(problem, horizon, horizon, time_limit=time_limit, threads=THREADS, seed=SEED)
+            out, found = solve(problem, horizon, horizon, Clock(Budget(time_limit, THREADS, SEED)))
             size_of, status, epochs = out.size, out.status, "-" if found is None else found.makespan(problem)
         rows.append([label, f"{horizon} epochs", size_of.variables, size_of.terms, status, epochs,
                      f"{time.perf_counter() - began:.2f}", f"{_cpu() - cpu:.2f}"])
@@ -251,7 +252,7 @@ def direct_section(time_limit: float) -> Section:
                                 make_custom(range(n), everyone, everyone, 2.0**20, combining=True),
                                 TimeModel(kind="step"))
                 began, cpu = time.perf_counter(), _cpu()
-                out = least_steps(inst, steps=None, budget=Budget(time_limit, 1, SEED))
+                out = least_steps(inst, steps=None, clock=Clock(Budget(time_limit, 1, SEED)))
                 rows.append([f"{family}{n} whole-buffer C = {chunks} (step, R = S)", "least steps", "-", "-",
                              out.status, out.params.get("S", "-"), f"{time.perf_counter() - began:.2f}",
                              f"{_cpu() - cpu:.2f}"])

@@ -29,7 +29,8 @@ def model() -> None:
 @json_option
 def model_list(as_json: bool) -> None:
     """The built-in machine models, each with the documents its numbers come from."""
-    from optcoll.machines.catalog import builtin_model_names, load_model
+    from optcoll.machines.catalog import load_model
+    from optcoll.machines.modelpaths import builtin_model_names
 
     rows = []
     for name in builtin_model_names():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import statistics
 import sys
+import time
 
 import click
 
@@ -12,6 +13,10 @@ from optcoll.cli.limits import (TIME, as_flags, max_memory_option, out_option, p
 from optcoll.cli.output import echo, emit_json, json_option, progress_shown
 from optcoll.text.table import percent, table
 from optcoll.units import format_time
+
+#: ``--formulation``'s choices: the formulations of ``producers.formulations`` that run alone (a
+#: test keeps this list equal to the registry's; the registry itself loads only when solving).
+FORMULATION_NAMES = ("timed", "time-expanded", "continuous", "step", "least-steps")
 
 
 
@@ -135,14 +140,19 @@ def _with_model(inst, kind: str | None):
                    "'free' (1,2,4,8) or a list '1,2,4' solves at each C and keeps the fastest.")
 @click.option("--least-steps", is_flag=True, help="Step model: SCCL's least steps (one round per step).")
 @click.option("--least-rounds", is_flag=True, help="Step model: the least rounds R, then the least steps with it.")
+@click.option("--formulation", type=click.Choice(FORMULATION_NAMES), default=None,
+              help="The exact formulation (default: the time model's: timed or step); what each applies to and "
+                   "proves: optcoll/producers/formulations.py.")
 @json_option
 def solve(instance_path, solver, model_kind, time_limit, threads, seed, quantum, out, export_model,
-          progress, max_memory, steps, rounds, chunks, least_steps, least_rounds, as_json) -> None:
+          progress, max_memory, steps, rounds, chunks, least_steps, least_rounds, formulation, as_json) -> None:
     """Optimal schedule (or best found plus a proven bound) from an exact solver, verified.
 
     The step model answers SCCL's questions: the least cost S·α + R·b/B_min (default), the
     least steps or the least rounds, within --steps/--rounds at --chunks.
     """
+    started = time.perf_counter()  # the time limit counts the whole command: loading and bounds too
+    from optcoll.instances.clock import Clock
     from optcoll.producers.chunks import chosen
     from optcoll.instances.instancefile import load_instance
     from optcoll.producers import run
@@ -157,8 +167,9 @@ def solve(instance_path, solver, model_kind, time_limit, threads, seed, quantum,
     if chunks is not None:
         inst = _rechunked(inst, chunks)
     limits = inst.budget.overridden(time_limit=time_limit, threads=threads, seed=seed, max_memory=max_memory)
-    produced = run.exact(inst, solver=solver, budget=limits, progress=_progress_printer(progress_shown(progress) and not as_json),
-                         quantum=quantum, steps=steps, rounds=rounds, objective=objective)
+    produced = run.exact(inst, solver=solver, clock=Clock(limits, started),
+                         progress=_progress_printer(progress_shown(progress) and not as_json),
+                         quantum=quantum, steps=steps, rounds=rounds, objective=objective, formulation=formulation)
     result, outcome = produced.result, produced.outcome
     free = inst
     inst = chosen(inst, result.params)  # C free: the instance at the C the best schedule chose

@@ -20,6 +20,8 @@ from optcoll.producers.exact.timed.solve import solve_timed
 from optcoll.results.record import evaluate_outcome
 from optcoll.schedules.schedule import REDUCE
 from optcoll.verify import verify
+from optcoll.instances.clock import Clock
+from optcoll.producers.exact.timed.symmetry import rank_group_links
 
 GIB_S, US = 50 * 2.0**30, 1e-6
 
@@ -103,9 +105,9 @@ def test_schedules_round_trip_through_route_transfers():
 def test_symmetric_restriction_expands_to_a_valid_schedule():
     inst = allreduce(G.torus([3, 3], 1e9, 1e-6))
     problem = timed_problem(inst)
-    group = orbit(problem, inst)
+    group = orbit(problem, rank_group_links(inst, Clock(Budget(60, 1, 0))))
     assert group is not None and group.order == 9
-    out, found = solve(problem, 8, 1, orbit=group, time_limit=20, threads=1, seed=0)
+    out, found = solve(problem, 8, 1, Clock(Budget(20, 1, 0)), orbit=group)
     assert found is not None and len(found.chunk) and set(found.chunk.tolist()) == set(range(9))
     assert verify(inst.machine, inst.collective, to_schedule(problem, found)).valid
 
@@ -162,8 +164,6 @@ def test_a_model_too_slow_to_build_in_the_time_left_is_not_built(monkeypatch):
     """A time limit covers the whole solve: a model whose estimated build takes more than its
     share of the time left is not built, and the direct phase says so (the build rate is set
     low here so that the 1-minute deadline is too short for every model of ring8)."""
-    import time
-
     from optcoll.producers.exact.allreduce import solve as direct_solve
     from optcoll.producers.exact.allreduce.timed import direct_phase
     from optcoll.producers.registry import get_synthesizer
@@ -171,11 +171,12 @@ def test_a_model_too_slow_to_build_in_the_time_left_is_not_built(monkeypatch):
     inst = Instance("ring8", G.ring(8, 1e9, 1e-6), make_collective("allreduce", range(8), 8e6, 1))
     problem = timed_problem(inst)
     with pytest.raises(direct_solve.TooSlowToBuild, match="not built"):
-        solve(problem, 8, 7, time_limit=1e-3, threads=1, seed=0)
+        solve(problem, 8, 7, Clock(Budget(1e-3, 1, 0)))
     monkeypatch.setattr(direct_solve, "BUILD_TERMS_PER_SECOND", 1.0)
     start = get_synthesizer("tacos")(inst, 0)
     made = verify(inst.machine, inst.collective, start).time
-    phase = direct_phase(inst, start, made, 0.0, time.perf_counter() + 60.0, 1, 0, None)
+    phase = direct_phase(inst, start, made, 0.0, Clock(Budget(60.0, 1, 0)),
+                         lambda phase: rank_group_links(inst, phase))
     assert phase.schedule is None and "not built" in phase.params["refused"]
     assert any("symmetric" in note and "not built" in note for note in phase.notes)
 

@@ -33,7 +33,7 @@ from optcoll.collectives.collective import Collective
 from optcoll.instances.instance import Instance
 from optcoll.machines.machine import Machine
 from optcoll.producers.base import NotApplicable
-from optcoll.producers.exact.timed.grid import MAX_EPOCHS_PER_LINK, TOLERANCE, exact_unit
+from optcoll.producers.exact.toolkit.epochs import MAX_EPOCHS_PER_LINK, TOLERANCE, exact_unit
 from optcoll.verify.stepmodel import link_weights
 
 #: Routes may pass at most this many plain switches.

@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 
 from optcoll.bounds import best_lower_bound
-from optcoll.instances.budget import Budget
+from optcoll.instances.clock import Clock
 from optcoll.instances.instance import Instance
 from optcoll.producers.exact.allreduce.problem import step_problem
 from optcoll.producers.exact.allreduce.solve import TooSlowToBuild, solve
@@ -29,12 +29,11 @@ from optcoll.results.outcome import SolverOutcome
 Progress = Callable[[float, float | None, float | None], None]
 
 
-def least_steps(instance: Instance, *, steps: int | None, budget: Budget,
+def least_steps(instance: Instance, *, steps: int | None, clock: Clock,
                 progress: Progress | None = None) -> SolverOutcome:
     """The least S (``steps``: that S only) of a direct AllReduce with one round per step, within
-    ``budget``'s time limit, threads, seed and memory limit."""
+    ``clock`` (its time and work left, its budget's threads, seed and memory limit)."""
     began = time.perf_counter()
-    time_limit, threads, seed, max_memory = budget.time_limit, budget.threads, budget.seed, budget.max_memory
     problem = step_problem(instance)
     per_step = problem.quantum
     analytic = best_lower_bound(instance.machine, instance.collective, instance.model)
@@ -43,20 +42,17 @@ def least_steps(instance: Instance, *, steps: int | None, budget: Budget,
     first = max(first, steps or 0)
     notes = [f"steps from {first}: the larger of the farthest contribution ({hops} step(s)) and the "
              f"{analytic.name} bound ({analytic.value / per_step:.4g} steps of {per_step:g} s)"]
-    params = {"time_limit": time_limit, "threads": threads, "seed": seed, "objective": "steps",
+    params = {**clock.limits(), "objective": "steps",
               "steps_limit": steps, "family": "direct", "restrictions": list(problem.restrictions)}
     proven, found, S = first, None, first
-    deadline = began + time_limit
-    interrupted = False
     trace: list[tuple[float, float | None, float | None]] = []
     try:
         while found is None and (steps is None or S <= steps):
-            left = deadline - time.perf_counter()
-            if left <= 0:
-                notes.append(f"time limit reached before S = {S}")
+            if clock.expired():
+                if not clock.interrupted:
+                    notes.append(f"{clock.limit_reached()} reached before S = {S}")
                 break
-            out, best = solve(problem, S, S, time_limit=left, threads=threads, seed=seed, max_memory=max_memory)
-            interrupted |= out.interrupted
+            out, best = solve(problem, S, S, clock)
             notes.append(f"S = {S}: {out.status} ({out.size.variables} variables, {out.wall:.2f} s)")
             if best is not None:
                 found = best
@@ -69,15 +65,16 @@ def least_steps(instance: Instance, *, steps: int | None, budget: Budget,
             trace.append(row)
             if progress is not None:
                 progress(*row)
-            if interrupted:
+            if clock.interrupted:
                 break
     except ModelTooLarge as refused:
         notes.append(f"memory limit at S = {S}: {refused.detail}")
     except TooSlowToBuild as slow:
         notes.append(f"time limit at S = {S}: {slow}")
     except KeyboardInterrupt:
-        interrupted = True
-    if interrupted:
+        clock.interrupt()
+    params.update(clock.work_params())
+    if clock.interrupted:
         notes.append("interrupted: returning the best schedule so far and the proven bound")
     schedule = None
     if found is not None:

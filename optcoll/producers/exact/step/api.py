@@ -15,6 +15,7 @@ from optcoll.collectives.builtins import split_allreduce
 from optcoll.collectives.collective import Collective
 from optcoll.errors import InputError
 from optcoll.instances.budget import Budget
+from optcoll.instances.clock import Clock, clock_for
 from optcoll.instances.instance import Instance, check_chunk_copies
 from optcoll.producers.base import NotApplicable
 from optcoll.producers.exact.step.backends import Backend, LinearBackend
@@ -25,7 +26,7 @@ from optcoll.producers.exact.step.pareto import Front, frontier, sum_fronts
 from optcoll.producers.exact.step.search import Found, Progress, Search
 from optcoll.producers.exact.step.solution import StepSolution
 from optcoll.producers.exact.toolkit import SOLVERS as LINEAR_SOLVERS
-from optcoll.producers.exact.toolkit import Clock, check_solver
+from optcoll.producers.exact.toolkit import check_solver
 from optcoll.producers.exact.toolkit.allreduce import compose_allreduce
 from optcoll.results.outcome import SolverOutcome
 from optcoll.verify.stepmodel import check_options
@@ -47,7 +48,7 @@ def solve_step(instance: Instance, *, solver: str = "cpsat", steps: int | None =
                rounds: int | None = None, objective: str = "cost", time_limit: float | None = None,
                threads: int | None = None, seed: int | None = None, symmetry: bool = False,
                progress: Progress | None = None, max_memory: int | None = None,
-               budget: Budget | None = None) -> SolverOutcome:
+               budget: Budget | None = None, clock: Clock | None = None) -> SolverOutcome:
     """The optimal step-model schedule of the instance's collective at its C (module docstring).
 
     ``steps`` fixes S; ``rounds`` caps R. Limits: ``budget`` (default: the instance's), with
@@ -61,10 +62,12 @@ def solve_step(instance: Instance, *, solver: str = "cpsat", steps: int | None =
     (``toolkit.allreduce``: its bound is the larger part's, ``params["family_optimal"]`` says
     whether it is optimal within that family). With ``objective="steps"`` an AllReduce (built in,
     or a custom collective where every rank holds and needs every chunk: SCCL's form) is solved
-    directly with combining semantics (``allreduce.steps``).
+    directly with combining semantics (``allreduce.steps``). ``clock``: the job's running clock
+    (``run.exact``), which then holds the limits (the keyword limits must be left unset).
     """
-    budget = (budget or instance.budget).overridden(time_limit=time_limit, threads=threads, seed=seed,
-                                                    max_memory=max_memory)
+    clock = clock_for(budget or instance.budget, clock, time_limit=time_limit, threads=threads, seed=seed,
+                      max_memory=max_memory)
+    budget = clock.budget
     backend = backend_for(solver, budget.work_limit)
     if objective not in OBJECTIVES:
         raise InputError(f"unknown objective {objective!r}; use one of {', '.join(OBJECTIVES)}",
@@ -80,14 +83,13 @@ def solve_step(instance: Instance, *, solver: str = "cpsat", steps: int | None =
             # the direct AllReduce model (and the timed model's grids and bounds it uses) loads only here
             from optcoll.producers.exact.allreduce.steps import least_steps
 
-            return least_steps(instance, steps=steps, budget=budget, progress=progress)
+            return least_steps(instance, steps=steps, clock=clock, progress=progress)
         if instance.collective.kind != "allreduce":
             raise NotApplicable("an AllReduce-shaped custom collective is solved directly for the least "
                                 "steps with one round per step: use objective 'steps' (--least-steps)")
     if instance.collective.kind == "allreduce" and (steps is not None or rounds is not None):
         raise InputError("steps/rounds apply to one phase; solve the reducescatter and allgather "
                          "parts separately to limit them", field="steps")
-    clock = Clock(budget)
 
     def solve_one(inst: Instance, part_clock: Clock) -> SolverOutcome:
         params: dict[str, Any] = {**part_clock.limits(), "objective": objective, "steps_limit": steps,

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 
+from optcoll.instances.clock import Clock
 from optcoll.producers.exact.memory import ModelTooLarge
 from optcoll.producers.exact.step.backends import Backend
 from optcoll.producers.exact.step.bounds import FAMILY, RoundsBound
@@ -26,7 +27,6 @@ from optcoll.producers.exact.step.inversion import Plan
 from optcoll.producers.exact.step.search import LEX_PREFIX, Progress
 from optcoll.producers.exact.step.solution import StepSolution, stretched
 from optcoll.producers.exact.step.symmetry import automorphisms, lex_constraints
-from optcoll.producers.exact.toolkit import Clock
 from optcoll.schedules.schedule import Schedule
 
 

@@ -26,6 +26,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from optcoll.instances.clock import Clock
 from optcoll.producers.exact.memory import ModelTooLarge
 from optcoll.producers.exact.step.backends import Backend, RoundsResult
 from optcoll.producers.exact.step.bounds import problem_rounds_bound
@@ -33,7 +34,6 @@ from optcoll.producers.exact.step.greedy import greedy_solution, one_round_per_s
 from optcoll.producers.exact.step.problem import StepProblem
 from optcoll.producers.exact.step.solution import StepSolution, stretched
 from optcoll.producers.exact.step.symmetry import automorphisms, lex_constraints
-from optcoll.producers.exact.toolkit import Clock
 
 #: (wall seconds, incumbent cost or None, proven lower bound or None), told as they change.
 Progress = Callable[[float, float | None, float | None], None]
