@@ -12,7 +12,35 @@ from optcoll.units import format_time
 
 @click.group(cls=WholeHelpGroup)
 def mscclpp() -> None:
-    """MSCCL++ execution plans: validate and import (verified on a machine)."""
+    """MSCCL++ execution plans: export verified schedules, validate and import plans."""
+
+
+@mscclpp.command("export")
+@click.argument("instance_path", metavar="INSTANCE", type=click.Path(dir_okay=False))
+@click.argument("schedule_path", metavar="SCHEDULE", type=click.Path(dir_okay=False))
+@click.option("-o", "--out", required=True, type=click.Path(dir_okay=False), help="Plan file (.json) to write.")
+@click.option("--name", default=None, help="Plan name (default: the instance name).")
+@click.option("--min-size", default=None, type=BYTES,
+              help="Smallest message the executor may run the plan for (default: the instance's size M).")
+@click.option("--max-size", default=None, type=BYTES,
+              help="Largest message the executor may run the plan for (default: the instance's size M).")
+@json_option
+def mscclpp_export(instance_path, schedule_path, out, name, min_size, max_size, as_json) -> None:
+    """Write a verified schedule as an MSCCL++ execution plan (checked by importing it back)."""
+    from optcoll.cli.commands_core import load_instance_and_schedule
+    from optcoll.interop.mscclpp.export import save_mscclpp_plan
+
+    _, inst, schedule = load_instance_and_schedule(instance_path, schedule_path)
+    exported = save_mscclpp_plan(out, inst.machine, inst.collective, schedule, model=inst.model,
+                                 name=name or inst.name, min_bytes=None if min_size is None else int(min_size),
+                                 max_bytes=None if max_size is None else int(max_size))
+    if as_json:
+        emit_json({"out": out, "time": exported.time, "reimported": exported.reimported,
+                   "notes": list(exported.notes)})
+    else:
+        echo(f"wrote {out}: {exported.summary()}")
+        for line in exported.notes:
+            echo(f"  note: {line}")
 
 
 @mscclpp.command("validate")

@@ -141,6 +141,9 @@ class Simulator:
             return None
         first = values[0]
         mask = 0
+        # a value a transfer landed that is folded into another is, in optcoll, a reduction; when
+        # every part landed so, the first source is the one the op adds to (the GPU's holding)
+        holding = values[0] if all(v.origin >= 0 for v in values) else None
         for v in values:
             if v.chunk != first.chunk:
                 self.out.problems.append(f"{where} reduces chunk {first.chunk} with chunk {v.chunk}")
@@ -148,7 +151,7 @@ class Simulator:
             if mask & v.mask:
                 self.out.problems.append(f"{where} counts GPUs {mask & v.mask:b} (bits) twice in chunk {v.chunk}")
             mask |= v.mask
-            if v.origin >= 0:  # a copy folded into a value of its chunk is, in optcoll, a reduction
+            if v.origin >= 0 and v is not holding:
                 self.out.rows[v.origin][3] = REDUCE
         return Val(first.chunk, mask, -1)
 
@@ -194,8 +197,10 @@ class Simulator:
     def node(self, gpu_or_node: int) -> int:
         return self.ranks[gpu_or_node] if gpu_or_node >= 0 else -1 - gpu_or_node
 
-    def deliver(self, slot: Slot, value: Val | None, t: float, packet: bool = False) -> None:
-        row = len(self.out.rows) - 1 if value is not None else -1
+    def deliver(self, slot: Slot, value: Val | None, t: float, packet: bool = False, local: bool = False) -> None:
+        """``value`` written at ``t``: by the transfer just recorded, or (``local``) by a local op,
+        which keeps the transfer it came by (none for a reduction's result)."""
+        row = value.origin if local and value is not None else len(self.out.rows) - 1
         landed = Val(value.chunk, value.mask, row) if value is not None else None
         self.at(t, 0, lambda: (self.write(slot, landed, packet), self.retry()))
 
@@ -335,7 +340,7 @@ class Simulator:
         for j, d in enumerate(step.dst[:n_local]):
             packet = name == "cpkt" or (j == 1 and name in ("recpkt", "recspkt"))
             for u, slot in enumerate(self.local(g, d)):
-                self.deliver(slot, values[u], arrivals[u], packet)
+                self.deliver(slot, values[u], arrivals[u], packet, local=not remote_in)
                 end = max(end, arrivals[u])
         packets = name in ("ppkt", "rppkt", "respkt", "recspkt")
         for d in step.dst[n_local:]:
