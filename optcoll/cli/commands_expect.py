@@ -7,33 +7,13 @@ from pathlib import Path
 
 import click
 
+from optcoll.cli.limits import SIZES
 from optcoll.cli.output import echo, emit_json, json_option
 from optcoll.errors import InputError
 from optcoll.units import format_size, format_time, parse_size
 
 KINDS = ("allreduce", "allgather", "reducescatter", "alltoall")
-
-
-def parse_sizes(text: str) -> list[int]:
-    """``A:B`` (powers of two from A to B), or a comma list; a bare number is bytes."""
-    def one(part: str) -> int:
-        part = part.strip()
-        value = int(part) if part.isdigit() else parse_size(part)
-        if value < 1 or value != int(value):
-            raise InputError(f"{part!r} is not a whole number of bytes >= 1", field="--sizes")
-        return int(value)
-    try:
-        if ":" in text:
-            low, high = (one(p) for p in text.split(":", 1))
-            if high < low:
-                raise InputError(f"{text!r}: the range ends below its start", field="--sizes")
-            first = 1 << max(0, math.ceil(math.log2(low)))
-            return [s for s in (first << k for k in range(64)) if s <= high] or [low]
-        return sorted({one(p) for p in text.split(",") if p.strip()})
-    except InputError as exc:
-        raise exc.located(field="--sizes") from None
-    except ValueError as exc:
-        raise InputError(str(exc), field="--sizes") from None
+ALGORITHMS = ("ring", "tree", "nvls", "nvls_tree", "pat")
 
 
 def _measured(ref: str | None, kind: str, machine: str):
@@ -96,11 +76,12 @@ def _write(out: Path, machine: str, kind: str, rows, measured_label: str | None)
 
 @click.command("expect")
 @click.argument("machine", required=False)
-@click.option("--collective", "kind", type=click.Choice(KINDS), default="allreduce", show_default=True)
-@click.option("--sizes", default="1KiB:8GiB", show_default=True,
+@click.option("--collective", "kind", default="allreduce", show_default=True,
+              help=f"The collective: {', '.join(KINDS)}.")
+@click.option("--sizes", type=SIZES, default="1KiB:8GiB", show_default=True,
               help="A:B (powers of two), or a comma list such as 4KiB,1MiB,1073741824 (bare = bytes).")
-@click.option("--algorithm", type=click.Choice(["ring", "tree", "nvls", "nvls_tree", "pat"]), default=None,
-              help="Predict NCCL with this algorithm forced (NCCL_ALGO).")
+@click.option("--algorithm", default=None,
+              help=f"Predict NCCL with this algorithm forced (NCCL_ALGO): {', '.join(ALGORITHMS)}.")
 @click.option("--measured", default=None, help="An nccl-tests output file or a collection entry name.")
 @click.option("--gpu", default=None, help="GPU generation of a machine outside the catalog.")
 @click.option("--plot", default=None, type=click.Path(dir_okay=False), help="Write the busbw-vs-size SVG here.")
@@ -109,7 +90,11 @@ def _write(out: Path, machine: str, kind: str, rows, measured_label: str | None)
 @json_option
 def expect(machine, kind, sizes, algorithm, measured, gpu, plot, every, out, as_json) -> None:
     """Per size: physical bound, best verified schedule and NCCL's choice in the calibrated model."""
-    size_list = parse_sizes(sizes)
+    size_list = list(sizes)
+    if kind not in KINDS:
+        raise InputError(f"{kind!r} is not one of {', '.join(KINDS)}", field="--collective")
+    if algorithm is not None and algorithm not in ALGORITHMS:
+        raise InputError(f"{algorithm!r} is not one of {', '.join(ALGORITHMS)}", field="--algorithm")
     if every:
         _expect_all(Path(out or "reports/expect"), size_list)
         return
