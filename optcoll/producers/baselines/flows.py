@@ -16,8 +16,10 @@ what makes a flow list correct by construction (the shared verifier still checks
   read the old value), and, when it or the previous delivery is a copy, after the previous
   delivery arrived (a copy replaces, so the order of deliveries matters; reductions commute);
 * a plain switch holds a first-in first-out queue per chunk instead of one value: there the
-  deliveries of c arrive, and the sends of c leave, in list order (ties keep list order, which
-  is the schedule's id order the verifier's queue follows), so chunks pass it concurrently.
+  deliveries of c arrive, and the sends of c leave, in list order, so chunks pass it
+  concurrently; each hop out of a plain switch names the hop into it that it forwards (``via``,
+  docs/model.md "Switches: forwarding simultaneous arrivals"), so partials that reach it at one
+  instant leave it for the right places whatever order the schedule lists them in.
 
 An ``Exchange`` lists sends between a set of NPUs that all read the values from before it (a
 swap of partial sums): its deliveries must arrive after every member's sends started, which the
@@ -83,14 +85,15 @@ class FlowScheduler:
                                           for c, v in zip(pre_c.tolist(), pre_v.tolist())}
         self.sent: dict[int, float] = {}
         self.last_op: dict[int, int] = {}
-        self.rows: list[tuple[int, int, float, int]] = []
+        self.rows: list[tuple[int, int, float, int, int]] = []  # chunk, link, start, op, via
         machine = self.machine
         #: per node: a plain switch, which queues each chunk's arrivals first in, first out
         self.fifo = [machine.is_switch(v) and not (machine.switch(v).multicast or machine.switch(v).reduce)
                      for v in range(width)]
 
-    def _hop(self, c: int, a: int, b: int, op: int, ready: float) -> float:
-        """Chunk c over one link a→b starting no earlier than ``ready``; returns its arrival."""
+    def _hop(self, c: int, a: int, b: int, op: int, ready: float, via: int = -1) -> float:
+        """Chunk c over one link a→b starting no earlier than ``ready``; returns its arrival.
+        ``via``: the row of the hop into ``a`` this one forwards (a plain switch; -1 otherwise)."""
         key_a, key_b = c * self.width + a, c * self.width + b
         if key_a not in self.arrived:
             raise AssertionError(f"flow sends chunk {c} from {self.machine.label(a)}, which holds "
@@ -118,7 +121,7 @@ class FlowScheduler:
         assert best is not None, f"no link {a}->{b}"
         arrival, t, e, resources = best
         self.calendar.book(e, t, resources)
-        self.rows.append((c, e, t, op))
+        self.rows.append((c, e, t, op, via))
         self.sent[key_a] = max(self.sent.get(key_a, 0.0), t)
         self.arrived[key_b] = max(self.arrived.get(key_b, 0.0), arrival)
         self.last_op[key_b] = op
@@ -136,7 +139,8 @@ class FlowScheduler:
                 "unchanged in the timed model")
         t = ready
         for i, (a, b) in enumerate(zip(path, path[1:])):
-            t = self._hop(flow.chunk, a, b, flow.op if i == len(path) - 2 else COPY, t)
+            via = len(self.rows) - 1 if i and self.fifo[a] else -1
+            t = self._hop(flow.chunk, a, b, flow.op if i == len(path) - 2 else COPY, t, via)
         return t
 
     def exchange(self, exchange: Exchange) -> None:
@@ -169,8 +173,8 @@ class FlowScheduler:
     def schedule(self) -> Schedule:
         if not self.rows:
             return from_arrays([], [])
-        c, e, t, op = (np.array(col) for col in zip(*self.rows))
-        return from_arrays(c, e, t, op)
+        c, e, t, op, via = (np.array(col) for col in zip(*self.rows))
+        return from_arrays(c, e, t, op, via=via)
 
 
 def _placed(instance: Instance, flows: list[Flow | Exchange]) -> FlowScheduler:
