@@ -28,9 +28,12 @@ scheduler checks (``NotApplicable`` otherwise, never a wrong schedule).
 Each transfer then takes the earliest start its data, its link (gaps left by earlier transfers are
 filled, ``optcoll.producers.calendar``) and the port limits allow; among parallel links the one that
 delivers first. A logical transfer between nodes without a direct link follows a shortest path
-(by delay) whose relays must be switches: they get a copy, the last hop carries the op. An NPU
-cannot relay a partial in the timed model (every arrival at an NPU replaces or adds to its own
-value), so a path through an NPU is ``NotApplicable``.
+(by delay) among those whose relays are switches: they get a copy, the last hop carries the op.
+An NPU cannot relay a partial in the timed model (every arrival at an NPU replaces or adds to its
+own value), nor a switch that some flow reduces the same chunk into: the relayed copy would
+replace the partial it sums there, or a later reduction would add to the relayed partial
+(CollNet's member-to-head reductions through the reducing network switch were counted twice so).
+Without such a path a flow is ``NotApplicable``.
 """
 from __future__ import annotations
 
@@ -72,7 +75,10 @@ class FlowScheduler:
         problem = forward(instance, coll.pre, coll.post)
         timing = instance.model.link_timing(instance.machine, coll.chunk_bytes)
         self.machine = instance.machine
-        self.routes = Routes(problem)
+        self.problem = problem
+        self.routes: dict[frozenset[int], Routes] = {}
+        #: chunk -> switches that flows reduce it into (module docstring: relays)
+        self.holding: dict[int, frozenset[int]] = {}
         self.calendar = Calendar(problem)
         self.delay = problem.delay.tolist()
         self.reduce_extra = float(timing.reduce_extra)
@@ -127,16 +133,29 @@ class FlowScheduler:
         self.last_op[key_b] = op
         return arrival
 
+    def hold(self, flows: list[Flow | Exchange]) -> None:
+        """Records, per chunk, the switches that some flow reduces that chunk into: they sum
+        partials of it, so no flow of it may relay through them (module docstring)."""
+        m = self.machine
+        holding: dict[int, set[int]] = {}
+        for flow in flows:
+            if flow.op == REDUCE:
+                ends = flow.members if isinstance(flow, Exchange) else (flow.dst,)
+                holding.setdefault(flow.chunk, set()).update(v for v in ends if m.is_switch(v))
+        self.holding = {c: frozenset(v) for c, v in holding.items() if v}
+
+    def _path(self, flow: Flow) -> list[int]:
+        avoid = self.holding.get(flow.chunk, frozenset())
+        routes = self.routes.get(avoid)
+        if routes is None:
+            relays = np.arange(self.width) >= self.machine.num_npus
+            relays[list(avoid)] = False
+            routes = self.routes[avoid] = Routes(self.problem, relays)
+        return routes.path(flow.src, flow.dst)
+
     def send(self, flow: Flow, ready: float = 0.0) -> float:
         """One logical transfer (routed through switches if needed); returns its arrival."""
-        path = self.routes.path(flow.src, flow.dst)
-        relays = [v for v in path[1:-1] if not self.machine.is_switch(v)]
-        if relays:
-            m = self.machine
-            raise NotApplicable(
-                f"{m.label(flow.src)} -> {m.label(flow.dst)} has no direct link and its shortest "
-                f"path relays through NPU {m.label(relays[0])}; an NPU cannot pass a partial on "
-                "unchanged in the timed model")
+        path = self._path(flow)
         t = ready
         for i, (a, b) in enumerate(zip(path, path[1:])):
             via = len(self.rows) - 1 if i and self.fifo[a] else -1
@@ -179,6 +198,7 @@ class FlowScheduler:
 
 def _placed(instance: Instance, flows: list[Flow | Exchange]) -> FlowScheduler:
     scheduler = FlowScheduler(instance)
+    scheduler.hold(flows)
     for flow in flows:
         if isinstance(flow, Exchange):
             scheduler.exchange(flow)

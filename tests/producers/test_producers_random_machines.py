@@ -1,0 +1,68 @@
+"""Every registered synthesizer on small random machines, under both occupancies with one send and
+one receive port per NPU: every schedule it accepts to make verifies, and keeps its verdict and
+time when its transfers are listed in other orders (docs/model.md, "Switches: forwarding
+simultaneous arrivals"). The port limits under serialization occupancy once broke in every
+producer built by time reversal: the reversed transfer's port window sits at the end of the dual's
+(``SpreadProblem.port_shift``)."""
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from optcoll.instances.instance import TimeModel
+from optcoll.machines.machine import MachineBuilder
+from optcoll.producers.base import NotApplicable
+from optcoll.producers.registry import SYNTHESIZERS
+from optcoll.verify import verify
+from producer_cases import GIB, instance, random_machine, verified
+
+KINDS = ("allgather", "reducescatter", "allreduce", "alltoall", "broadcast", "reduce")
+
+
+def relisted(inst, schedule, orders: int = 3, seed: int = 0) -> set[tuple[bool, float]]:
+    """The verdicts and times of ``schedule`` listed in ``orders`` random orders."""
+    rng = np.random.default_rng(seed)
+    return {(r.valid, r.time) for r in (
+        verify(inst.machine, inst.collective, schedule.take(rng.permutation(len(schedule))), inst.model)
+        for _ in range(orders))}
+
+
+@pytest.mark.parametrize("occupancy", ["link", "serialization"])
+@pytest.mark.parametrize("seed", range(8))
+def test_every_producer_verifies_on_random_one_port_machines(seed, occupancy):
+    rng = random.Random(seed)
+    machine = random_machine(rng)
+    model = TimeModel(occupancy=occupancy, send_ports=1, recv_ports=1)
+    produced = 0
+    for kind in KINDS:
+        inst = instance(machine, kind, 1e6, rng.randint(1, 2), 0 if kind in ("broadcast", "reduce") else None,
+                        None, model)
+        for name, synth in SYNTHESIZERS.items():
+            try:
+                schedule = synth(inst, seed=0)
+            except NotApplicable:
+                continue
+            result = verified(inst, schedule)
+            assert relisted(inst, schedule, seed=seed) == {(True, result.time)}, (name, kind)
+            produced += 1
+    assert produced > 20
+
+
+def test_collnet_with_a_nic_per_gpu_counts_every_contribution_once():
+    """Each GPU has its own NIC to the reducing network switch and the node's own switch is slow:
+    the members' reductions into their head went through the network switch (its shortest path),
+    whose partial of the chunk the relayed copy replaced, and the head's partial then counted the
+    members twice."""
+    b = MachineBuilder("collnet2x2", 4)
+    spine = b.add_switch("spine", reduce=True)
+    for k in range(2):
+        fabric = b.add_switch(f"n{k}.nvswitch")
+        for v in (2 * k, 2 * k + 1):
+            b.add_link(v, fabric, bandwidth=2.5 * GIB, latency=1e-6, bidirectional=True)
+            b.add_link(v, spine, bandwidth=10 * GIB, latency=2e-6, bidirectional=True)
+    inst = instance(b.build(), "allreduce", 64 * 2**20)
+    schedule = SYNTHESIZERS["nccl-collnet"](inst, seed=0)
+    result = verified(inst, schedule)
+    assert relisted(inst, schedule) == {(True, result.time)}
