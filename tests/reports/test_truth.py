@@ -227,3 +227,18 @@ def test_a_bounded_record_names_what_stopped_the_proof():
     assert unproven({}, {"family": "reducescatter+allgather", "status": "optimal", "params": {}}) == \
         "only the reducescatter+allgather family was searched (optimal within it)"
     assert unproven({"params": {"interrupted": False}}, None) == ""
+
+
+def test_a_bounded_record_names_its_time_grid_and_the_c_of_its_least_bound():
+    """An exact solve that ended on its own rounded-up grid (not stopped, nothing refused) and a
+    C-free bound taken at another C were "no cause recorded"; the words state the recorded
+    numbers, and a grid whose relaxation meets it, or a bound at the schedule's C, says nothing."""
+    from optcoll.truth.record import unproven
+
+    params = {"interrupted": False, "quantum": 3.778270222222222e-05, "rounding": "up", "epochs": 57,
+              "relaxation_epochs": 56, "chunks_per_rank": 4, "chunk_choices": [1, 2, 4, 8], "bound_chunks": 8}
+    assert unproven({"params": params}, None) == (
+        "exact time grid (quantum 37.7827 us): its schedule takes 57 epochs with link times rounded up, "
+        "its relaxation with them rounded down proves only 56; the grids meet only where link times are "
+        "multiples of the quantum; the least bound over C is the one at C=8; the best schedule is at C=4")
+    assert unproven({"params": {**params, "relaxation_epochs": 57, "bound_chunks": 4}}, None) == ""

@@ -54,7 +54,8 @@ class Engine:
         self.same_release = bool(np.all(problem.delay == problem.busy))
         # A dual's port window ends with the transfer's delivery (``SpreadProblem.port_shift``):
         # ports are then held from the start to the delivery, which covers it.
-        self.late_ports = problem.reversed and not self.same_release
+        self.late_ports = (problem.reversed and not self.same_release
+                           and bool(problem.send_ports or problem.recv_ports))
         self.in_links = [a.tolist() for a in m.in_links]
         self.out_links = [a.tolist() for a in m.out_links]
         self.mode = problem.mode.tolist()
