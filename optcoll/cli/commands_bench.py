@@ -16,7 +16,7 @@ def bench() -> None:
 
 
 @bench.command("core")
-@click.option("--side", default=32, show_default=True, help="Torus side: side×side NPUs.")
+@click.option("--side", type=click.IntRange(min=1), default=32, show_default=True, help="Torus side: side×side NPUs.")
 @out_option("The benchmark report to write.", default="reports/bench-core.md", show_default=True)
 @json_option
 def bench_core(side: int, out: str, as_json: bool) -> None:

@@ -288,6 +288,23 @@ def _via_problem(machine: Machine, schedule: Schedule, i: int) -> str:
             f"(via), but it forwards chunk {int(schedule.chunk[i])} out of {machine.label(u)}")
 
 
+def _check_resolution(machine: Machine, schedule: Schedule, ids: np.ndarray, link: np.ndarray,
+                      start: np.ndarray, arrive: np.ndarray, occ_end: np.ndarray) -> None:
+    """Every transfer must end after it starts in double precision: a chunk of 64 KiB that starts
+    after one of 1e30 KiB has ended (about 1e24 s) would be delivered at its own start, its link
+    time lost in rounding, and no verdict about it would mean anything."""
+    lost = np.flatnonzero((arrive <= start) | (occ_end <= start))
+    if lost.size:
+        j = int(lost[0])
+        e = int(link[j])
+        raise InputError(
+            f"transfer {int(ids[j])} (chunk {int(schedule.chunk[ids[j]])} on link {e} "
+            f"({machine.label(int(machine.link_src[e]))}->{machine.label(int(machine.link_dst[e]))})) "
+            f"starts at {float(start[j])!r} s, where its link time vanishes in double-precision "
+            f"rounding; the sizes or times span too many orders of magnitude to be verified",
+            field="schedule")
+
+
 def _tolerance(start: np.ndarray, delay: np.ndarray, busy: np.ndarray) -> float:
     """Time tolerance: relative to the largest time in play, and never as long as half a
     delivery or link release, which must not look simultaneous with its own start."""
@@ -352,6 +369,8 @@ def prepare(machine: Machine, collective: Collective, schedule: Schedule, model:
             arrive[reduces] += timing.reduce_extra[reduces]
         occ_end = start + timing.busy
         eps = _tolerance(start, timing.delay, timing.busy)
+    if not step_model:
+        _check_resolution(machine, schedule, ids, link, start, arrive, occ_end)
     via = None if schedule.via is None else rows(schedule.via, np.int64)
     problem = Problem(machine, collective, schedule, model, step_model, ids, chunk, link, op,
                       machine.link_src.astype(index)[link], machine.link_dst.astype(index)[link],

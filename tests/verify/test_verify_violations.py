@@ -392,3 +392,22 @@ def test_collective_must_fit_the_machine(ag3):
 def test_every_violation_kind_has_a_hand_built_schedule_here():
     source = Path(__file__).read_text().split("def test_every_violation_kind")[0]
     assert [k for k in VIOLATION_KINDS if f'"{k}"' not in source] == []
+
+
+def test_a_transfer_whose_link_time_vanishes_in_rounding_is_bad_input():
+    """An AlltoAllv with one 1e33-byte entry beside 64 KiB ones: the small chunk, started after
+    the big one ended (1e24 s), would arrive at its own start in floating point. Through a plain
+    switch the event engine then met its delivery before its start (a KeyError); it is refused as
+    bad input instead, naming the transfer."""
+    from optcoll.collectives.builtins import make_alltoallv
+
+    m = star(2)
+    coll = make_alltoallv([0, 1], np.array([[0, 1e33], [65536, 0]]), 1)
+    b = ScheduleBuilder(m)
+    b.send(0, 0, 2, start=0.0)
+    b.send(0, 2, 1, start=1e24)
+    b.send(1, 1, 2, start=1e24)
+    b.send(1, 2, 0, start=1e24 + 1e10)
+    with pytest.raises(InputError, match=r"transfer 2 \(chunk 1 on link 2 \(npu1->sw\)\) starts at 1e\+24 s, "
+                                         r"where its link time vanishes in double-precision rounding"):
+        verify(m, coll, b.build())
