@@ -10,7 +10,6 @@ import click
 from optcoll.cli.limits import (TIME, as_flags, max_memory_option, out_option, progress_option, runs_option, seed_option,
                                 threads_option, time_limit_option)
 from optcoll.cli.output import echo, emit_json, json_option
-from optcoll.sweeps.progress import progress_mode
 from optcoll.text.table import percent, table
 from optcoll.units import format_time
 
@@ -74,6 +73,12 @@ def synth(instance_path: str | None, algo: str, seed: int | None, runs: int, out
                f"gap {percent(result.gap)}; status {result.status}")
     if out:
         echo(f"wrote {out}")
+
+
+def _mode(progress: bool | None, as_json: bool) -> str | None:
+    from optcoll.sweeps.progress import progress_mode
+
+    return None if as_json else progress_mode(progress)
 
 
 def _progress_printer(mode: str | None):
@@ -166,7 +171,7 @@ def solve(instance_path, solver, model_kind, time_limit, threads, seed, quantum,
     if chunks is not None:
         inst = _rechunked(inst, chunks)
     limits = inst.budget.overridden(time_limit=time_limit, threads=threads, seed=seed, max_memory=max_memory)
-    produced = run.exact(inst, solver=solver, budget=limits, progress=_progress_printer(None if as_json else progress_mode(progress)),
+    produced = run.exact(inst, solver=solver, budget=limits, progress=_progress_printer(_mode(progress, as_json)),
                          quantum=quantum, steps=steps, rounds=rounds, objective=objective)
     result, outcome = produced.result, produced.outcome
     free = inst
@@ -294,7 +299,7 @@ def pareto(instance_path, max_chunks, solver, time_limit, question_limit, thread
     with as_flags(max_chunks="--max-chunks"):
         front = pareto_front(inst, max_chunks, solver=solver, time_limit=time_limit, threads=threads,
                              max_memory=max_memory, question_limit=question_limit,
-                             progress=_front_printer(None if as_json else progress_mode(progress)))
+                             progress=_front_printer(_mode(progress, as_json)))
     bound = front.bound
     for point in front.points:  # each point's schedule cuts the buffer into its own C pieces
         require_valid(inst.machine, rechunk(inst.collective, point.chunks), point.schedule, inst.model)

@@ -37,9 +37,3 @@ def forwarded_by(chunk: np.ndarray, src: np.ndarray, dst: np.ndarray, start: np.
             via[queue[k]] = d
             taken[key] = k + 1
     return via
-
-
-def plain_switches(machine) -> np.ndarray:
-    """Per node of ``machine``: a switch that neither multicasts nor reduces."""
-    return np.array([False] * machine.num_npus + [not (s.multicast or s.reduce) for s in machine.switches],
-                    dtype=bool)

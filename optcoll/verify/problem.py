@@ -242,7 +242,7 @@ def _malformed(machine: Machine, collective: Collective, schedule: Schedule, ste
     return ok, (kind, msg, i, float(engine_start[i]))
 
 
-def _plain_switches(machine: Machine) -> np.ndarray:
+def plain_switches(machine: Machine) -> np.ndarray:
     """Per node: a switch that neither multicasts nor reduces (it forwards each arrival once)."""
     return np.array([False] * machine.num_npus + [not (s.multicast or s.reduce) for s in machine.switches],
                     dtype=bool)
@@ -261,7 +261,7 @@ def _bad_via(machine: Machine, schedule: Schedule, known: np.ndarray) -> np.ndar
     rows = np.flatnonzero(named & ~bad)
     r = via[rows]
     sender = machine.link_src[schedule.link[rows]]
-    wrong = (~_plain_switches(machine)[sender]) | (r == rows) | ~known[r]
+    wrong = (~plain_switches(machine)[sender]) | (r == rows) | ~known[r]
     fine = ~wrong
     wrong[fine] = ((machine.link_dst[schedule.link[r[fine]]] != sender[fine])
                    | (schedule.chunk[r[fine]] != schedule.chunk[rows[fine]]))
@@ -273,7 +273,7 @@ def _via_problem(machine: Machine, schedule: Schedule, i: int) -> str:
     """Why row i's ``via`` names nothing it can forward (one of ``_bad_via``'s reasons)."""
     r, n = int(schedule.via[i]), len(schedule)
     u = int(machine.link_src[schedule.link[i]])
-    if not _plain_switches(machine)[u]:
+    if not plain_switches(machine)[u]:
         what = "an NPU" if u < machine.num_npus else "a switch that multicasts or reduces"
         return (f"names transfer {r} as the arrival it forwards (via), but its sender "
                 f"{machine.label(u)} is {what}, which sends the value it holds; only a plain switch "

@@ -66,3 +66,22 @@ def test_collnet_with_a_nic_per_gpu_counts_every_contribution_once():
     schedule = SYNTHESIZERS["nccl-collnet"](inst, seed=0)
     result = verified(inst, schedule)
     assert relisted(inst, schedule) == {(True, result.time)}
+
+
+@pytest.mark.parametrize("kind", ["reducescatter", "allreduce"])
+@pytest.mark.parametrize("model", ["timed", "step"])
+def test_exact_schedules_through_a_plain_switch_keep_their_verdict_in_any_order(kind, model):
+    """The exact solvers' inversion (and the step solver's) names what a plain switch forwards:
+    partials of one chunk pass the switch of a star together."""
+    from dataclasses import replace
+
+    from optcoll.instances.budget import Budget
+    from optcoll.machines import generators as g
+    from optcoll.producers.run import exact
+
+    inst = instance(g.switch(4, GIB, 1e-6), kind, 4e6)
+    inst = replace(inst, model=replace(inst.model, kind=model), budget=Budget(time_limit=60, threads=1, work_limit=5))
+    produced = exact(inst)
+    assert produced.schedule is not None
+    result = verified(inst, produced.schedule)
+    assert relisted(inst, produced.schedule) == {(True, result.time)}

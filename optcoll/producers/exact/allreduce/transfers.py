@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from optcoll.producers.exact.allreduce.problem import DirectProblem
-from optcoll.producers.forwarding import plain_switches
+from optcoll.verify.problem import plain_switches
 from optcoll.schedules.schedule import COPY, Schedule, from_arrays
 
 #: Relative slack when reading seconds as whole epochs.

@@ -16,7 +16,8 @@ from itertools import groupby
 import numpy as np
 
 from optcoll.producers.exact.step.problem import StepProblem
-from optcoll.producers.forwarding import forwarded_by, plain_switches
+from optcoll.producers.forwarding import forwarded_by
+from optcoll.verify.problem import plain_switches
 from optcoll.schedules.schedule import COPY, REDUCE, Schedule, from_arrays
 
 

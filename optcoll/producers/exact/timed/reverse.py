@@ -12,7 +12,8 @@ from __future__ import annotations
 import numpy as np
 
 from optcoll.producers.exact.timed.listsched import Transfers
-from optcoll.producers.forwarding import forwarded_by, plain_switches
+from optcoll.producers.forwarding import forwarded_by
+from optcoll.verify.problem import plain_switches
 from optcoll.producers.exact.timed.problem import TimedProblem
 from optcoll.schedules.schedule import COPY, REDUCE, Schedule, from_arrays
 
