@@ -272,26 +272,22 @@ def _simulate(p: Problem, lo: int, hi: int, check_timing: bool) -> _Part:
 
 
 def _instants(p: Problem, role: list[int], via: list[int]) -> dict[int, tuple[int, ...]]:
-    """Sends of one chunk by one plain switch that name no arrival and start at one instant
-    (within the tolerance of the first), for each such position when there are several."""
-    fifo_sender = np.array(role, dtype=np.int8)[p.src] == FIFO if len(role) else np.zeros(0, bool)
+    """Sends of one chunk by one plain switch that name no arrival and start at one instant (each
+    within the tolerance of the one before), for each such position when there are several."""
+    fifo_sender = np.asarray(role, dtype=np.int8)[p.src] == FIFO
     pos = np.flatnonzero(fifo_sender & (np.asarray(via, dtype=np.int64) < 0))
     if pos.size < 2:
         return {}
     key = p.chunk[pos] * p.num_nodes + p.src[pos]
-    pos = pos[np.lexsort((p.start[pos], key))]
+    pos = pos[np.lexsort((p.ids[pos], p.start[pos], key))]
+    key, start = p.chunk[pos] * p.num_nodes + p.src[pos], p.start[pos]
+    cut = np.flatnonzero((key[1:] != key[:-1]) | (start[1:] > start[:-1] + p.eps)) + 1
+    bounds = np.concatenate([[0], cut, [pos.size]])
     out: dict[int, tuple[int, ...]] = {}
-    members = [int(pos[0])]
-    for j in pos[1:].tolist():
-        first = members[0]
-        if p.chunk[j] == p.chunk[first] and p.src[j] == p.src[first] and p.start[j] <= p.start[first] + p.eps:
-            members.append(j)
-            continue
-        if len(members) > 1:
-            out.update((k, tuple(members)) for k in members)
-        members = [j]
-    if len(members) > 1:
-        out.update((k, tuple(members)) for k in members)
+    for lo, hi in zip(*(b.tolist() for b in (bounds[:-1], bounds[1:]))):
+        if hi - lo > 1:
+            group = tuple(pos[lo:hi].tolist())
+            out.update((k, group) for k in group)
     return out
 
 
