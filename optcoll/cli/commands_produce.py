@@ -10,7 +10,7 @@ import click
 
 from optcoll.cli.limits import (TIME, as_flags, max_memory_option, out_option, progress_option, runs_option, seed_option,
                                 threads_option, time_limit_option)
-from optcoll.cli.output import echo, emit_json, json_option, progress_shown
+from optcoll.cli.output import echo, emit_json, json_option
 from optcoll.text.table import percent, table
 from optcoll.units import format_time
 
@@ -80,14 +80,24 @@ def synth(instance_path: str | None, algo: str, seed: int | None, runs: int, out
         echo(f"wrote {out}")
 
 
-def _progress_printer(enabled: bool):
-    """Prints incumbent, bound and gap to stderr as a solve improves (one line per change)."""
-    if not enabled:
+def _mode(progress: bool | None, as_json: bool) -> str | None:
+    from optcoll.sweeps.progress import progress_mode
+
+    return None if as_json else progress_mode(progress)
+
+
+def _progress_printer(mode: str | None):
+    """Prints incumbent, bound and gap to stderr as a solve improves: one line per change on a
+    terminal, at most one per ``progress.LINE_INTERVAL`` seconds elsewhere (``progress_mode``)."""
+    from optcoll.sweeps.progress import LINES, Every
+
+    if mode is None:
         return None
     last: list[tuple[float | None, float | None]] = []
+    due = Every() if mode == LINES else (lambda: True)
 
     def show(wall: float, incumbent: float | None, bound: float | None) -> None:
-        if last and last[-1] == (incumbent, bound):
+        if last and last[-1] == (incumbent, bound) or not due():
             return
         last.append((incumbent, bound))
         gap = incumbent / bound - 1 if incumbent and bound else None
@@ -96,14 +106,18 @@ def _progress_printer(enabled: bool):
     return show
 
 
-def _front_printer(enabled: bool):
-    """Prints the best R/C so far and the rounds bound to stderr as the front grows."""
-    if not enabled:
+def _front_printer(mode: str | None):
+    """Prints the best R/C so far and the rounds bound to stderr as the front grows (as often as
+    ``_progress_printer``)."""
+    from optcoll.sweeps.progress import LINES, Every
+
+    if mode is None:
         return None
     last: list[tuple[float | None, float | None]] = []
+    due = Every() if mode == LINES else (lambda: True)
 
     def show(wall: float, best: float | None, bound: float | None) -> None:
-        if not last or last[-1] != (best, bound):
+        if (not last or last[-1] != (best, bound)) and due():
             last.append((best, bound))
             echo(f"  {wall:7.1f} s  best R/C {'-' if best is None else f'{best:g}':>8}  "
                  f"bound R/C {'-' if bound is None else f'{bound:g}':>8}", err=True)
@@ -168,7 +182,7 @@ def solve(instance_path, solver, model_kind, time_limit, threads, seed, quantum,
         inst = _rechunked(inst, chunks)
     limits = inst.budget.overridden(time_limit=time_limit, threads=threads, seed=seed, max_memory=max_memory)
     produced = run.exact(inst, solver=solver, clock=Clock(limits, started),
-                         progress=_progress_printer(progress_shown(progress) and not as_json),
+                         progress=_progress_printer(_mode(progress, as_json)),
                          quantum=quantum, steps=steps, rounds=rounds, objective=objective, formulation=formulation)
     result, outcome = produced.result, produced.outcome
     free = inst
@@ -296,7 +310,7 @@ def pareto(instance_path, max_chunks, solver, time_limit, question_limit, thread
     with as_flags(max_chunks="--max-chunks"):
         front = pareto_front(inst, max_chunks, solver=solver, time_limit=time_limit, threads=threads,
                              max_memory=max_memory, question_limit=question_limit,
-                             progress=_front_printer(progress_shown(progress) and not as_json))
+                             progress=_front_printer(_mode(progress, as_json)))
     bound = front.bound
     for point in front.points:  # each point's schedule cuts the buffer into its own C pieces
         require_valid(inst.machine, rechunk(inst.collective, point.chunks), point.schedule, inst.model)

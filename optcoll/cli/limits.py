@@ -107,7 +107,8 @@ jobs_option = click.option(
          "one instance at a time (each still in its own process).")
 progress_option = click.option(
     "--progress/--no-progress", default=None,
-    help="Progress on stderr (done/total, ETA where one exists; default: when stderr is a terminal).")
+    help="Progress on stderr: done/total and ETA where one exists, a bar on a terminal, else a line "
+         "every 10 s (default: on; --no-progress: silent).")
 
 
 @contextlib.contextmanager

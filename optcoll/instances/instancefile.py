@@ -288,7 +288,7 @@ def _alltoallv(data: dict[str, Any], inst: dict[str, Any], ranks: list[int], chu
         with _located(source, "alltoallv.unit"):
             scale = parse_size(unit if any(ch.isdigit() for ch in str(unit)) else f"1 {unit}")
         path = base_dir / matrix
-        if not path.is_file():
+        if not path.exists():
             raise InputError(f"no traffic matrix file {matrix!r} (looked in {base_dir})", source=source,
                              field="alltoallv.matrix")
         sizes = read_matrix(path, len(ranks), scale)
@@ -308,7 +308,7 @@ def _alltoallv(data: dict[str, Any], inst: dict[str, Any], ranks: list[int], chu
         if isinstance(skew, bool) or not isinstance(skew, (int, float)):
             raise InputError(f"must be a number, got {skew!r}", source=source, field="alltoallv.skew")
         seed = _int(table, "seed", "alltoallv", source, 0, 0)
-        with _located(source, "alltoallv", nested=True):
+        with _located(source, "alltoallv"):  # moe_traffic names its fields in full (alltoallv.skew)
             sizes = moe_traffic(len(ranks), mean, skew=float(skew), top_k=table.get("top_k", 2),
                                 tokens=table.get("tokens", 4096), seed=seed)
     with _located(source, "alltoallv"):

@@ -52,6 +52,10 @@ class Engine:
         self.delay = problem.delay.tolist()
         self.busy = problem.busy.tolist()
         self.same_release = bool(np.all(problem.delay == problem.busy))
+        # A dual's port window ends with the transfer's delivery (``SpreadProblem.port_shift``):
+        # ports are then held from the start to the delivery, which covers it.
+        self.late_ports = (problem.reversed and not self.same_release
+                           and bool(problem.send_ports or problem.recv_ports))
         self.in_links = [a.tolist() for a in m.in_links]
         self.out_links = [a.tolist() for a in m.out_links]
         self.mode = problem.mode.tolist()
@@ -146,12 +150,13 @@ class Engine:
                 link_free[e] = True
                 free_in[d].append(e)
                 dirty.add(d)
-                if self.general:
-                    u = self.lsrc[e]
-                    self.receiving[d] -= 1
-                    if self.sending[u] == self.send_cap[u]:
-                        dirty.update(ldst[f] for f in self.out_links[u])
-                    self.sending[u] -= 1
+            if self.general and (kind != FREE if self.late_ports else kind != ARRIVE):
+                u = self.lsrc[e]
+                self.receiving[d] -= 1
+                dirty.add(d)
+                if self.sending[u] == self.send_cap[u]:
+                    dirty.update(ldst[f] for f in self.out_links[u])
+                self.sending[u] -= 1
         want, out_links = self.want, self.out_links
         for v, got in gained.items():
             for e in out_links[v]:
