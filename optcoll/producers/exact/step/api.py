@@ -115,8 +115,7 @@ def _search(chosen: Plan, backend: Backend, clock: Clock, objective: str, steps:
     params.update(inverted=chosen.inverted, latency_bound=problem.latency_bound)
     if problem.latency_bound == 0:  # every destination already holds its chunks
         return Found(StepSolution.from_rows((), ()), "optimal", 0.0, "nothing to send")
-    search = Search(problem, backend, clock, symmetry=symmetry, progress=progress,
-                    with_lp=objective != "steps")
+    search = Search(problem, backend, clock, symmetry=symmetry, progress=progress)
     found = (search.least_steps(steps) if objective == "steps" else search.least_rounds(steps)
              if objective == "rounds" else search.least_cost(steps, rounds))
     params.update(rounds_bound=str(search.bound.value), rounds_bound_source=search.bound.source,
