@@ -294,18 +294,19 @@ def pareto(instance_path, max_chunks, solver, time_limit, question_limit, thread
              "bandwidth_optimal": p.bandwidth_optimal} for p in front.points]
     if as_json:
         emit_json({"rounds_lower_bound": str(bound.value), "points": rows, "complete": front.complete,
-                   "stopped": front.stopped})
+                   "scope": front.scope, "stopped": front.stopped})
         return
     echo(inst.describe())
     echo(f"rounds lower bound: R/C >= {bound.value} ({bound.source})")
     family = bound.detail.get(FAMILY)
     if family is not None:  # what the AllReduce front's "bandwidth-optimal" compares with
         echo(f"within ReduceScatter then AllGather (the front below): R/C >= {family}")
+    echo(f"searched: {front.scope} (\"proven\" and \"complete\" speak of these schedules only)")
     echo(table(["S", "R", "C", "R/C", "cost", "formula", "proven", "bandwidth-optimal"],
                      [[r["steps"], r["rounds"], r["chunks"], r["rounds_per_chunk"], format_time(r["cost"]),
                        r["formula"], "yes" if r["proven"] else "no", "yes" if r["bandwidth_optimal"] else ""]
                       for r in rows]))
-    echo(f"front complete: {front.stopped}" if front.complete
+    echo(f"front complete for {front.scope}: {front.stopped}" if front.complete
                else f"front incomplete (later points may exist): stopped by {front.stopped}")
 
 

@@ -15,12 +15,13 @@ def test_pareto_reproduces_the_dgx1_front(run):
     assert code == 0 and {(2, 3, 2), (3, 7, 6)} <= points
     assert Fraction(data["rounds_lower_bound"]) == Fraction(7, 6)
     assert data["complete"] and data["stopped"].startswith("bandwidth-optimal")
+    assert data["scope"] == "C ≤ 6, every S" and "C > 6 were not searched" in data["stopped"]
 
 
 def test_pareto_of_an_allreduce_is_reducescatter_then_allgather(run):
     code, out, _ = run("pareto", QUICK / "dgx1-allreduce-c1.toml", "--max-chunks", "2")
     assert code == 0 and "within ReduceScatter then AllGather (the front below): R/C >= 7/3" in out
-    assert "4  6  2  3" in out and "front complete: reducescatter: " in out
+    assert "4  6  2  3" in out and "front complete for ReduceScatter then AllGather, each phase C ≤ 2, every S: reducescatter: " in out
 
 
 @pytest.mark.parametrize("solver", ["cpsat", "z3", "scip"])

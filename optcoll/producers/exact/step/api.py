@@ -21,7 +21,7 @@ from optcoll.producers.exact.step.backends import Backend, LinearBackend
 from optcoll.producers.exact.step.bounds import RoundsBound, allreduce_rounds_bound, problem_rounds_bound
 from optcoll.producers.exact.step.chunking import rechunk
 from optcoll.producers.exact.step.inversion import Plan, plan
-from optcoll.producers.exact.step.pareto import Front, frontier, sum_fronts
+from optcoll.producers.exact.step.pareto import Front, chunk_scope, frontier, sum_fronts
 from optcoll.producers.exact.step.search import Found, Progress, Search
 from optcoll.producers.exact.step.solution import StepSolution
 from optcoll.producers.exact.toolkit import SOLVERS as LINEAR_SOLVERS
@@ -159,7 +159,7 @@ def pareto_front(instance: Instance, max_chunks: int, *, solver: str = "cpsat",
     (rs, rs_plan, rs_bound), (ag, ag_plan, ag_bound) = parts
     bound = allreduce_rounds_bound(rs_bound, ag_bound)
     if rs_plan is None or ag_plan is None:
-        return Front((), True, "nothing to send", bound)
+        return Front((), True, "nothing to send", bound, chunk_scope(max_chunks))
     return sum_fronts(rs, ag, ag_plan.problem.alpha, ag_plan.problem.beta, bound)
 
 
@@ -173,7 +173,7 @@ def _front(instance: Instance, collective: Collective, max_chunks: int, backend:
     first = plan(machine, rechunk(collective, 1), model)
     bound = problem_rounds_bound(first.problem)
     if first.problem.latency_bound == 0:
-        return Front((), True, "nothing to send", bound), None, bound
+        return Front((), True, "nothing to send", bound, chunk_scope(max_chunks)), None, bound
 
     def prepare(C: int) -> Plan:
         return first if C == 1 else plan(machine, rechunk(collective, C), model)

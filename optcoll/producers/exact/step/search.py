@@ -291,5 +291,7 @@ class Search:
     def _source(self, what: str, steps: int | None, rounds: int | None) -> str:
         limits = [f"S = {steps}"] if steps is not None else []
         limits += [f"R <= {rounds}"] if rounds is not None else []
-        where = f" with {' and '.join(limits)}" if limits else ""
-        return f"step model, {what}{where}: {self.backend.name} proofs, rounds bound {self.bound.source}"
+        where = f" with {' and '.join(limits)}" if limits else " over every S"
+        C = self.problem.collective.chunks_per_rank
+        return (f"step model, {what} at C = {C}{where}: {self.backend.name} proofs, "
+                f"rounds bound {self.bound.source}")
