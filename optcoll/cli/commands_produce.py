@@ -7,8 +7,8 @@ import sys
 
 import click
 
-from optcoll.cli.limits import (TIME, as_flags, max_memory_option, out_option, progress_option, runs_option, seed_option,
-                                threads_option, time_limit_option)
+from optcoll.cli.limits import (TIME, as_flags, combining_option, max_memory_option, out_option, progress_option,
+                                runs_option, seed_option, threads_option, time_limit_option, with_combining)
 from optcoll.cli.output import echo, emit_json, json_option, progress_shown
 from optcoll.text.table import percent, table
 from optcoll.units import format_time
@@ -135,9 +135,10 @@ def _with_model(inst, kind: str | None):
                    "'free' (1,2,4,8) or a list '1,2,4' solves at each C and keeps the fastest.")
 @click.option("--least-steps", is_flag=True, help="Step model: SCCL's least steps (one round per step).")
 @click.option("--least-rounds", is_flag=True, help="Step model: the least rounds R, then the least steps with it.")
+@combining_option
 @json_option
 def solve(instance_path, solver, model_kind, time_limit, threads, seed, quantum, out, export_model,
-          progress, max_memory, steps, rounds, chunks, least_steps, least_rounds, as_json) -> None:
+          progress, max_memory, steps, rounds, chunks, least_steps, least_rounds, combining, as_json) -> None:
     """Optimal schedule (or best found plus a proven bound) from an exact solver, verified.
 
     The step model answers SCCL's questions: the least cost S·α + R·b/B_min (default), the
@@ -149,7 +150,7 @@ def solve(instance_path, solver, model_kind, time_limit, threads, seed, quantum,
     from optcoll.results.advice import tightening_hints
     from optcoll.schedules.jsonfile import save_schedule
 
-    inst = _with_model(load_instance(instance_path), model_kind)
+    inst = with_combining(_with_model(load_instance(instance_path), model_kind), combining)
     if solver == "z3" and inst.model.kind != "step":
         raise click.UsageError("z3 solves the step model only (use --model step)")
     objective = _step_question(inst.model.kind, steps, rounds, chunks if isinstance(chunks, int) else None,
@@ -271,9 +272,10 @@ def _sccl_terms(inst, steps: int, rounds: int) -> str:
 @threads_option
 @max_memory_option
 @progress_option
+@combining_option
 @json_option
 def pareto(instance_path, max_chunks, solver, time_limit, question_limit, threads, max_memory, progress,
-           as_json) -> None:
+           combining, as_json) -> None:
     """The step model's Pareto front over (steps S, rounds per chunk R/C), every point verified."""
     from optcoll.instances.instancefile import load_instance
     from optcoll.producers.exact.step import pareto_front
@@ -281,7 +283,7 @@ def pareto(instance_path, max_chunks, solver, time_limit, question_limit, thread
     from optcoll.producers.exact.step.chunking import rechunk
     from optcoll.verify import require_valid
 
-    inst = _with_model(load_instance(instance_path), "step")
+    inst = with_combining(_with_model(load_instance(instance_path), "step"), combining)
     with as_flags(max_chunks="--max-chunks"):
         front = pareto_front(inst, max_chunks, solver=solver, time_limit=time_limit, threads=threads,
                              max_memory=max_memory, question_limit=question_limit,

@@ -80,6 +80,21 @@ jobs_option = click.option(
 progress_option = click.option(
     "--progress/--no-progress", default=None,
     help="Progress on stderr (done/total, ETA where one exists; default: when stderr is a terminal).")
+#: ``--combining`` of the commands that solve or check combining collectives; the choices are
+#: ``instances.instance.COMBINING`` (spelled here so that the CLI loads without numpy).
+combining_option = click.option(
+    "--combining", type=click.Choice(["copy-or-reduce", "reduce-only"]), default=None,
+    help="What an arrival may do to a partial sum: copy-or-reduce (a copy may overwrite it) or reduce-only "
+         "(SCCL's rules: only disjoint reductions into it); see docs/semantics.md (default: the instance's [model]).")
+
+
+def with_combining(instance, combining: str | None):
+    """The instance with ``--combining`` applied to its time model (None: as it is)."""
+    from dataclasses import replace
+
+    if combining is None or combining == instance.model.combining:
+        return instance
+    return replace(instance, model=replace(instance.model, combining=combining))
 
 
 @contextlib.contextmanager

@@ -15,6 +15,7 @@
     send_ports = 1                   # optional port limits
     recv_ports = 1
     reduce_cost = "0.01 ns/B"        # γ, time per reduced byte
+    combining = "copy-or-reduce"     # or "reduce-only": SCCL's combining rules (docs/semantics.md)
 
     [budget]                         # optional
     time_limit = "60 s"
@@ -60,7 +61,7 @@ from optcoll.units import parse_size, parse_time
 
 _SECTIONS = {"instance", "model", "budget", "custom", "alltoallv", "results"}
 _INSTANCE_KEYS = {"name", "machine", "collective", "size", "chunks_per_rank", "root", "ranks"}
-_MODEL_KEYS = {"kind", "occupancy", "send_ports", "recv_ports", "reduce_cost"}
+_MODEL_KEYS = {"kind", "occupancy", "send_ports", "recv_ports", "reduce_cost", "combining"}
 _BUDGET_KEYS = {"time_limit", "threads", "seed", "work_limit"}
 _CUSTOM_KEYS = {"pre", "post", "chunk_size", "combining"}
 _ALLTOALLV_KEYS = {"matrix", "unit", "generator", "skew", "top_k", "tokens", "seed"}
@@ -222,7 +223,8 @@ def instance_from_dict(data: dict[str, Any], source: str, base_dir: Path,
                           occupancy=model_table.get("occupancy", "link"),
                           send_ports=_int(model_table, "send_ports", "model", source),
                           recv_ports=_int(model_table, "recv_ports", "model", source),
-                          reduce_cost=_reduce_cost(model_table.get("reduce_cost"), source))
+                          reduce_cost=_reduce_cost(model_table.get("reduce_cost"), source),
+                          combining=model_table.get("combining", "copy-or-reduce"))
     if model.kind == "step" and not collective.equal_chunks:
         raise InputError("the step model counts equal chunks; alltoallv's differ (use the timed model)",
                          source=source, field="model.kind")

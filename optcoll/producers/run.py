@@ -78,6 +78,9 @@ def exact(instance: Instance, *, solver: str = "cpsat", budget: Budget | None = 
                 raise InputError(f"{name} apply to the step model only (use the step model)", field=name)
         if objective != "cost":
             raise InputError(f"objective {objective!r} applies to the step model only", field="objective")
+        if instance.model.combining != "copy-or-reduce":
+            raise InputError(f"combining = {instance.model.combining!r} is solved in the step model only "
+                             "(the verifier checks it for any schedule)", field="model.combining")
         from optcoll.producers.exact.timed.solve import solve_timed
 
         outcome = solve_timed(instance, solver=solver, budget=budget, progress=progress, quantum=quantum)

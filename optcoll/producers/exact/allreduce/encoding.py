@@ -198,7 +198,8 @@ def _carrying(model: DirectModel, index: _Index, c: int) -> None:
 
 def _delivering(model: DirectModel, index: _Index, c: int) -> None:
     """At each (node, epoch): reductions or one copy, never both; a copy replaces the partial sum,
-    a reduction adds a disjoint one (no contribution counted twice); nothing arriving keeps it."""
+    a reduction adds a disjoint one (no contribution counted twice); nothing arriving keeps it.
+    With ``reduce_only`` (SCCL's rules) a copy may only fill an empty partial."""
     cp, holds = model.cp, model.holds
     for v in range(model.problem.num_nodes):
         for t in range(1, model.horizon + 1):
@@ -220,6 +221,8 @@ def _delivering(model: DirectModel, index: _Index, c: int) -> None:
                 cp.add(now <= before + got)
                 cp.add(now <= got + 1 - cin)
                 cp.add(before + got <= 1 + cin)
+                if model.problem.reduce_only:
+                    cp.add(before + cin <= 1)
 
 
 def _credit(model: DirectModel, index: _Index, c: int) -> None:

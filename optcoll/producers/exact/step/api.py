@@ -76,7 +76,7 @@ def solve_step(instance: Instance, *, solver: str = "cpsat", steps: int | None =
         raise InputError(f"objective {objective!r} chooses the rounds itself; leave rounds unset", field="rounds")
     check_options(instance.model)
     if allreduce_set(instance.collective) is not None:
-        if objective == "steps":  # SCCL's combining semantics: partial sums, no phases
+        if objective == "steps":  # the direct model: partial sums, no phases, either combining rule
             # the direct AllReduce model (and the timed model's grids and bounds it uses) loads only here
             from optcoll.producers.exact.allreduce.steps import least_steps
 
@@ -84,6 +84,7 @@ def solve_step(instance: Instance, *, solver: str = "cpsat", steps: int | None =
         if instance.collective.kind != "allreduce":
             raise NotApplicable("an AllReduce-shaped custom collective is solved directly for the least "
                                 "steps with one round per step: use objective 'steps' (--least-steps)")
+        _refuse_overwriting_family(instance)
     if instance.collective.kind == "allreduce" and (steps is not None or rounds is not None):
         raise InputError("steps/rounds apply to one phase; solve the reducescatter and allgather "
                          "parts separately to limit them", field="steps")
@@ -107,6 +108,15 @@ def solve_step(instance: Instance, *, solver: str = "cpsat", steps: int | None =
         return compose_allreduce(instance, clock, solve_one,
                                  lambda s: timing.cost(s.num_steps, sum(s.rounds or ())))
     return solve_one(instance, clock)
+
+
+def _refuse_overwriting_family(instance: Instance) -> None:
+    """ReduceScatter then AllGather copies each full sum over the partials it contains, which
+    reduce-only (SCCL's rules) forbids; only the direct model (least steps) obeys them."""
+    if instance.model.combining == "reduce-only":
+        raise NotApplicable("with combining = reduce-only (SCCL's rules) an AllReduce is solved by the direct "
+                            "model only, for the least steps with one round per step (--least-steps): "
+                            "ReduceScatter then AllGather overwrites partial sums in its AllGather")
 
 
 def _search(chosen: Plan, backend: Backend, clock: Clock, objective: str, steps: int | None,
@@ -150,6 +160,8 @@ def pareto_front(instance: Instance, max_chunks: int, *, solver: str = "cpsat",
         raise exc.located(field="max_chunks") from None
     check_options(instance.model)
     clock = Clock(budget)
+    if instance.collective.kind == "allreduce":
+        _refuse_overwriting_family(instance)
     if instance.collective.kind != "allreduce":
         return _front(instance, instance.collective, max_chunks, backend, clock, symmetry, progress,
                       question_limit)[0]
