@@ -31,4 +31,4 @@ def test_no_flow_lp_when_the_heuristic_meets_the_counting_floor():
     inst = instance(G.dgx1(BW, LAT))
     out = solve_step(inst, objective="steps")
     assert out.status == "optimal" and out.params["S"] == 2 and out.params["questions"] == []
-    assert "flow LP" not in out.params["rounds_bound_source"]
+    assert out.params["flow_lp"] == "not asked for"

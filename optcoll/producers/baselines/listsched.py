@@ -22,8 +22,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-from scipy.sparse import csr_matrix
-from scipy.sparse.csgraph import dijkstra
 
 from optcoll.producers.base import NotApplicable
 from optcoll.producers.calendar import Need, Runs, Windows, earliest_start, reserve
@@ -35,6 +33,8 @@ class Routes:
     """Shortest paths by link delay, computed per source on demand."""
 
     def __init__(self, problem: SpreadProblem):
+        from scipy.sparse import csr_matrix  # loaded by the baselines that route, not by every synth
+
         m, n = problem.machine, problem.num_nodes
         keys = m.link_src * n + m.link_dst
         order = np.lexsort((problem.delay, keys))
@@ -52,6 +52,8 @@ class Routes:
             return [a, b]
         pred = self.pred.get(a)
         if pred is None:
+            from scipy.sparse.csgraph import dijkstra
+
             _, row = dijkstra(self.graph, directed=True, indices=a, return_predecessors=True)
             pred = self.pred[a] = row.tolist()
         nodes = [b]

@@ -129,6 +129,7 @@ def _search(chosen: Plan, backend: Backend, clock: Clock, objective: str, steps:
     found = (search.least_steps(steps) if objective == "steps" else search.least_rounds(steps)
              if objective == "rounds" else search.least_cost(steps, rounds))
     params.update(rounds_bound=str(search.bound.value), rounds_bound_source=search.bound.source,
+                  flow_lp=str(search.bound.detail.get("flow LP")),
                   questions=search.asked, interrupted=clock.interrupted)
     if found.solution is not None:
         params.update(S=found.solution.steps, R=found.solution.total_rounds)
