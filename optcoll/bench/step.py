@@ -30,7 +30,7 @@ from optcoll.bench.file import Section
 INSTANCES = {
     "dgx1": '[instance]\nmachine = "dgx1"\ncollective = "allgather"\nsize = "1 GiB"\n',
     "torus8x8": '[instance]\nmachine = "torus8x8"\ncollective = "allgather"\nsize = "1 GiB"\n',
-    "torus32x32": '[instance]\nmachine = "torus32x32.toml"\ncollective = "allgather"\nsize = "1 GiB"\n',
+    "torus32x32": '[instance]\nmachine = "torus-32x32.toml"\ncollective = "allgather"\nsize = "1 GiB"\n',
 }
 #: SCCL's generic topologies and sizes whose AllReduce rows are asked under both combining rules.
 SCCL_TOPOLOGIES, SCCL_SIZES = ("Ring", "Line", "Star"), (4, 5, 6, 7, 8)
@@ -68,7 +68,7 @@ def write_questions(scratch: Path) -> dict[str, str]:
     torus = ('[machine]\nname = "torus32x32"\n[topology]\nkind = "torus2d"\ndims = [32, 32]\n'
              'bandwidth = { value = "50 GiB/s", per = "direction", source = "tacos" }\n'
              'latency = { value = "0.5 us", source = "tacos" }\n[sources.tacos]\ntitle = "TACOS\'s synthetic links"\n')
-    files = {"torus32x32.toml": torus, **{f"{k}.toml": v for k, v in INSTANCES.items()}}
+    files = {"torus-32x32.toml": torus, **{f"{k}.toml": v for k, v in INSTANCES.items()}}
     for topology in SCCL_TOPOLOGIES:
         for n in sorted({*SCCL_SIZES, 7, 8}):
             files[f"{topology.lower()}{n}.toml"] = generic_machine(topology, n)

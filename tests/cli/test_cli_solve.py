@@ -186,5 +186,7 @@ def test_reduce_only_refuses_overwrites_in_solve_and_verify(run, tmp_path):
     assert code == 1 and out.startswith("INVALID [overwrite]")
     code, _, err = run("solve", ring, "--model", "step", "--combining", "reduce-only", "--no-progress")
     assert code == 2 and err.count("\n") == 1 and "--least-steps" in err
+    code, _, err = run("pareto", ring, "--max-chunks", "2", "--combining", "reduce-only", "--no-progress")
+    assert code == 2 and err.count("\n") == 1 and "--least-steps" in err
     code, _, err = run("solve", ring, "--combining", "reduce-only", "--no-progress")
     assert code == 2 and err.count("\n") == 1 and "step model only" in err

@@ -86,6 +86,17 @@ def test_a_small_synthesis_runs_the_interpreted_greedy(tmp_path):
     assert heavy(modules) == []
 
 
+def test_a_question_with_the_flow_floor_loads_no_scipy(tmp_path):
+    """Ring(8) AlltoAll least steps: the flow LP is built (numpy triplets to OR-Tools' MathOpt),
+    then CP-SAT answers; scipy is never needed."""
+    path = tmp_path / "ring8-a2a.toml"
+    path.write_text('[instance]\nmachine = "ring8"\ncollective = "alltoall"\nsize = "8 MiB"\n[model]\nkind = "step"\n')
+    output, modules = loaded_by(tmp_path, "solve", str(path), "--least-steps", "--no-progress", "--json")
+    answer = json.loads(output)
+    assert answer["status"] == "optimal" and answer["steps"] == 8
+    assert "ortools.math_opt.core.python.solver" in modules and heavy(modules) == [] and "scipy" not in modules
+
+
 def test_the_dgx1_front_loads_cpsat_without_pandas(tmp_path):
     output, modules = loaded_by(tmp_path, "pareto", str(DGX1), "--max-chunks", "6", "--json")
     answer = json.loads(output)
