@@ -1,10 +1,11 @@
 """Least steps of a direct AllReduce in the step model with one round per step (SCCL's R = S).
 
-SCCL's combining semantics (issue 13): in each step a rank sends its current partial sum, the
-receiver reduces it into its own or replaces its own with it, and every contribution is counted
-exactly once; this is the direct model (``encoding``) on a step grid. The search asks S = L, L+1,
-... until a schedule exists, L the larger of the hop latency and the analytic bounds in steps,
-so every S below the answer is proven infeasible. Without plain switches the step grid is the
+Partial sums as in docs/semantics.md (issue 13): in each step a rank sends its current partial
+sum, the receiver reduces it into its own or (``combining = "copy-or-reduce"``, the default)
+replaces its own with it, and every contribution is counted exactly once; this is the direct model
+(``encoding``) on a step grid. The search asks S = L, L+1, ... until a schedule exists, L the hop
+latency (and, once S = L is refuted, the analytic bounds in steps), so every S below the answer
+is proven infeasible. Without plain switches the step grid is the
 step model itself (sends in step s see exactly the deliveries of steps before s), so the answer
 is the least S; with plain switches the model forwards every arrival in the next step, and the
 answer is the least S of those schedules only (its status says "feasible").
