@@ -8,8 +8,8 @@ import time
 
 import click
 
-from optcoll.cli.limits import (TIME, as_flags, max_memory_option, out_option, progress_option, runs_option, seed_option,
-                                threads_option, time_limit_option)
+from optcoll.cli.limits import (TIME, as_flags, combining_option, max_memory_option, out_option, progress_option,
+                                runs_option, seed_option, threads_option, time_limit_option, with_combining)
 from optcoll.cli.output import echo, emit_json, json_option
 from optcoll.text.table import percent, table
 from optcoll.units import format_time
@@ -157,9 +157,11 @@ def _with_model(inst, kind: str | None):
 @click.option("--formulation", type=click.Choice(FORMULATION_NAMES), default=None,
               help="The exact formulation (default: the time model's: timed or step); what each applies to and "
                    "proves: optcoll/producers/formulations.py.")
+@combining_option
 @json_option
 def solve(instance_path, solver, model_kind, time_limit, threads, seed, quantum, out, export_model,
-          progress, max_memory, steps, rounds, chunks, least_steps, least_rounds, formulation, as_json) -> None:
+          progress, max_memory, steps, rounds, chunks, least_steps, least_rounds, formulation, combining,
+          as_json) -> None:
     """Optimal schedule (or best found plus a proven bound) from an exact solver, verified.
 
     The step model answers SCCL's questions: the least cost S·α + R·b/B_min (default), the
@@ -173,7 +175,7 @@ def solve(instance_path, solver, model_kind, time_limit, threads, seed, quantum,
     from optcoll.results.advice import tightening_hints
     from optcoll.schedules.jsonfile import save_schedule
 
-    inst = _with_model(load_instance(instance_path), model_kind)
+    inst = with_combining(_with_model(load_instance(instance_path), model_kind), combining)
     if solver == "z3" and inst.model.kind != "step":
         raise click.UsageError("z3 solves the step model only (use --model step)")
     objective = _step_question(inst.model.kind, steps, rounds, chunks if isinstance(chunks, int) else None,
@@ -296,9 +298,10 @@ def _sccl_terms(inst, steps: int, rounds: int) -> str:
 @threads_option
 @max_memory_option
 @progress_option
+@combining_option
 @json_option
 def pareto(instance_path, max_chunks, solver, time_limit, question_limit, threads, max_memory, progress,
-           as_json) -> None:
+           combining, as_json) -> None:
     """The step model's Pareto front over (steps S, rounds per chunk R/C), every point verified."""
     from optcoll.instances.instancefile import load_instance
     from optcoll.producers.exact.step import pareto_front
@@ -306,7 +309,7 @@ def pareto(instance_path, max_chunks, solver, time_limit, question_limit, thread
     from optcoll.producers.exact.step.chunking import rechunk
     from optcoll.verify import require_valid
 
-    inst = _with_model(load_instance(instance_path), "step")
+    inst = with_combining(_with_model(load_instance(instance_path), "step"), combining)
     with as_flags(max_chunks="--max-chunks"):
         front = pareto_front(inst, max_chunks, solver=solver, time_limit=time_limit, threads=threads,
                              max_memory=max_memory, question_limit=question_limit,
@@ -319,18 +322,19 @@ def pareto(instance_path, max_chunks, solver, time_limit, question_limit, thread
              "bandwidth_optimal": p.bandwidth_optimal} for p in front.points]
     if as_json:
         emit_json({"rounds_lower_bound": str(bound.value), "points": rows, "complete": front.complete,
-                   "stopped": front.stopped})
+                   "scope": front.scope, "stopped": front.stopped})
         return
     echo(inst.describe())
     echo(f"rounds lower bound: R/C >= {bound.value} ({bound.source})")
     family = bound.detail.get(FAMILY)
     if family is not None:  # what the AllReduce front's "bandwidth-optimal" compares with
         echo(f"within ReduceScatter then AllGather (the front below): R/C >= {family}")
+    echo(f"searched: {front.scope} (\"proven\" and \"complete\" speak of these schedules only)")
     echo(table(["S", "R", "C", "R/C", "cost", "formula", "proven", "bandwidth-optimal"],
                      [[r["steps"], r["rounds"], r["chunks"], r["rounds_per_chunk"], format_time(r["cost"]),
                        r["formula"], "yes" if r["proven"] else "no", "yes" if r["bandwidth_optimal"] else ""]
                       for r in rows]))
-    echo(f"front complete: {front.stopped}" if front.complete
+    echo(f"front complete for {front.scope}: {front.stopped}" if front.complete
                else f"front incomplete (later points may exist): stopped by {front.stopped}")
 
 

@@ -109,6 +109,21 @@ progress_option = click.option(
     "--progress/--no-progress", default=None,
     help="Progress on stderr: done/total and ETA where one exists, a bar on a terminal, else a line "
          "every 10 s (default: on; --no-progress: silent).")
+#: ``--combining`` of the commands that solve or check combining collectives; the choices are
+#: ``instances.instance.COMBINING`` (spelled here so that the CLI loads without numpy).
+combining_option = click.option(
+    "--combining", type=click.Choice(["copy-or-reduce", "reduce-only"]), default=None,
+    help="What an arrival may do to a partial sum: copy-or-reduce (a copy may overwrite it) or reduce-only "
+         "(SCCL's rules: only disjoint reductions into it); see docs/model.md §5.4 (default: the instance's [model]).")
+
+
+def with_combining(instance, combining: str | None):
+    """The instance with ``--combining`` applied to its time model (None: as it is)."""
+    from dataclasses import replace
+
+    if combining is None or combining == instance.model.combining:
+        return instance
+    return replace(instance, model=replace(instance.model, combining=combining))
 
 
 @contextlib.contextmanager

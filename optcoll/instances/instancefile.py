@@ -15,6 +15,7 @@
     send_ports = 1                   # optional port limits
     recv_ports = 1
     reduce_cost = "0.01 ns/B"        # γ, time per reduced byte
+    combining = "copy-or-reduce"     # or "reduce-only": SCCL's combining rules (docs/model.md §5.4)
 
     [budget]                         # optional
     time_limit = "60 s"
@@ -62,7 +63,7 @@ from optcoll.units import parse_size, parse_time
 
 _SECTIONS = {"instance", "model", "budget", "custom", "alltoallv", "results"}
 _INSTANCE_KEYS = {"name", "machine", "collective", "size", "chunks_per_rank", "root", "ranks"}
-_MODEL_KEYS = {"kind", "occupancy", "send_ports", "recv_ports", "reduce_cost"}
+_MODEL_KEYS = {"kind", "occupancy", "send_ports", "recv_ports", "reduce_cost", "combining"}
 _BUDGET_KEYS = {"time_limit", "threads", "seed", "work_limit"}
 _CUSTOM_KEYS = {"pre", "post", "chunk_size", "combining"}
 _ALLTOALLV_KEYS = {"matrix", "unit", "generator", "skew", "top_k", "tokens", "seed"}
@@ -256,7 +257,8 @@ def _model(data: dict[str, Any], source: str) -> TimeModel:
         return TimeModel(kind=table.get("kind", "timed"), occupancy=table.get("occupancy", "link"),
                          send_ports=_int(table, "send_ports", "model", source),
                          recv_ports=_int(table, "recv_ports", "model", source),
-                         reduce_cost=_reduce_cost(table.get("reduce_cost"), source))
+                         reduce_cost=_reduce_cost(table.get("reduce_cost"), source),
+                         combining=table.get("combining", "copy-or-reduce"))
 
 
 def _budget(data: dict[str, Any], source: str) -> Budget:

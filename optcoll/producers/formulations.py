@@ -48,6 +48,9 @@ def _timed(instance: Instance) -> str | None:
     if not instance.collective.equal_chunks:
         return (f"the exact timed model cuts time for equal chunks; {instance.collective.kind}'s chunks "
                 "differ in size")
+    if instance.model.combining != "copy-or-reduce":
+        return (f"combining = {instance.model.combining!r} is solved in the step model only (the verifier "
+                "checks it for any schedule)")
     return None
 
 

@@ -214,8 +214,9 @@ def _pareto_blocks(report: Report) -> list[Block]:
                       f"{p['rounds']}/{p['chunks']}", p.get("formula", ""),
                       seconds(p.get("verified_cost")), "yes" if p.get("proven") else "no",
                       "yes" if p.get("bandwidth_optimal") else "no") for p in data.points)
+        searched = f"; searched: {data.scope}, and \"proven\" speaks of these schedules only" if data.scope else ""
         out += [Paragraph(f"Step-model Pareto front of {data.instance} (each point's schedule "
-                          "re-verified in the step model):"),
+                          f"re-verified in the step model{searched}):"),
                 Table(("S", "R", "C", "R/C", "cost", "verified cost", "proven", "bandwidth-optimal"),
                       rows, (0, 1, 2, 5))]
     return out

@@ -127,6 +127,7 @@ class ParetoData:
     points: tuple[dict[str, Any], ...]
     status: str
     reason: str | None = None
+    scope: str | None = None  # the schedules the front searched ("C ≤ 6, every S")
 
 
 @dataclass(frozen=True)

@@ -176,7 +176,8 @@ def _pareto(job: Job) -> tuple[dict[str, Any], None]:
         collective = rechunk(inst.collective, point.chunks)
         verified = require_valid(inst.machine, collective, point.schedule, TimeModel(kind="step"))
         rows.append({**_plain_point(point), "verified_cost": float(verified.time)})
-    return {"status": "ok", "points": rows, "complete": front.complete, "stopped": front.stopped}, None
+    return {"status": "ok", "points": rows, "complete": front.complete, "scope": front.scope,
+            "stopped": front.stopped}, None
 
 
 def _check(job: Job) -> tuple[dict[str, Any], None]:

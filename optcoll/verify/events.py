@@ -7,8 +7,9 @@ Deliveries themselves are ordered by (arrival, transfer id).
 Values. For a combining collective a value is the set of contributors it sums, a Python int
 used as a bitset over node ids; every precondition holder starts with {itself}. A copy delivers
 the sender's value at the start of the transfer and replaces the receiver's; a reduce adds it to
-the receiver's and must not overlap it (double count). For a non-combining collective every
-value is the chunk itself (the int 1). Node roles:
+the receiver's and must not overlap it (double count). With ``model.combining = "reduce-only"``
+(SCCL's rules) a copy may not replace a partial a node already holds (overwrite). For a
+non-combining collective every value is the chunk itself (the int 1). Node roles:
 
 * buffer (NPUs, members or not; multicast switches; reduction switches with multicast) keeps
   one value per chunk and may send it any number of times;
@@ -70,6 +71,7 @@ class _State:
         m, width = p.machine, p.num_nodes
         self.width = width
         self.combining = p.collective.combining
+        self.reduce_only = self.combining and p.model.combining == "reduce-only"
         self.role = [BUFFER] * m.num_npus + [_role(s) for s in m.switches]
         self.reduce_ok = [True] * m.num_npus + [s.reduce for s in m.switches]
         self.full = dict.fromkeys(range(lo, hi), 0)
@@ -123,7 +125,7 @@ def run(p: Problem, batch: int = BATCH_TRANSFERS) -> Outcome:
 
 
 #: Violations met when a transfer is delivered; every other engine violation is met at a start.
-_ON_DELIVERY = frozenset({"double-count", "ambiguous-arrival"})
+_ON_DELIVERY = frozenset({"double-count", "ambiguous-arrival", "overwrite"})
 
 
 def _met_before(a: Finding, b: Finding, eps: float) -> bool:
@@ -143,7 +145,7 @@ def _simulate(p: Problem, lo: int, hi: int, check_timing: bool) -> _Part:
     st = _State(p, lo, hi)
     width, eps, combining = st.width, p.eps, st.combining
     value, fifo, credit, last, since = st.value, st.fifo, st.credit, st.last, st.since
-    role, reduce_ok, full = st.role, st.reduce_ok, st.full
+    role, reduce_ok, full, reduce_only = st.role, st.reduce_ok, st.full, st.reduce_only
     chunk, src, dst, op = p.chunk.tolist(), p.src.tolist(), p.dst.tolist(), p.op.tolist()
     start, arrive = p.start.tolist(), p.arrive.tolist()
     timed = check_timing and not p.step_model
@@ -175,6 +177,8 @@ def _simulate(p: Problem, lo: int, hi: int, check_timing: bool) -> _Part:
         if prev is not None and a <= prev[0] + eps and (prev[1] != o or (o == COPY and prev[2] != val)):
             return findings.ambiguous_arrival(p, i, prev[3])
         last[key] = (a, o, val, i)
+        if o == COPY and reduce_only and value.get(key):
+            return findings.overwrite(p, i, findings.bits(value[key]))
         if o == REDUCE:
             cur = value.get(key)
             if cur is not None:

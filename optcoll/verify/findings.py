@@ -76,6 +76,16 @@ def double_count(p: Problem, j: int, twice: list[int]) -> Finding:
         j, at=float(p.arrive[j]), node=v)
 
 
+def overwrite(p: Problem, j: int, held: list[int]) -> Finding:
+    v = int(p.dst[j])
+    return p.finding("overwrite", (
+        f"{p.node(v)} receives a copy of chunk {int(p.chunk[j])} on {p.link_name(p.link[j])} "
+        f"{p.when(float(p.arrive[j]))} (transfer {int(p.ids[j])}) over its partial sum of "
+        f"{p.nodes_text(held)}: with combining = \"reduce-only\" (SCCL's rules) an arrival is added to "
+        f"the receiver's partial, never written over it; send a reduce of a disjoint partial instead"),
+        j, at=float(p.arrive[j]), node=v)
+
+
 def ambiguous_arrival(p: Problem, j: int, other: int) -> Finding:
     v = int(p.dst[j])
     how = ("by copy and by reduce" if p.op[j] != p.op[other]

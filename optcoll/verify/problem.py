@@ -31,7 +31,7 @@ PRIORITY = {"bad-time": 0, "step-order": 0, "unknown-chunk": 0, "unknown-link": 
             "bad-via": 0, "op-not-allowed": 1, "switch-reduce": 2, "causality": 3,
             "switch-forward": 3, "ambiguous-forward": 3,
             "link-overlap": 4, "step-capacity": 4, "send-ports": 5, "recv-ports": 6,
-            "double-count": 0, "ambiguous-arrival": 0,
+            "double-count": 0, "ambiguous-arrival": 0, "overwrite": 0,
             "postcondition": 0, "missing-contribution": 0, "step-rounds": 0}
 
 #: Every violation kind the verifier reports (stable identifiers).

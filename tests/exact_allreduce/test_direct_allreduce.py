@@ -2,6 +2,8 @@
 never worse than ReduceScatter then AllGather, and SCCL's least steps cross-checked with z3."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -123,6 +125,36 @@ def test_least_steps_agree_with_an_independent_z3_encoding(machine, least):
     assert result.status == "optimal" and result.steps == least
     assert z3_feasible(machine, least) is True
     assert z3_feasible(machine, least - 1) is False
+
+
+REDUCE_ONLY = TimeModel(kind="step", combining="reduce-only")
+
+
+@pytest.mark.parametrize("machine, chunks, least", [
+    (G.ring(3, 1e9, 1e-6), 1, 1), (G.ring(4, 1e9, 1e-6), 1, 2), (G.ring(3, 1e9, 1e-6), 3, 3),
+    (G.line(3, 1e9, 1e-6), 1, None), (star(4, 1e9, 1e-6, hub_switch=False), 1, None)],
+    ids=["ring3", "ring4", "ring3-C3", "line3", "star4"])
+def test_reduce_only_least_steps_agree_with_z3_and_are_settled_at_every_s(machine, chunks, least):
+    """SCCL's rules (no copy over a partial): SCCL's own answers on Ring(3) and Ring(4) with one
+    chunk; Ring(3) with three chunks needs 3 steps where copies allow 2; on Line(3) and Star(4), where SCCL's search never ends, no schedule at any S: z3 finds
+    none either at the ceiling (every delivery adds a contribution, so no schedule needs more)."""
+    from optcoll.producers.exact.allreduce.steps import ceiling
+
+    n = machine.num_npus
+    coll = make_custom(range(n), [list(range(n))] * chunks, [list(range(n))] * chunks, 2.0**20, combining=True)
+    inst = Instance(f"{machine.name}-wb{chunks}", machine, coll, REDUCE_ONLY, Budget(60, 1, 0))
+    out = solve_step(inst, objective="steps", time_limit=60, threads=1)
+    result = evaluate_outcome(inst, "exact", out)
+    if least is None:
+        top = ceiling(step_problem(inst))
+        assert result.status == "infeasible" and "no schedule at any S" in result.lower_bound_source
+        assert z3_feasible(machine, top, chunks=chunks, reduce_only=True) is False
+        assert solve_step(replace(inst, model=TimeModel(kind="step")), objective="steps").status == "optimal"
+        return
+    assert result.status == "optimal" and result.steps == least
+    assert z3_feasible(machine, least, chunks=chunks, reduce_only=True) is True
+    assert least == 1 or z3_feasible(machine, least - 1, chunks=chunks, reduce_only=True) is False
+    assert verify(inst.machine, inst.collective, out.schedule, REDUCE_ONLY).valid
 
 
 def test_whole_buffer_allreduce_with_cost_objective_is_refused_in_one_line():

@@ -265,6 +265,21 @@ def test_missing_contribution(ring3):
     assert v.node == 0
 
 
+def test_overwrite_only_under_reduce_only(ring3):
+    """Ring AllReduce's AllGather phase copies each full sum over a partial that it contains: valid
+    by default (a copy writes the buffer), rejected under SCCL's rules (nothing is overwritten)."""
+    ar = collective("allreduce", 3)
+    s = ring_reducescatter(ring3, 3)
+    ag = ring_allgather(ring3, 3, offset=2 * TAU)
+    both = from_arrays(np.concatenate([s.chunk, ag.chunk]), np.concatenate([s.link, ag.link]),
+                       np.concatenate([s.start, ag.start]), np.concatenate([s.op, ag.op]))
+    assert verify(ring3, ar, both).valid
+    v = rejected(ring3, ar, both, "overwrite", TimeModel(combining="reduce-only"), chunk=0, link=0,
+                 at=3 * TAU, transfer=6, words=("npu1 receives a copy of chunk 0", "over its partial sum of npu1",
+                                                'combining = "reduce-only"'))
+    assert v.node == 1
+
+
 # -- timing rules ----------------------------------------------------------------------------------
 def test_link_overlap(ring3, ag3):
     s = append(ring_allgather(ring3, 3), 0, 0, 0.5 * TAU)

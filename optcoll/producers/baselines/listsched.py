@@ -22,8 +22,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-from scipy.sparse import csr_matrix
-from scipy.sparse.csgraph import dijkstra
 
 from optcoll.producers.base import NotApplicable
 from optcoll.producers.calendar import Need, Runs, Windows, earliest_start, reserve
@@ -39,6 +37,8 @@ class Routes:
     """
 
     def __init__(self, problem: SpreadProblem, relays: np.ndarray | None = None):
+        from scipy.sparse import csr_matrix  # loaded by the baselines that route, not by every synth
+
         m, n = problem.machine, problem.num_nodes
         keys = m.link_src * n + m.link_dst
         order = np.lexsort((problem.delay, keys))
@@ -61,6 +61,9 @@ class Routes:
             return [a, b]
         pred = self.pred.get(a)
         if pred is None:
+            from scipy.sparse import csr_matrix
+            from scipy.sparse.csgraph import dijkstra
+
             graph = self.graph
             if self.through is not None:  # a's own links, then only links out of relays
                 own = self.graph.getrow(a)

@@ -28,7 +28,8 @@ from collections import deque
 import numpy as np
 
 from optcoll.producers.base import NotApplicable
-from optcoll.producers.greedy import bits, kernel
+from optcoll.producers.greedy import bits
+from optcoll.producers.greedy.coverage import kernel_pays
 from optcoll.producers.greedy.distance import ChunkDistances, chunk_distances
 from optcoll.producers.spread import COPY, EXCLUSIVE, SpreadProblem
 from optcoll.schedules.schedule import Schedule, from_arrays
@@ -420,10 +421,13 @@ class Engine:
             self.want[u] |= bit
 
 
-def spread_greedy(problem: SpreadProblem, rng: np.random.Generator, compiled: bool = True
+def spread_greedy(problem: SpreadProblem, rng: np.random.Generator, compiled: bool | None = None
                   ) -> Schedule:
-    """The plain TACOS-style greedy on one spread problem (``compiled``: through the kernel
-    where it applies; the same schedule either way)."""
-    if compiled and kernel.applicable(problem):
+    """The plain TACOS-style greedy on one spread problem, through the compiled kernel where it
+    covers the problem and (``compiled`` None) is big enough to pay for loading it
+    (``coverage.kernel_pays``); the same schedule either way."""
+    if kernel_pays(problem, compiled):
+        from optcoll.producers.greedy import kernel  # numba: loaded only here
+
         return kernel.run(problem, rng, plus=False)
     return Engine(problem, rng).run()

@@ -182,9 +182,9 @@ def build(problem: DirectProblem, horizon: int, order_chunks: bool = True,
 
 def assemble(problem: DirectProblem, lay: Layout, order_chunks: bool = True) -> PieceModel:
     """``build`` from a layout already made."""
-    from ortools.sat.python import cp_model
+    from optcoll.producers.exact.toolkit.cpsat_model import CpModel
 
-    model = PieceModel(problem, lay, cp_model.CpModel(), tuple(range(problem.num_chunks)))
+    model = PieceModel(problem, lay, CpModel(), tuple(range(problem.num_chunks)))
     for c in model.chunks:
         _chunk(model, c)
     _fill_slots_in_order(model)

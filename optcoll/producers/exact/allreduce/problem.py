@@ -66,6 +66,7 @@ class DirectProblem:
     rounding: str  # "exact", "up" or "steps"
     restrictions: tuple[str, ...]
     ports: tuple[int | None, int | None] = (None, None)  # (sends, receives) per NPU per epoch; None: any
+    reduce_only: bool = False  # SCCL's combining rules: a copy never replaces a partial (TimeModel.combining)
 
     @property
     def num_chunks(self) -> int:
@@ -281,4 +282,4 @@ def step_problem(instance: Instance) -> DirectProblem:
     if ports != (None, None) and problem.restrictions:
         raise NotApplicable("the direct AllReduce model takes port limits only on machines without plain "
                             "switches")
-    return replace(problem, ports=ports)
+    return replace(problem, ports=ports, reduce_only=instance.model.combining == "reduce-only")

@@ -10,16 +10,19 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from optcoll.instances.clock import Clock
 from optcoll.producers.exact.allreduce import encoding
 from optcoll.producers.exact.allreduce.problem import DirectProblem
-from optcoll.producers.exact.allreduce.symmetric import Orbit
 from optcoll.producers.exact.allreduce.transfers import RouteTransfers, partial_sums
 from optcoll.producers.exact.memory import ModelSize, require_fits
 from optcoll.producers.exact.toolkit import run_cpsat
+
+if TYPE_CHECKING:  # the symmetry quotient (scipy's graph routines) loads only where it is used
+    from optcoll.producers.exact.allreduce.symmetric import Orbit
 
 #: Terms of the direct model built per second, measured on 2 shared cores at load average 9-12:
 #: 107 k/s for DGX-2 C = 1 at 33 epochs (27.4 M terms, 256 s), 115-126 k/s for DGX-1 and the

@@ -5,6 +5,8 @@
   and SCIP through MathOpt — with one handling of time and work limits, hints and Ctrl-C
   (interrupt.py), and one version string per solver (``solver_version``);
 * ``export`` (export.py): the model as .mps, .lp, .pbtxt or .pb;
+* ``cpsat_model.CpModel``: a CP-SAT model written constraint by constraint (the direct AllReduce
+  models) without ``cp_model``'s pandas import, imported by its users where they build;
 * ``lex_leq`` (lex.py): lex-leader symmetry-breaking rows;
 * ``ColouredGraph`` and ``ChunkRoles`` (symmetry.py): one automorphism finder;
 * ``compose_allreduce`` (allreduce.py): AllReduce as ReduceScatter then AllGather, one

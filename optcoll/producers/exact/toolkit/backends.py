@@ -113,11 +113,11 @@ def cpsat_model(model: LinearModel, *, named: bool = False):
     if named:
         for var, name in zip(proto.variables, model.names()):
             var.name = name
-    a, rlo, rhi = model.matrix()
-    indptr, indices, data = a.indptr.tolist(), a.indices.tolist(), a.data.astype(np.int64).tolist()
+    indptr, indices, data, rlo, rhi = model.compressed_rows()
+    indptr, indices, data = indptr.tolist(), indices.tolist(), data.astype(np.int64).tolist()
     low = [INT_MIN if v == -INF else int(v) for v in rlo.tolist()]
     high = [INT_MAX if v == INF else int(v) for v in rhi.tolist()]
-    for r in range(a.shape[0]):
+    for r in range(len(low)):
         lin = proto.constraints.add().linear
         lin.vars.extend(indices[indptr[r]:indptr[r + 1]])
         lin.coeffs.extend(data[indptr[r]:indptr[r + 1]])
