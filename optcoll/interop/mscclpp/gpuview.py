@@ -36,8 +36,9 @@ class Version:
     mask: int
     maker: object
     time: float
-    slot: tuple[str, int] | None = None
+    slot: tuple[str, int] | None = None  # where it is as plain data (None: nowhere)
     final: bool = False  # the version the output must hold
+    packets: tuple[str, int] | None = None  # LL plans: the scratch slot its packets landed in
 
 
 @dataclass(eq=False)
@@ -58,6 +59,7 @@ class Put:
     first: int = -1  # the schedule's id of its first hop
     made: Version | None = None
     covered: bool = False  # an NVLS multicast already writes it: not written again
+    landed: tuple[str, int] | None = None  # LL plans: the receiver's scratch slot its packets land in
 
 
 @dataclass(eq=False)
