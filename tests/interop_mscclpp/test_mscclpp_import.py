@@ -161,3 +161,21 @@ def test_more_than_16_remote_buffers_in_a_thread_block_are_refused_naming_it():
     assert text.startswith("bad.json: gpus[0].threadblocks[0].remote_buffer_refs:") and "17 remote buffers" in text
     tb["remote_buffer_refs"][0]["remote_buffer_ids"] = list(range(16))
     check_plan(parse_plan(data, "ok.json"))
+
+
+def test_a_gstore_allgather_pays_its_own_echo_one_hop_over_the_suites_schedule():
+    # every GPU multicasts its chunk through the NVSwitch with gstore; an NVLS group includes its
+    # issuer (validate: rank_groups hold the GPU itself), so each GPU's downlink takes 8 chunks, not
+    # 7: 9 hops (2.689 ms at 1 GiB), as the put-per-branch export, against the machines suite's
+    # multicast schedule of 8 hops (2.390 ms). So gstore is not what makes that schedule exportable.
+    n = 8
+    gpus = [{"id": g, "input_chunks": 1, "output_chunks": n, "scratch_chunks": 0,
+             "channels": [{"channel_type": "switch", "buffer_type": "o", "rank_groups": [{"size": n, "ranks": list(range(n))}]}],
+             "threadblocks": [{"id": 0, "channels": [{"channel_type": "switch", "channel_ids": [0]}],
+                               "ops": [{"name": "gstore", "src_buff": [{"type": "i", "index": 0, "size": 1}],
+                                        "dst_buff": [{"switch_channel_id": 0, "index": g, "size": 1}],
+                                        "channel_type": "switch"}]}]} for g in range(n)]
+    plan = parse_plan({"name": "gstore", "collective": "allgather", "protocol": "Simple", "inplace": False,
+                       "gpus": gpus}, "gstore.json")
+    hop = 0.5e-6 + 2**27 / 450e9
+    assert _time(plan, load_machine("dgxh100"), 2**30) == pytest.approx(9 * hop)
