@@ -133,6 +133,7 @@ def build(view: View, n: int, pre: dict[tuple[int, int], Slot], post: dict[tuple
         r, ch = receiver(p.v, s, "port" if p.port else "memory")
         if packets:
             send, recv = _packet_actions(p, ch, staged.get(id(p)), _previous(view, p.made), s, r)
+            send.needs += [chained] if chained else []
             s.actions.append(send)
             if p.src.packets is None or staged.get(id(p)) is not None:
                 pending.append((send, p.src, f"put of chunk {p.chunk} from GPU {p.u}"))
@@ -235,7 +236,7 @@ def _packet_actions(p: Put, ch: Channel, staged: Slot | None, prev: Version | No
     packets, ``cpkt``); the receiver needs no signal, it unpacks (``upkt``) or adds (``repkt``) the
     packets where plain data is wanted, and nothing else."""
     landed = p.landed
-    dst = {"remote": (p.v, "s", ch.kind), "index": landed[1], "size": 1}
+    dst = {"remote": (p.v, landed[0], ch.kind), "index": landed[1], "size": 1}
     if staged is not None:
         ops = [{"name": "cpkt", "src_buff": [_ref(p.src.slot)], "dst_buff": [_ref(staged)]},
                {"name": "ppkt", "src_buff": [_ref(staged)], "dst_buff": [dst], "channel": ch, "channel_type": "port"}]
