@@ -4,8 +4,12 @@ GPU g of the plan is NPU ``collective.ranks[g]``; buffers are laid out as MSCCL 
 out of place (``optcoll.interop.msccl.layout``), one plan chunk per optcoll chunk. The schedule is
 seen as puts and NVLS reductions (``gpuview.py``) and turned into thread blocks, channels and
 semaphores (``plan_builder.py``). The plan is written for the size the schedule was verified at:
-``min_message_size`` = ``max_message_size`` = M unless given, protocol Simple (the ops written
-are Simple's: puts, signals and waits; LL packets are not written).
+``min_message_size`` = ``max_message_size`` = M unless given, and the protocol by M as for MSCCL
+(``protocol_for_size``: LL up to 512 KiB, RCCL's production choice; Simple with NVLS): Simple plans are puts,
+signals and waits, every thread block opening with the DSL's handshake (a relaxed signal and wait
+on each of its channels) unless told not to, and the check compares with the schedule's time
+plus the handshake's (the slowest channel's signal latency); LL plans are packets
+(``plan_builder``), which need neither handshake nor signals and carry 8 bytes of data in 16.
 
 ``export_mscclpp`` checks its own output: the plan is validated as the executor loads it
 (``validate.py``, ``geometry.sizes_for``), imported back on the same machine (``importer.py``) and
@@ -25,9 +29,11 @@ from optcoll.instances.instance import TimeModel
 from optcoll.interop.mscclpp.geometry import SIZES, sizes_for
 from optcoll.interop.mscclpp.gpuview import Put, gpu_view
 from optcoll.interop.mscclpp.importer import import_mscclpp_plan
-from optcoll.interop.mscclpp.plan_builder import Block, Built, build, check_limits
-from optcoll.interop.mscclpp.schema import parse_plan
+from optcoll.interop.mscclpp.plan_builder import Block, Built, add_handshake, build, check_limits
+from optcoll.interop.mscclpp.routes import Routes
+from optcoll.interop.mscclpp.schema import PROTOCOLS, parse_plan
 from optcoll.interop.mscclpp.validate import check_plan
+from optcoll.interop.msccl.export import protocol_for_size
 from optcoll.interop.msccl.layout import layout_of
 from optcoll.machines.machine import Machine
 from optcoll.schedules.schedule import Schedule
@@ -39,12 +45,19 @@ from optcoll.verify.problem import ABSOLUTE_TOLERANCE, RELATIVE_TOLERANCE
 @dataclass(frozen=True)
 class MscclppExport:
     """An exported plan (``data``: the JSON object), the schedule's verified time, the plan's
-    verified time when imported back (None unless checked) and notes on what differs."""
+    verified time when imported back (None unless checked), notes on what differs, and how long
+    its start handshake takes (0: none; the slowest channel's signal latency)."""
 
     data: dict
     time: float
     reimported: float | None
     notes: tuple[str, ...]
+    handshake: float = 0.0
+
+    @property
+    def expected(self) -> float:
+        """The time the plan should take: the schedule's, after its start handshake."""
+        return self.time + self.handshake
 
     @property
     def text(self) -> str:
@@ -53,17 +66,22 @@ class MscclppExport:
     def summary(self) -> str:
         words = f"schedule {format_time(self.time)}"
         if self.reimported is not None:
-            same = abs(self.reimported - self.time) <= RELATIVE_TOLERANCE * self.time + ABSOLUTE_TOLERANCE
-            words += (", plan re-imported at the same time" if same else
-                      f", plan re-imported {format_time(self.reimported)} "
-                      f"({'+' if self.reimported > self.time else '-'}{format_time(abs(self.reimported - self.time))})")
+            after = f" plus its start handshake ({format_time(self.handshake)})" if self.handshake else ""
+            same = abs(self.reimported - self.expected) <= RELATIVE_TOLERANCE * self.expected + ABSOLUTE_TOLERANCE
+            words += (f", plan re-imported at the same time{after}" if same else
+                      f", plan re-imported {format_time(self.reimported)} ("
+                      f"{'+' if self.reimported > self.expected else '-'}"
+                      f"{format_time(abs(self.reimported - self.expected))} against the schedule{after})")
         return words
 
 
 def export_mscclpp(machine: Machine, collective: Collective, schedule: Schedule, *,
                    model: TimeModel = TimeModel(), name: str | None = None, min_bytes: int | None = None,
-                   max_bytes: int | None = None, check: bool = True) -> MscclppExport:
-    """The MSCCL++ plan of a verified schedule (module docstring)."""
+                   max_bytes: int | None = None, check: bool = True, handshake: bool = True,
+                   protocol: str | None = None) -> MscclppExport:
+    """The MSCCL++ plan of a verified schedule (module docstring); ``handshake``: begin every thread
+    block of a Simple plan with the DSL's relaxed signal/wait on its channels
+    (``plan_builder.add_handshake``); ``protocol``: Simple or LL (default: by M, ``protocol_for_size``)."""
     kind = collective.kind
     if kind not in SIZES:
         raise InputError(f"MSCCL++ plans name {', '.join(SIZES)}; {kind} has no plan collective", field="collective")
@@ -82,11 +100,21 @@ def export_mscclpp(machine: Machine, collective: Collective, schedule: Schedule,
     scale = max(float(result.arrivals.max(initial=0.0)), 1e-30)
     eps = RELATIVE_TOLERANCE * scale + ABSOLUTE_TOLERANCE
     view = gpu_view(machine, collective, schedule, result.arrivals, eps)
+    if protocol is None:  # LL packets carry no glres here: a schedule with NVLS stays Simple
+        protocol = "Simple" if view.nvls else protocol_for_size(message)
+    if protocol not in PROTOCOLS:
+        raise InputError(f"unknown protocol {protocol!r}; MSCCL++ plans are {' or '.join(PROTOCOLS)}", field="protocol")
     layout = layout_of(collective, inplace=False)
-    built = build(view, collective.num_ranks, layout.pre, layout.post, collective.combining)
+    built = build(view, collective.num_ranks, layout.pre, layout.post, collective.combining, protocol == "LL")
+    wait = 0.0
+    if handshake and protocol == "Simple":
+        add_handshake(built)
+        routes, ranks = Routes(machine), collective.ranks
+        wait = max((routes.latency(ranks[x.gpu], ranks[y.gpu]) for c in built.channels for x, y in ((c.a, c.b), (c.b, c.a))),
+                   default=0.0)
     check_limits(built)
     data = _plan_json(built, name or f"optcoll_{kind}_{machine.name}", kind, layout.input_chunks,
-                      layout.output_chunks, lo, hi)
+                      layout.output_chunks, lo, hi, protocol)
     notes = []
     if view.multicast:
         notes.append(f"a switch multicasts {view.multicast} arrival(s) in the schedule; MSCCL++ puts have no "
@@ -97,8 +125,8 @@ def export_mscclpp(machine: Machine, collective: Collective, schedule: Schedule,
     again = None
     if check:
         again = _round_trip(plan, machine, collective, model, message)
-        notes += _reasons(view, machine, model, again, result.time)
-    return MscclppExport(data, result.time, again, tuple(notes))
+        notes += _reasons(view, machine, model, again, result.time, wait, protocol)
+    return MscclppExport(data, result.time, again, tuple(notes), wait)
 
 
 def save_mscclpp_plan(path: str | os.PathLike, machine: Machine, collective: Collective, schedule: Schedule,
@@ -113,24 +141,33 @@ def _round_trip(plan, machine: Machine, collective: Collective, model: TimeModel
         back = import_mscclpp_plan(plan, machine, size=message, ranks=collective.ranks, model=model)
     except InputError as exc:
         raise InputError(f"the exported plan fails its check: {exc.detail}", field="schedule") from None
-    result = verify(machine, back.collective, back.schedule, model)
+    result = verify(back.machine, back.collective, back.schedule, model)
     trouble = list(back.problems[:1]) + ([] if result.valid else [result.violation.message])
     if trouble:
         raise InputError(f"the exported plan fails its check: {trouble[0]}", field="schedule")
     return result.time
 
 
-def _reasons(view, machine: Machine, model: TimeModel, again: float, time: float) -> list[str]:
-    """Why the plan's time differs from the schedule's, for what the export can name."""
-    if abs(again - time) <= RELATIVE_TOLERANCE * time + ABSOLUTE_TOLERANCE:
+def _reasons(view, machine: Machine, model: TimeModel, again: float, time: float, handshake: float,
+             protocol: str) -> list[str]:
+    """Why the plan's time differs from the schedule's (after the handshake), for what the export
+    can name."""
+    if abs(again - time - handshake) <= RELATIVE_TOLERANCE * (time + handshake) + ABSOLUTE_TOLERANCE:
         return []
-    words = [f"the plan runs {format_time(again)}, the schedule {format_time(time)}"]
+    words = [f"the plan runs {format_time(again)}, the schedule {format_time(time)}"
+             + (f" plus a start handshake of up to {format_time(handshake)}" if handshake else "")]
+    if protocol == "LL":
+        words.append("LL packets carry 8 bytes of data in 16 (LL16Packet), so every hop's b/B doubles; a forward "
+                     "needs no signal")
+    if handshake and again < time + handshake:
+        words.append("thread blocks whose channels have shorter routes finish their handshake earlier than the "
+                     "slowest channel's")
     if any(len(e.made) > 1 and sum(1 for v in e.made.values() if v.time) > 1 for e in view.nvls):
         words.append("the schedule multicasts a switch's sum straight back to the members; MSCCL++ has no op for "
                      "that: glres brings the sum to its issuer and stores it back through the switch (two more "
                      "hops per chunk, and every member's input is read when the glres is issued)")
     forwards = sum(1 for p in view.puts if not p.covered and isinstance(p.src.maker, Put))
-    if forwards and model.occupancy == "link":
+    if forwards and model.occupancy == "link" and protocol == "Simple":
         words.append(f"{forwards} put(s) forward what their GPU received: a receiver learns of an arrival from "
                      "the sender's signal, which leaves once the put has freed its first link (link occupancy "
                      "α + b/B) and takes the route's latency, so a forward can start up to α later than in the "
@@ -141,7 +178,8 @@ def _reasons(view, machine: Machine, model: TimeModel, again: float, time: float
     return ["; ".join(words)]
 
 
-def _plan_json(built: Built, name: str, kind: str, input_chunks: int, output_chunks: int, lo: int, hi: int) -> dict:
+def _plan_json(built: Built, name: str, kind: str, input_chunks: int, output_chunks: int, lo: int, hi: int,
+               protocol: str) -> dict:
     n = len(built.blocks)
     gpus = []
     for g in range(n):
@@ -168,7 +206,7 @@ def _plan_json(built: Built, name: str, kind: str, input_chunks: int, output_chu
                      "scratch_chunks": built.scratch[g], "threadblocks": tbs, "channels": entries,
                      "remote_buffers": [{"rank": r, "type": b, "access_channel_types": [k]} for r, b, k in remote],
                      "semaphores": [{"init_value": 0} for _ in built.semaphores[g]]})
-    return {"name": name, "collective": kind, "protocol": "Simple", "inplace": False, "reuse_resources": False,
+    return {"name": name, "collective": kind, "protocol": protocol, "inplace": False, "reuse_resources": False,
             "gpus": gpus, "num_threads_per_block": 1024, "use_double_scratch_buffer": False,
             "buffer_alignment": 16, "min_message_size": lo, "max_message_size": hi}
 

@@ -7,21 +7,20 @@ several GPUs reduce into a switch that reduces and multicasts, and whose sum lea
 is one NVLS reduction (``glres``: every member's value into the switch, the sum multicast back to
 every member). What MSCCL++ cannot say is refused in one line naming the transfer.
 
-Values are followed as the verifier follows them (``optcoll/verify/events.py``): starts in
-(start, id) order, every arrival at or before a start delivered first, in (arrival, id) order; a
-plain switch forwards each arrival once, first in first out, a multicast or reducing switch
-keeps the latest value of a chunk. Every value a GPU holds is a *version* (the precondition, a
-put's arrival, an NVLS sum); versions never change, so each gets its own buffer slot.
+The sends and what each carries are ``optcoll.interop.gpuview``'s (shared with the MSCCL
+exporter: values followed as the verifier follows them). Every value a GPU holds is a *version*
+(the precondition, a put's arrival, an NVLS sum), made in (arrival, id) order; versions never
+change, so each gets its own buffer slot.
 """
 from __future__ import annotations
 
-from collections import deque
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from optcoll.collectives.collective import Collective
 from optcoll.errors import InputError
+from optcoll.interop.gpuview import describe, extra_sends, follow
 from optcoll.interop.mscclpp.routes import Routes
 from optcoll.machines.machine import Machine
 from optcoll.schedules.schedule import REDUCE, Schedule
@@ -37,8 +36,9 @@ class Version:
     mask: int
     maker: object
     time: float
-    slot: tuple[str, int] | None = None
+    slot: tuple[str, int] | None = None  # where it is as plain data (None: nowhere)
     final: bool = False  # the version the output must hold
+    packets: tuple[str, int] | None = None  # LL plans: the scratch slot its packets landed in
 
 
 @dataclass(eq=False)
@@ -59,6 +59,7 @@ class Put:
     first: int = -1  # the schedule's id of its first hop
     made: Version | None = None
     covered: bool = False  # an NVLS multicast already writes it: not written again
+    landed: tuple[str, int] | None = None  # LL plans: the receiver's scratch slot its packets land in
 
 
 @dataclass(eq=False)
@@ -91,17 +92,6 @@ class View:
     multicast: int  # extra puts: a switch sent one arrival on several links
 
 
-@dataclass
-class _Carry:
-    """What a transfer carries: a GPU's version on its way (the links so far), or an NVLS sum."""
-
-    version: Version | None
-    start: float
-    links: tuple[int, ...]
-    nvls: Nvls | None = None
-    first: int = -1
-
-
 def nodes_of(machine: Machine) -> list[int]:
     """The node (server) of every NPU: the parts left once each NPU's links slower than its
     fastest are dropped (the NICs; as NCCL's topology model reads rail fabrics). One part on a
@@ -129,73 +119,70 @@ def nodes_of(machine: Machine) -> list[int]:
 def gpu_view(machine: Machine, collective: Collective, schedule: Schedule, arrivals: np.ndarray,
              eps: float) -> View:
     """The schedule as puts and NVLS reductions (module docstring); ``arrivals``: the verifier's."""
+    seen = follow(machine, collective, schedule, arrivals, eps, "an MSCCL++ plan")
     ranks = list(collective.ranks)
     gpu = {npu: g for g, npu in enumerate(ranks)}
     node = nodes_of(machine)
     routes = Routes(machine)
-    combining = collective.combining
     src, dst = machine.link_src[schedule.link].tolist(), machine.link_dst[schedule.link].tolist()
-    chunk, start, op, link = (schedule.chunk.tolist(), schedule.start.tolist(), schedule.op.tolist(),
-                              schedule.link.tolist())
+    chunk, start, op = schedule.chunk.tolist(), schedule.start.tolist(), schedule.op.tolist()
     arrive = [float(a) for a in arrivals]
+    sources = seen.sources
 
     def where(j: int) -> str:
-        return (f"transfer {j} (chunk {chunk[j]} on {machine.label(src[j])}->{machine.label(dst[j])} at "
-                f"{start[j] * 1e6:.6g} us)")
+        return describe(machine, schedule, j)
 
-    for j in range(len(schedule)):
-        for x in (src[j], dst[j]):
-            if not machine.is_switch(x) and x not in gpu:
-                raise InputError(f"{where(j)} goes through NPU {machine.label(x)}, which is not a GPU of the "
-                                 "collective; an MSCCL++ plan has only its GPUs", field="schedule")
     versions: dict[tuple[int, int], list[Version]] = {}
     for c, v in zip(*(a.tolist() for a in collective.pre.pairs())):
         g = gpu[v]
-        versions.setdefault((g, c), []).append(Version(g, c, (1 << g) if combining else 0, "pre", 0.0))
-    fifo: dict[tuple[int, int], deque] = {}
-    held: dict[tuple[int, int], _Carry] = {}
-    carried: dict[int, _Carry] = {}
+        versions.setdefault((g, c), []).append(Version(g, c, (1 << g) if collective.combining else 0, "pre", 0.0))
+    after: dict[int, Version] = {}  # a transfer landing on a GPU -> the GPU's version once it has
+
+    def sent(j: int) -> Version:
+        """The version transfer ``j`` takes from the GPU it leaves."""
+        if sources[j] >= 0:
+            return after[sources[j]]
+        pre = versions.get((gpu[src[j]], chunk[j]))
+        if not pre or pre[0].maker != "pre":
+            raise InputError(f"{where(j)}: GPU {machine.label(src[j])} holds no chunk {chunk[j]} (the schedule is "
+                             "not verified)", field="schedule")
+        return pre[0]
+
+    # an in-switch sum leaves its switch at the first start of a transfer that carries it
+    leaves: dict[tuple[int, int], float] = {}
+    for j, came in enumerate(sources):
+        if machine.is_switch(src[j]) and came >= 0 and op[came] == REDUCE:
+            leaves[(src[j], chunk[j])] = min(leaves.get((src[j], chunk[j]), np.inf), start[j])
+    landing = {s.id: s for s in seen.sends}
     puts: list[Put] = []
     nvls: list[Nvls] = []
-    open_nvls: dict[tuple[int, int], Nvls] = {}
-
-    def current(g: int, c: int, j: int) -> Version:
-        vs = versions.get((g, c))
-        if not vs:
-            raise InputError(f"{where(j)}: GPU {ranks[g]} holds no chunk {c} (the schedule is not verified)",
-                             field="schedule")
-        return vs[-1]
-
-    def deliver(j: int) -> None:
-        item, b, c = carried.pop(j), dst[j], chunk[j]
+    groups: dict[tuple[int, int], Nvls] = {}
+    for j in sorted(range(len(schedule)), key=lambda j: (arrive[j], j)):
+        b, c = dst[j], chunk[j]
         if machine.is_switch(b):
-            sw = machine.switch(b)
+            if op[j] != REDUCE:
+                continue
+            if machine.is_switch(src[j]):
+                raise InputError(f"{where(j)} reduces a value that did not come straight from a GPU into "
+                                 f"switch {machine.label(b)}; MSCCL++'s glres reduces the members' own "
+                                 "buffers only", field="schedule")
+            e = groups.get((b, c))
+            if e is None:
+                e = groups[(b, c)] = Nvls(len(nvls), c, b)
+                nvls.append(e)
+            elif arrive[j] > leaves.get((b, c), np.inf) + eps:
+                raise InputError(f"{where(j)} reduces into switch {machine.label(b)} after its sum of chunk "
+                                 f"{c} was sent on; MSCCL++'s glres forms one sum per chunk", field="schedule")
+            version = sent(j)
+            e.members.append(version.gpu)
+            e.sources.append(version)
+            e.start = min(e.start, start[j])
+            continue
+        s, g = landing[j], gpu[b]
+        if s.from_sum:
+            e = groups[(s.src, c)]
             if op[j] == REDUCE:
-                if item.version is None or len(item.links) != 1:
-                    raise InputError(f"{where(j)} reduces a value that did not come straight from a GPU into "
-                                     f"switch {machine.label(b)}; MSCCL++'s glres reduces the members' own "
-                                     "buffers only", field="schedule")
-                e = open_nvls.get((b, c))
-                if e is None or e.sent:
-                    if e is not None:
-                        raise InputError(f"{where(j)} reduces into switch {machine.label(b)} after its sum of chunk "
-                                         f"{c} was sent on; MSCCL++'s glres forms one sum per chunk", field="schedule")
-                    e = open_nvls[(b, c)] = Nvls(len(nvls), c, b)
-                    nvls.append(e)
-                e.members.append(item.version.gpu)
-                e.sources.append(item.version)
-                e.start = min(e.start, item.start)
-                held[(b, c)] = _Carry(None, e.start, (), e)
-            elif sw.multicast or sw.reduce:
-                held[(b, c)] = item
-            else:
-                fifo.setdefault((b, c), deque()).append(item)
-            return
-        g = gpu[b]
-        if item.nvls is not None:
-            e = item.nvls
-            if op[j] == REDUCE:
-                raise InputError(f"{where(j)} adds the sum reduced in switch {machine.label(src[j])} to what GPU "
+                raise InputError(f"{where(j)} adds the sum reduced in switch {machine.label(s.src)} to what GPU "
                                  f"{machine.label(b)} holds; MSCCL++'s glres can only write that sum over it",
                                  field="schedule")
             if g not in e.members:
@@ -205,17 +192,17 @@ def gpu_view(machine: Machine, collective: Collective, schedule: Schedule, arriv
             made = e.made.setdefault(g, Version(g, c, e.mask, e, arrive[j]))
             if versions[(g, c)][-1] is not made:
                 versions[(g, c)].append(made)
-            return
-        u = item.version.gpu
-        route = tuple(item.links)
-        if route != tuple(routes.path(ranks[u], b)):
-            raise InputError(f"{where(j)} reaches GPU {machine.label(b)} from {machine.label(ranks[u])} over links "
-                             f"{list(route)}; MSCCL++ would take links {routes.path(ranks[u], b)} (the fewest hops "
+            after[j] = made
+            continue
+        version = sent(s.first)
+        if s.route != tuple(routes.path(s.src, b)):
+            raise InputError(f"{where(j)} reaches GPU {machine.label(b)} from {machine.label(s.src)} over links "
+                             f"{list(s.route)}; MSCCL++ would take links {routes.path(s.src, b)} (the fewest hops "
                              "through switches)", field="schedule")
         have = versions.get((g, c), [])
-        mask = item.version.mask | (have[-1].mask if op[j] == REDUCE and have else 0)
-        p = Put(j, c, u, g, item.version, item.start, arrive[j], op[j], route, node[ranks[u]] != node[b], item.first)
-        e = item.version.maker if isinstance(item.version.maker, Nvls) else None
+        mask = version.mask | (have[-1].mask if op[j] == REDUCE and have else 0)
+        p = Put(j, c, gpu[s.src], g, version, s.start, arrive[j], op[j], s.route, node[s.src] != node[b], s.first)
+        e = version.maker if isinstance(version.maker, Nvls) else None
         if e is not None and g in e.members and op[j] != REDUCE:
             p.covered = True  # the NVLS multicast writes the sum there already
             made = e.made.setdefault(g, Version(g, c, e.mask, e, arrive[j]))
@@ -225,32 +212,10 @@ def gpu_view(machine: Machine, collective: Collective, schedule: Schedule, arriv
         else:
             p.made = Version(g, c, mask, p, arrive[j])
             versions.setdefault((g, c), []).append(p.made)
+        after[j] = p.made
         puts.append(p)
-
-    order = np.lexsort((np.arange(len(schedule)), np.asarray(start))).tolist()
-    by_arrival = sorted(range(len(schedule)), key=lambda j: (arrive[j], j))
-    k = 0
-    for j in order:
-        while k < len(by_arrival) and arrive[by_arrival[k]] <= start[j] + eps:
-            deliver(by_arrival[k])
-            k += 1
-        a, c = src[j], chunk[j]
-        if machine.is_switch(a):
-            sw = machine.switch(a)
-            if sw.multicast or sw.reduce:
-                item = held[(a, c)]
-                if item.nvls is not None:
-                    item.nvls.sent = True
-            else:
-                item = fifo[(a, c)].popleft()
-            carried[j] = _Carry(item.version, item.start, item.links + (link[j],), item.nvls, item.first)
-        else:
-            carried[j] = _Carry(current(gpu[a], c, j), start[j], (link[j],), None, j)
-    for j in by_arrival[k:]:
-        deliver(j)
     for e in nvls:
         if e.issuer is None:
             raise InputError(f"the sum of chunk {e.chunk} reduced in switch {machine.label(e.switch)} never "
                              "leaves it", field="schedule")
-    firsts = [p.first for p in puts if not p.covered]
-    return View(puts, nvls, versions, len(firsts) - len(set(firsts)))
+    return View(puts, nvls, versions, extra_sends([p.first for p in puts if not p.covered]))

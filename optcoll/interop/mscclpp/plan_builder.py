@@ -23,6 +23,12 @@ order, so the executor's k-th channel of u to v is v's k-th to u (``validate.py`
 
 Every version of a value has its own buffer slot (``slots``), so no slot is overwritten while a
 peer may still read it and no write-after-read waits are needed.
+
+LL plans (``packets``) keep the blocks and channels and change the ops: a put is ``ppkt`` (plain
+data to packets in the receiver's scratch), ``rppkt`` (forward packets received, after their
+flags), or ``cpkt`` + ``ppkt`` over a port channel; the receiver polls the packets' flags instead
+of waiting for a signal, and only unpacks (``upkt``) or adds (``repkt``) them where plain data is
+needed (``_packet_slots``).
 """
 from __future__ import annotations
 
@@ -60,7 +66,8 @@ class Block:
 
 #: Puts per sender block: each a put and a signal (or a pws) with a semaphore acquire and release
 #: at most, and each answered by at most four ops of its receiver block (wait, re, copy, release),
-#: within ``MAX_OPERATION`` (64) either way.
+#: within ``MAX_OPERATION`` (64) either way; each put names one remote buffer, so a block also
+#: stays within the executor's 16 remote buffers per channel type.
 PUTS_PER_BLOCK = 15
 
 
@@ -84,9 +91,13 @@ class Built:
 
 
 def build(view: View, n: int, pre: dict[tuple[int, int], Slot], post: dict[tuple[int, int], Slot],
-          combining: bool) -> Built:
+          combining: bool, packets: bool = False) -> Built:
+    """The plan's blocks, channels and semaphores; ``packets``: write LL packets (``packets.py``)."""
     scratch = {g: 0 for g in range(n)}
-    _slots(view, pre, post, combining, scratch, n)
+    if packets:
+        staged = _packet_slots(view, pre, post, combining, scratch)
+    else:
+        _slots(view, pre, post, combining, scratch, n)
     blocks: dict[int, list[Block]] = {g: [] for g in range(n)}
     channels: list[Channel] = []
     made_by: dict[int, Action] = {}  # id(version) -> the action after which it is usable
@@ -120,6 +131,18 @@ def build(view: View, n: int, pre: dict[tuple[int, int], Slot], post: dict[tuple
         else:
             chained = None
         r, ch = receiver(p.v, s, "port" if p.port else "memory")
+        if packets:
+            send, recv = _packet_actions(p, ch, staged.get(id(p)), _previous(view, p.made), s, r)
+            send.needs += [chained] if chained else []
+            s.actions.append(send)
+            if p.src.packets is None or staged.get(id(p)) is not None:
+                pending.append((send, p.src, f"put of chunk {p.chunk} from GPU {p.u}"))
+            if recv is not None:
+                r.actions.append(recv)
+                made_by[id(p.made)] = recv
+                if recv.ops[0]["name"] == "repkt":
+                    pending.append((recv, _previous(view, p.made), f"reduction of chunk {p.chunk} at GPU {p.v}"))
+            continue
         src = _ref(p.src.slot)
         dst = {"remote": (p.v, p.made.slot[0], ch.kind), "index": p.made.slot[1], "size": 1}
         if p.port:
@@ -160,6 +183,97 @@ def build(view: View, n: int, pre: dict[tuple[int, int], Slot], post: dict[tuple
         for k, b in enumerate(blocks[g]):
             b.id = k
     return Built(blocks, channels, _switch_groups(view), scratch, _semaphores(blocks))
+
+
+def _packet_slots(view: View, pre: dict, post: dict, combining: bool, scratch: dict[int, int]) -> dict[int, Slot]:
+    """LL slots (module docstring): each put's packets land in a scratch slot of its receiver,
+    ``Version.packets``; a version is plain data (``Version.slot``) only where plain data is read:
+    the output for the final one, scratch for a partial sum or a value a reduction adds to. A
+    port put of plain data first copies it into packets in a scratch slot of the sender (the
+    returned slots, by ``id(put)``). The executor keeps scratch chunk i's packets in bytes
+    [2i, 2i + 2) chunks (``size << 1``), so plain scratch slots come after every packet slot."""
+    if view.nvls:
+        raise InputError("the schedule reduces in a switch (NVLS): optcoll writes glres in Simple plans only; export "
+                         "it with protocol Simple", field="protocol")
+    for (g, c), vs in view.versions.items():
+        _final(vs, combining).final = True
+        for k, v in enumerate(vs):
+            if v.maker == "pre":
+                v.slot = pre[(g, c)]
+    puts = sorted((p for p in view.puts if not p.covered), key=lambda p: (p.arrive, p.id))
+    added = {id(p.made): p.op == REDUCE and _previous(view, p.made) is not None for p in puts}
+    for p in puts:  # a sum's packets are its addend; a copy's (or a first value's) are the value
+        p.landed = ("s", scratch[p.v])
+        scratch[p.v] += 1
+        p.made.packets = None if added[id(p.made)] else p.landed
+    staged: dict[int, Slot] = {}
+    for p in sorted(puts, key=lambda p: (p.start, p.id)):
+        if p.port and p.src.packets is None:
+            staged[id(p)] = ("s", scratch[p.u])
+            scratch[p.u] += 1
+    plain = {g: 2 * k for g, k in scratch.items()}
+    packed = {id(p.src) for p in puts if id(p) in staged}
+    for (g, c), vs in sorted(view.versions.items()):
+        for k, v in enumerate(vs):
+            if v.maker == "pre":
+                continue
+            reduced_onto = k + 1 < len(vs) and added[id(vs[k + 1])]
+            if v.final and (g, c) in post:
+                v.slot = post[(g, c)]
+            elif added[id(v)] or reduced_onto or id(v) in packed:
+                v.slot = ("s", plain[g])
+                plain[g] += 1
+    for g in scratch:
+        scratch[g] = plain[g] if plain[g] > 2 * scratch[g] else scratch[g]
+    return staged
+
+
+def _packet_actions(p: Put, ch: Channel, staged: Slot | None, prev: Version | None, s: Block, r: Block
+                    ) -> tuple[Action, Action | None]:
+    """The LL send of one put and what its receiver does: the sender writes packets into the
+    receiver's scratch (``ppkt`` from plain data, ``rppkt`` forwarding packets it received, which
+    waits for their flags; over a port channel packets only, so plain data is first copied into
+    packets, ``cpkt``); the receiver needs no signal, it unpacks (``upkt``) or adds (``repkt``) the
+    packets where plain data is wanted, and nothing else."""
+    landed = p.landed
+    dst = {"remote": (p.v, landed[0], ch.kind), "index": landed[1], "size": 1}
+    if staged is not None:
+        ops = [{"name": "cpkt", "src_buff": [_ref(p.src.slot)], "dst_buff": [_ref(staged)]},
+               {"name": "ppkt", "src_buff": [_ref(staged)], "dst_buff": [dst], "channel": ch, "channel_type": "port"}]
+    elif p.src.packets is not None:
+        ops = [{"name": "rppkt", "src_buff": [_ref(p.src.packets)], "dst_buff": [dst], "channel": ch,
+                "channel_type": ch.kind}]
+    else:
+        ops = [{"name": "ppkt", "src_buff": [_ref(p.src.slot)], "dst_buff": [dst], "channel": ch,
+                "channel_type": ch.kind}]
+    send = Action(ops, (p.start, p.id), tb=s)
+    if p.made.slot is None:
+        return send, None
+    if p.made.packets is None:  # added to what the receiver held
+        op = {"name": "repkt", "src_buff": [_ref(prev.slot), _ref(landed)], "dst_buff": [_ref(p.made.slot)],
+              "reduce_op": "sum"}
+    else:
+        op = {"name": "upkt", "src_buff": [_ref(landed)], "dst_buff": [_ref(p.made.slot)]}
+    return send, Action([op], (len(s.actions), p.arrive), tb=r)
+
+
+def add_handshake(built: Built) -> None:
+    """A start handshake in every thread block that has channels, as the DSL's Simple plans begin:
+    a relaxed signal on each of its channels, then a relaxed wait on each, so no GPU writes into a
+    peer before the peer's kernel runs (``MAX_CHANNEL_PER_OPERATION`` channels per op). On each
+    channel the first signal and the first wait are then the handshake's."""
+    for tbs in built.blocks.values():
+        for tb in tbs:
+            mine = [c for c in built.channels if tb in (c.a, c.b)]
+            ops = []
+            for name in ("rlxsignal", "rlxwait"):
+                for kind in ("memory", "port"):
+                    of_kind = [c for c in mine if c.kind == kind]
+                    for k in range(0, len(of_kind), MAX_CHANNEL_PER_OPERATION):
+                        ops.append({"name": name, "channels": of_kind[k:k + MAX_CHANNEL_PER_OPERATION],
+                                    "channel_type": kind})
+            if ops:
+                tb.actions.insert(0, Action(ops, (-1.0,), tb=tb))
 
 
 def _nvls(e: Nvls, tb: Block, receiver, made_by: dict[int, Action], post: dict) -> None:
@@ -312,3 +426,10 @@ def check_limits(built: Built) -> None:
             if len(chans) > MAX_CHANNEL:
                 raise InputError(f"GPU {g}'s thread block '{tb.name}' uses {len(chans)} channels; the MSCCL++ "
                                  f"executor holds {MAX_CHANNEL} per thread block", field="schedule")
+            remote = {ref["remote"] for a in tb.actions for o in a.ops for ref in o.get("dst_buff", ()) if "remote" in ref}
+            for kind in ("memory", "port"):
+                count = sum(1 for _, _, k in remote if k == kind)
+                if count > MAX_CHANNEL:
+                    raise InputError(f"GPU {g}'s thread block '{tb.name}' writes {count} remote buffers over {kind} "
+                                     f"channels; the MSCCL++ executor holds {MAX_CHANNEL} per thread block and channel "
+                                     "type", field="schedule")

@@ -20,8 +20,9 @@ it has arrived (its fence) and not before the route's latency; a relaxed one aft
 only. ``glres`` is NVLS: every member's unit into the group's switch (reduced there), the sum to
 the issuing GPU (``multimem.ld_reduce``), back into the switch and multicast to every member, the
 issuer included (``multimem.st``); ``gstore`` is the last two moves. Local copies and reductions
-cost nothing (docs/model.md §5, rule 5). LL packets carry a flag with every 8 bytes of data;
-their transfers are timed by the data's bytes alone.
+cost nothing (docs/model.md §5, rule 5). LL packets carry a flag with every 4 bytes of data: a
+plan of packets runs on the machine ``importer.packet_view`` gives, whose links carry half their
+rate in data.
 
 Values are (chunk, contributing GPUs), written at arrival and read at the op's start, as in the
 MSCCL importer; ``problems`` names every read of an empty slot, reduction of different chunks, double
@@ -268,8 +269,7 @@ class Simulator:
             end = self.move(k, g, tb, step, t, where) if name in ("pws", "pwsf") else t
             for i in range(len(op.channel_ids)):
                 e = op_channel(self.plan, g, tb, op, i)
-                lat = sum(float(self.machine.link_latency[x]) for x in self.routes.path(self.node(g.id),
-                                                                                       self.node(e.peer), 0))
+                lat = self.routes.latency(self.node(g.id), self.node(e.peer))
                 when = t + lat if name == "rlxsignal" else max(t + lat, self.written[k])
                 self.signals[(e.gpu, e.peer, e.kind, e.k)].append(when)
             return end
