@@ -90,7 +90,7 @@ class Calendar:
         a, b = int(self.machine.link_src[e]), int(self.machine.link_dst[e])
         link = self.links.get(e)
         if link is None:
-            link = self.links[e] = Runs()
+            link = self.links[e] = Runs(self.busy[e])
         needs: list[Need] = [(r, 0.0, self.busy[e]) for r in (link, self._port("send", a), self._port("recv", b))
                              if r is not None]
         return earliest_start(needs, ready), needs
