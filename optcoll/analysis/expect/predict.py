@@ -112,7 +112,9 @@ def pipelining_unit(algorithm: str, protocol: str, size: int, ctx: Context) -> t
     return nc, PROTOCOLS[protocol].chunk_bytes.value
 
 
-def _call_latency(producer: str, algorithm: str, protocol: str) -> float:
+def call_latency(producer: str, protocol: str) -> float:
+    """Seconds a call costs besides its verified schedule: the protocol's base latency (NVLS's
+    call latency for schedules that reduce in a switch) and the launch."""
     p = PROTOCOLS[protocol]
     base = NVLS_CALL_US.value if producer in _INNETWORK else p.base_us.value
     return (base + LAUNCH_US.value) * 1e-6
@@ -146,12 +148,20 @@ def _run(ctx: Context, kind: str, size: int, producer: str, algorithm: str, prot
     result = verify(rated.machine, collective, schedule, TIME_MODEL)
     if not result.valid:  # a producer's bug, never a prediction
         raise RuntimeError(f"{producer} made an invalid schedule: {result.violation}")
-    seconds = float(result.time) + _call_latency(producer, algorithm, protocol)
+    seconds = float(result.time) + call_latency(producer, protocol)
     return Choice(producer, algorithm, protocol, nc, chunks, size / (n * chunks), chunks < want, seconds)
 
 
 def nccl_choice(ctx: Context, kind: str, size: int, algorithm: str | None = None) -> Choice:
-    """NCCL's pick (its own cost model) and its time in the calibrated model."""
+    """NCCL's pick (its own cost model) and its time in the calibrated model; on RCCL with its
+    MSCCL algorithms on (``rccl``), the file RCCL runs at this size, unless ``algorithm`` forces
+    one of NCCL's."""
+    if algorithm is None and ctx.generation.msccl:
+        from optcoll.analysis.expect.rccl import rccl_choice
+
+        own = rccl_choice(ctx, kind, size)
+        if own is not None:
+            return own
     picks = estimates(kind, size, ctx.nccl, algorithm)
     if not picks:
         raise InputError(f"NCCL runs no {algorithm or 'algorithm'} for {kind} on {ctx.physical.name}",
@@ -189,7 +199,7 @@ def _floor(ctx: Context, kind: str, size: int, producer: str, protocol: str) -> 
     bandwidth = bound_curve(ctx.routing(innetwork), kind).per_byte * size / efficiency
     earlier = [c.seconds for (k, s, p, q), c in ctx.runs.items()
                if (k, p, q) == (kind, producer, protocol) and s < size and isinstance(c, Choice)]
-    return max([_call_latency(producer, "", protocol) + bandwidth, *earlier])
+    return max([call_latency(producer, protocol) + bandwidth, *earlier])
 
 
 def best_choice(ctx: Context, kind: str, size: int) -> Choice:
