@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 
 from optcoll.analysis.expect.bound import bound_curve
 from optcoll.analysis.expect.calibrated import TIME_MODEL, CalibratedMachine
-from optcoll.analysis.expect.nccl import PRODUCERS, NcclView, channels, estimates, view
+from optcoll.analysis.expect.nccl import P2P_PRODUCER, PRODUCERS, NcclView, channels, estimates, view
 from optcoll.collectives.builtins import make_collective
 from optcoll.errors import InputError
 from optcoll.instances.instance import Instance
@@ -167,7 +167,7 @@ def nccl_choice(ctx: Context, kind: str, size: int, algorithm: str | None = None
         raise InputError(f"NCCL runs no {algorithm or 'algorithm'} for {kind} on {ctx.physical.name}",
                          field="algorithm")
     pick = picks[0]
-    return run(ctx, kind, size, PRODUCERS[pick.algorithm], pick.algorithm, pick.protocol)
+    return run(ctx, kind, size, PRODUCERS.get(pick.algorithm, P2P_PRODUCER), pick.algorithm, pick.protocol)
 
 
 #: A search cut, not a model parameter: above these sizes the protocol's payload efficiency (LL
@@ -209,7 +209,8 @@ def best_choice(ctx: Context, kind: str, size: int) -> Choice:
 
 
 def _nccl_runnable(ctx: Context, kind: str, size: int) -> list[tuple[str, str, str]]:
-    return [(PRODUCERS[e.algorithm], e.algorithm, e.protocol) for e in estimates(kind, size, ctx.nccl)]
+    return [(PRODUCERS.get(e.algorithm, P2P_PRODUCER), e.algorithm, e.protocol)
+            for e in estimates(kind, size, ctx.nccl)]
 
 
 def nccl_best(ctx: Context, kind: str, size: int) -> Choice:
