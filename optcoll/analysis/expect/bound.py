@@ -1,5 +1,5 @@
 """The physical lower bound of ``optcoll expect`` at every size, computed once per machine and
-collective (docs/model.md §6.1: valid for every chunking C).
+collective (docs/model.md §8: valid for every chunking C).
 
 Two parts, each a valid bound on its own, of which the larger is reported:
 
