@@ -65,3 +65,15 @@ def test_c_free_solve_on_the_h100_rail_cluster_is_never_slower_than_nvls_tree():
     assert produced.result.time <= start.time * (1 + 1e-9) and start.time == pytest.approx(3.91226e-3, rel=1e-5)
     assert produced.result.params["chunks_per_rank"] == 8
     assert produced.result.params["start"]["producer"] == "nccl-nvls-tree"
+
+
+def test_above_the_cell_limit_only_the_structured_producers_start_the_solver():
+    """Every producer up to 128 × 128 chunks × ranks (dgxh100-rail-16x8 at C = 1); above it the
+    ones built from the machine's structure, which take seconds where others take minutes."""
+    from optcoll.producers.exact.allreduce.start import STRUCTURED, allreduce_producers
+    from optcoll.producers.registry import IMPLEMENTS
+
+    inst = load_instance(instances_dir() / "machines" / "dgxh100-rail-16x8-allreduce-c1.toml")
+    every = allreduce_producers(inst)
+    assert set(every) == {name for name, kinds in IMPLEMENTS.items() if "allreduce" in kinds}
+    assert allreduce_producers(at_chunks(inst, 2)) == STRUCTURED and set(STRUCTURED) < set(every)
