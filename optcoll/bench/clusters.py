@@ -32,6 +32,8 @@ SUITE_CASES = ("dgxh100-rail-2x8-allreduce-c1", "dgxh100-rail-4x8-allreduce-c1",
                "tpuv4-cube-allreduce-c1", "tpuv5p-cube-allreduce-c1", "perlmutter-allreduce-c1",
                "dgx1-allreduce-c2")
 LARGE = "dgxh100-rail-64x8"
+#: Address space of each case's process (issue 34's budget: 8 GiB per instance).
+MEMORY_CAP = 8 * 2**30
 
 
 @dataclass(frozen=True)
@@ -83,6 +85,7 @@ def solve_case(label: str, time_limit: float) -> Row:
 
 
 def _child(conn: Connection, label: str, time_limit: float) -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_CAP, MEMORY_CAP))  # a case over it fails, the machine does not
     conn.send(solve_case(label, time_limit))
     conn.close()
 
@@ -123,6 +126,6 @@ def clusters_section(time_limit: float, echo=lambda line: None) -> Section:
             ["instance", "NPUs", "C", "status", "best (verified)", "made by", "lower bound", "bound", "gap",
              "wall (s)", "CPU (s)", "peak RSS (MiB)"], rows,
             f"`optcoll.producers.run.exact` with {time_limit:g} s and {THREADS} thread per instance, each in a child "
-            "process (CPU and peak memory are that process's own); \"made by\" is the producer of the verified "
+            f"process of at most {MEMORY_CAP / 2**30:g} GiB (CPU and peak memory are that process's own); \"made by\" is the producer of the verified "
             "answer (optcoll-timed: the exact solver's own schedule; otherwise the producers' start it returned). "
             f"{LARGE}: AllReduce of 1 GiB at C = 1 (512 GPUs), not a suite instance.")

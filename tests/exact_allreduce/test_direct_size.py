@@ -1,6 +1,7 @@
-"""The direct model's size is counted without listing its candidates (issue 34: listing them took
-18 GiB on dgxh100-rail-64x8 before the memory guard could refuse the model); the count equals
-the one taken over the listed candidates."""
+"""The direct model's size is counted without listing its candidates, and its reach is found by
+shortest paths (issue 34: listing the candidates, and a members × routes table per relaxation
+round, took 18 GiB on dgxh100-rail-64x8 before the memory guard could refuse the model); both
+equal what the first, listing implementations gave."""
 from __future__ import annotations
 
 import numpy as np
@@ -39,3 +40,40 @@ def test_counted_size_equals_the_listed_one(machine, chunks, horizon):
     assert (size.variables, size.terms) == _listed_size(problem, horizon)
     cand = encoding.candidates(problem, horizon)  # every route's starts, in route order
     assert np.all(np.diff(cand.route) >= 0) and len(set(zip(cand.route.tolist(), cand.start.tolist()))) == len(cand)
+
+
+def _relaxed_reach(problem) -> np.ndarray:
+    """Bellman-Ford over the routes, as ``reach`` was first written (a members × routes table per
+    round: gigabytes on a 512-GPU cluster)."""
+    dist = np.full((problem.num_members, problem.num_nodes), np.inf)
+    mine = problem.member_index()
+    dist[mine[mine >= 0], np.flatnonzero(mine >= 0)] = 0.0
+    for _ in range(problem.num_nodes):
+        better = np.full_like(dist, np.inf)
+        np.minimum.at(better.T, problem.route_dst, (dist[:, problem.route_src] + problem.route_delay[None, :]).T)
+        new = np.minimum(dist, better)
+        if np.array_equal(new, dist):
+            break
+        dist = new
+    return dist
+
+
+@pytest.mark.parametrize("name", ["dgxh100-rail-2x8", "dgxh100", "cluster2x8", "trn2", "star4_sharp"])
+def test_reach_and_togo_are_the_shortest_route_paths(name):
+    machine = load_machine(name)
+    n = machine.num_npus
+    problem = timed_problem(Instance("s", machine, make_collective("allreduce", range(n), 2.0**30, 1)))
+    reach = _relaxed_reach(problem)
+    assert np.array_equal(problem.reach(), reach)
+    assert np.array_equal(problem.togo(), _relaxed_reach_back(problem))
+
+
+def _relaxed_reach_back(problem) -> np.ndarray:
+    dist = np.where(problem.member_index() >= 0, 0.0, np.inf)
+    for _ in range(problem.num_nodes):
+        new = dist.copy()
+        np.minimum.at(new, problem.route_src, problem.route_delay + dist[problem.route_dst])
+        if np.array_equal(new, dist):
+            break
+        dist = new
+    return dist
