@@ -13,7 +13,10 @@ C; the bound is the least over C of the per-C bounds, so "optimal" needs the win
 least bound. The exact solver solves in increasing C, each C with an equal share of the time
 left (what a C proven early leaves goes to the next; a deterministic work limit is split
 equally); an interrupt or the time limit stops at the C being solved, and the C values not
-reached count in the least bound with their analytic bound.
+reached count in the least bound with their analytic bound. A timed AllReduce is the exception
+to the time limit: every C is reached, those after the limit with ``LATE_SHARE`` only, which is
+time for the producers' start schedules (``exact.allreduce.start``) and no model, so the answer
+is never slower than a producer at any allowed C (issue 34).
 """
 from __future__ import annotations
 
@@ -31,6 +34,8 @@ from optcoll.results.record import Result, evaluate_outcome, evaluate_schedule, 
 from optcoll.schedules.schedule import Schedule
 from optcoll.units import format_time
 
+#: Time limit of a C reached after a C-free solve's limit (a timed AllReduce only, module docstring).
+LATE_SHARE = 1e-3
 #: (wall seconds, incumbent or None, proven bound or None), told as a solve improves.
 Progress = Callable[[float, float | None, float | None], None]
 
@@ -59,10 +64,12 @@ def exact(instance: Instance, *, solver: str = "cpsat", budget: Budget | None = 
         count = len(instance.chunk_choices)
 
         def at(fixed: Instance, left: int) -> Produced:  # the time left, shared by the C values left
-            share = clock.part(1.0 / left, work=budget.work_limit and budget.work_limit / count)
+            share = (clock.part(1.0 / left, work=budget.work_limit and budget.work_limit / count)
+                     if not clock.expired() else clock_for(budget.overridden(time_limit=LATE_SHARE)))
             return exact(fixed, solver=solver, progress=progress, quantum=quantum, steps=steps,
                          rounds=rounds, objective=objective, clock=share, formulation=formulation)
-        produced = over_chunks(instance, at, clock)  # the record names the whole budget, not a share
+        every_c = instance.collective.kind == "allreduce" and instance.model.kind == "timed"
+        produced = over_chunks(instance, at, None if every_c else clock)  # the record names the whole budget
         result = produced.result
         return replace(produced, result=replace(result, params={**result.params, **budget.to_params()}))
     chosen = choose(instance, formulation)

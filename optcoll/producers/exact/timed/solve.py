@@ -22,6 +22,7 @@ from optcoll.instances.instance import Instance
 from optcoll.producers import compose
 from optcoll.producers.base import NotApplicable
 from optcoll.producers.exact.allreduce.timed import direct_phase
+from optcoll.producers.exact.allreduce.start import Start, best_start
 from optcoll.producers.exact.memory import ModelTooLarge, require_fits
 from optcoll.producers.exact.timed import coarse, continuous, expanded
 from optcoll.producers.exact.timed.grid import MAX_UNITS_PER_LINK, Grid, choose_grids, fine_grid, seconds_grid
@@ -39,7 +40,6 @@ from optcoll.producers.registry import IMPLEMENTS, get_synthesizer
 from optcoll.results.outcome import SolverOutcome
 from optcoll.schedules.schedule import Schedule
 from optcoll.units import format_time
-from optcoll.verify import require_valid
 
 #: (wall seconds, incumbent seconds or None, proven bound seconds or None)
 Progress = Callable[[float, float | None, float | None], None]
@@ -60,12 +60,6 @@ FORMULATIONS = ("auto", "expanded", "continuous")
 EXPORT_FORMATS = (".mps", ".lp", ".pbtxt", ".pb")
 #: Share of an AllReduce's time for ReduceScatter then AllGather; the direct model gets the rest.
 FAMILY_SHARE = 0.5
-#: AllReduce producers built from the machine's structure that start the timed solver (the first
-#: that applies: a switch that reduces and multicasts, else nodes joined by NIC rails).
-STRUCTURED_STARTS = ("inswitch", "rail-exchange")
-#: Largest AllReduce (chunks × ranks) they are built for: their flows are placed one by one
-#: (dgxh100-rail-16x8, 128 × 128, in well under a second; rail-64x8 would take tens of seconds).
-START_MAX_CELLS = 128 * 128
 
 
 def _problem(instance: Instance) -> TimedProblem:
@@ -170,7 +164,7 @@ def solve_timed(instance: Instance, *, solver: str = "cpsat", quantum: float | N
     over it is not built, and, as when time runs out, the result is the best schedule so far with
     the bound proven so far (the refusals are in the notes and in ``params["refused"]``).
     ``structured=False`` skips the schedules built from the machine's structure (shift schedule,
-    stitched rails, the AllReduce starts of ``STRUCTURED_STARTS``), to measure the solver from the
+    stitched rails, the AllReduce producers' start ``allreduce.start``), to measure the solver from the
     greedies alone (and to solve ReduceScatter then AllGather where such a start answers at once).
     ``clock``: the job's running clock (``run.exact``), which then holds the limits (the keyword
     limits must be left unset).
@@ -191,11 +185,11 @@ def solve_timed(instance: Instance, *, solver: str = "cpsat", quantum: float | N
         overall = best_lower_bound(instance.machine, instance.collective, instance.model)
         bound = (float(overall.value), f"{overall.name} bound ({overall.detail})")
         try:
-            start = _structured_start(instance) if structured else None
+            start = best_start(instance) if structured else None
         except KeyboardInterrupt:  # the family still makes its start schedules, at once
             clock.interrupt()
             start = None
-        if start is not None and start[1] <= bound[0] * (1 + TIME_TOLERANCE):
+        if start is not None and start.time <= bound[0] * (1 + TIME_TOLERANCE):
             return _start_optimal(instance, solver, clock, _Trace(clock.start, progress), start, bound)
         composed = compose_allreduce(instance, clock.part(FAMILY_SHARE), part, lambda s: compose.makespan(s, instance),
                                      bound)
@@ -444,38 +438,24 @@ def _continuous(problem: TimedProblem, grid: Grid, first: Transfers, floor: int,
     return found, None
 
 
-def _structured_start(instance: Instance) -> tuple[Schedule, float, str] | None:
-    """The first of ``STRUCTURED_STARTS`` that applies, with its verified time and name; None
-    when none does or the instance is over ``START_MAX_CELLS``."""
-    if instance.collective.num_chunks * instance.collective.num_ranks > START_MAX_CELLS:
-        return None
-    for name in STRUCTURED_STARTS:
-        try:
-            schedule = get_synthesizer(name)(instance, instance.budget.seed)
-        except NotApplicable:
-            continue
-        return schedule, require_valid(instance.machine, instance.collective, schedule, instance.model).time, name
-    return None
-
-
 def _start_optimal(instance: Instance, solver: str, clock: Clock, trace: _Trace,
-                   start: tuple[Schedule, float, str], bound: tuple[float, str]) -> SolverOutcome:
-    """The structured start meets the proven bound: optimal, no model built (the family
+                   start: Start, bound: tuple[float, str]) -> SolverOutcome:
+    """The producers' start meets the proven bound: optimal, no model built (the family
     ReduceScatter then AllGather is not solved, so ``params`` has no family entries)."""
-    schedule, made, name = start
+    schedule, made, name = start.schedule, start.time, start.producer
     trace.record(made, bound[0])
     params = {**clock.limits(), "chunks_per_rank": instance.collective.chunks_per_rank,
               "occupancy": instance.model.occupancy, "bound_from": "analytic",
               "formulation": f"none (the {name} schedule meets the bound)", "interrupted": False,
-              **clock.work_params()}
-    notes = (f"first upper bound from {name}: {format_time(made)}",)
+              "start": start.params(), **clock.work_params()}
+    notes = (start.note(),)
     return SolverOutcome("optimal", schedule, bound[0], bound[1], "timed", solver, solver_version(solver),
                          clock.elapsed(), None, params, tuple(trace.rows), notes)
 
 
 def _allreduce(instance: Instance, solver: str, clock: Clock, composed: SolverOutcome,
-               start: tuple[Schedule, float, str] | None) -> SolverOutcome:
-    """After ReduceScatter then AllGather (``composed``), unless it or the structured start
+               start: Start | None) -> SolverOutcome:
+    """After ReduceScatter then AllGather (``composed``), unless it or the producers' start
     (``start``, when one applies) meets the bound, the direct AllReduce model
     (``allreduce.timed``) with the time left, from the faster of the two.
 
@@ -487,8 +467,11 @@ def _allreduce(instance: Instance, solver: str, clock: Clock, composed: SolverOu
     made = compose.makespan(schedule, instance) if schedule is not None else math.inf
     params = {**composed.params, "family_time": made if schedule is not None else None}
     notes = list(composed.notes)
-    if start is not None and start[1] < made * (1 - TIME_TOLERANCE):
-        schedule, made, name = start
+    if start is not None:
+        params["start"] = start.params()
+        notes.append(start.note())
+    if start is not None and start.time < made * (1 - TIME_TOLERANCE):
+        schedule, made, name = start.schedule, start.time, start.producer
         notes.append(f"the {name} schedule ({format_time(made)}) beats ReduceScatter then AllGather")
     if (bound is None or made > bound * (1 + TIME_TOLERANCE)) and not clock.interrupted and solver == "cpsat":
         direct = direct_phase(instance, schedule, made, bound or 0.0, clock,
