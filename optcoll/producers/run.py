@@ -68,7 +68,7 @@ def exact(instance: Instance, *, solver: str = "cpsat", budget: Budget | None = 
     chosen = choose(instance, formulation)
     outcome = chosen.solve(instance, clock, {"solver": solver, "progress": progress, "quantum": quantum,
                                              "steps": steps, "rounds": rounds, "objective": objective})
-    return Produced(evaluate_outcome(instance, f"exact-{outcome.model}", outcome), outcome.schedule, outcome)
+    return Produced(evaluate_outcome(instance, f"exact-{outcome.model}", outcome, clock), outcome.schedule, outcome)
 
 
 def synthesized(instance: Instance, algo: str, runs: int = 1, seed: int | None = None,

@@ -64,14 +64,13 @@ def candidates(problem: DirectProblem, horizon: int) -> Candidates:
     togo = problem.togo()
     lo = earliest[problem.route_src]
     hi = horizon - problem.route_delay - togo[problem.route_dst]
-    routes, starts = [], []
-    for r in range(problem.num_routes):
-        if np.isfinite(lo[r]) and np.isfinite(hi[r]) and hi[r] >= lo[r]:
-            ks = np.arange(int(lo[r]), int(hi[r]) + 1)
-            routes.append(np.full(ks.size, r)), starts.append(ks)
-    if not routes:
-        return Candidates(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
-    return Candidates(np.concatenate(routes).astype(np.int64), np.concatenate(starts).astype(np.int64))
+    routes = np.flatnonzero(np.isfinite(lo) & np.isfinite(hi) & (hi >= lo))
+    first = lo[routes].astype(np.int64)
+    count = hi[routes].astype(np.int64) - first + 1
+    ends = np.cumsum(count)
+    # per route in order, its starts lo..hi: a running index less the route's offset, plus its lo
+    starts = np.arange(int(ends[-1]) if ends.size else 0, dtype=np.int64) + np.repeat(first - (ends - count), count)
+    return Candidates(np.repeat(routes, count).astype(np.int64), starts)
 
 
 def size(problem: DirectProblem, horizon: int, chunks: int | None = None) -> ModelSize:
@@ -84,8 +83,10 @@ def size(problem: DirectProblem, horizon: int, chunks: int | None = None) -> Mod
     # sorted reach (a members x candidates table is gigabytes on a 128-GPU cluster).
     sender = problem.route_src[cand.route]
     ordered = np.sort(reach, axis=0)
-    carries = sum(int(np.searchsorted(ordered[:, u], cand.start[sender == u], side="right").sum())
-                  for u in np.unique(sender).tolist())
+    by_sender = np.argsort(sender, kind="stable")
+    senders, first = np.unique(sender[by_sender], return_index=True)
+    carries = sum(int(np.searchsorted(ordered[:, u], starts, side="right").sum())
+                  for u, starts in zip(senders.tolist(), np.split(cand.start[by_sender], first[1:])))
     holds = int(np.clip(horizon - reach + 1, 0, None).sum())
     variables = k * (2 * len(cand) + carries + holds) + horizon
     return ModelSize("direct allreduce", f"at {horizon} epochs", variables,

@@ -36,7 +36,7 @@ def least_steps(instance: Instance, *, steps: int | None, clock: Clock,
     began = time.perf_counter()
     problem = step_problem(instance)
     per_step = problem.quantum
-    analytic = best_lower_bound(instance.machine, instance.collective, instance.model)
+    analytic = best_lower_bound(instance.machine, instance.collective, instance.model, clock)
     hops = int(problem.reach()[:, problem.member_index() >= 0].max(initial=0))
     first = max(1, hops, math.ceil(analytic.value / per_step * (1 - 1e-9)))
     first = max(first, steps or 0)

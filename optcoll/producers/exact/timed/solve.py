@@ -17,7 +17,7 @@ from pathlib import Path
 from optcoll.bounds import best_lower_bound
 from optcoll.errors import InputError
 from optcoll.instances.budget import Budget
-from optcoll.instances.clock import Clock, clock_for
+from optcoll.instances.clock import Clock, OutOfTime, clock_for, running
 from optcoll.instances.instance import Instance
 from optcoll.producers import compose
 from optcoll.producers.base import NotApplicable
@@ -61,8 +61,10 @@ EXPORT_FORMATS = (".mps", ".lp", ".pbtxt", ".pb")
 #: Share of an AllReduce's time for ReduceScatter then AllGather; the direct model gets the rest.
 FAMILY_SHARE = 0.5
 #: AllReduce producers built from the machine's structure that start the timed solver (the first
-#: that applies: a switch that reduces and multicasts, else nodes joined by NIC rails).
+#: that applies: a switch that reduces and multicasts, else nodes joined by NIC rails), within
+#: ``START_SHARE`` of the time limit.
 STRUCTURED_STARTS = ("inswitch", "rail-exchange")
+START_SHARE = 0.5
 #: Largest AllReduce (chunks × ranks) they are built for: their flows are placed one by one
 #: (dgxh100-rail-16x8, 128 × 128, in well under a second; rail-64x8 would take tens of seconds).
 START_MAX_CELLS = 128 * 128
@@ -95,13 +97,14 @@ class _Trace:
                 self.progress(*row)
 
 
-def _analytic_bound(instance: Instance, problem: TimedProblem) -> tuple[float, str]:
-    """The best true-time lower bound: optcoll.bounds, and the solver's own per-problem ones."""
+def _analytic_bound(instance: Instance, problem: TimedProblem, clock: Clock | None = None) -> tuple[float, str]:
+    """The best true-time lower bound: optcoll.bounds (those computed within ``clock``), and the
+    solver's own per-problem ones."""
     r = reach(problem, problem.delay)
     own = [(latency_bound(problem, r), "latency (shortest delivery paths)"),
            (ingress_bound(problem, r, seconds_grid(problem)), "per-node ingress"),
            (egress_bound(problem, r, seconds_grid(problem)), "per-holder egress")]
-    shared = best_lower_bound(instance.machine, instance.collective, instance.model)
+    shared = best_lower_bound(instance.machine, instance.collective, instance.model, clock)
     own.append((float(shared.value), f"{shared.name} bound ({shared.witness()})"))
     return max(own, key=lambda item: item[0])
 
@@ -117,15 +120,19 @@ def _grid_floor(problem: TimedProblem, grid: Grid, true_bound: float | None) -> 
 
 
 def _starts(instance: Instance, problem: TimedProblem, seed: int, hint: Schedule | None,
-            notes: list[str], bound: float) -> list[tuple[str, Transfers]]:
+            notes: list[str], bound: float, clock: Clock | None = None) -> list[tuple[str, Transfers]]:
     """First schedules, in true seconds: the registry's greedies and the user's hint (callers fall
     back on the earliest-arrival greedy when none serves). They are compared in true seconds (a
     rounded grid can make the best of them look worse), and a greedy schedule that meets
-    ``bound`` ends the list: it is optimal, so no other start can matter."""
+    ``bound`` ends the list: it is optimal, so no other start can matter. Within ``clock``, the
+    greedies after the first that serves are run only while it has time left."""
     true_grid = seconds_grid(problem)
     found: list[tuple[str, Transfers]] = []
     for name in REGISTRY_GREEDIES:
         if instance.collective.kind not in IMPLEMENTS[name]:
+            continue
+        if found and clock is not None and clock.expired():
+            notes.append(f"{name} not run as a start: {clock.limit_reached()} reached")
             continue
         try:
             transfers = from_schedule(problem, get_synthesizer(name)(instance, seed))
@@ -188,10 +195,11 @@ def solve_timed(instance: Instance, *, solver: str = "cpsat", quantum: float | N
         def part(sub: Instance, part_clock: Clock) -> SolverOutcome:
             return _Run(sub, solver, part_clock, _Trace(clock.start, progress)).solve(quantum, None, formulation)
 
-        overall = best_lower_bound(instance.machine, instance.collective, instance.model)
+        overall = best_lower_bound(instance.machine, instance.collective, instance.model, clock)
         bound = (float(overall.value), f"{overall.name} bound ({overall.detail})")
+        start_notes: list[str] = []
         try:
-            start = _structured_start(instance) if structured else None
+            start = _structured_start(instance, clock.part(START_SHARE), start_notes) if structured else None
         except KeyboardInterrupt:  # the family still makes its start schedules, at once
             clock.interrupt()
             start = None
@@ -199,7 +207,7 @@ def solve_timed(instance: Instance, *, solver: str = "cpsat", quantum: float | N
             return _start_optimal(instance, solver, clock, _Trace(clock.start, progress), start, bound)
         composed = compose_allreduce(instance, clock.part(FAMILY_SHARE), part, lambda s: compose.makespan(s, instance),
                                      bound)
-        return _allreduce(instance, solver, clock, composed, start)
+        return _allreduce(instance, solver, clock, replace(composed, notes=(*start_notes, *composed.notes)), start)
     return _Run(instance, solver, clock, _Trace(clock.start, progress), structured).solve(quantum, hint, formulation)
 
 
@@ -283,11 +291,11 @@ class _Run:
             if lower is not None:
                 phases.append((lambda clock: self.relaxation(lower, clock), 1.0))
         try:
-            self.prove(*_analytic_bound(self.instance, problem), searched=False)
+            self.prove(*_analytic_bound(self.instance, problem, self.clock), searched=False)
             # Structured schedules first: the greedies cost most on big machines.
             first = (self.offer_structured() if self.structured else None) or ""
             for name, transfers in [] if self.closed() else _starts(
-                    self.instance, problem, self.clock.budget.seed, hint, self.notes, self.bound):
+                    self.instance, problem, self.clock.budget.seed, hint, self.notes, self.bound, self.clock):
                 try:
                     if self.offer(transfers):
                         first = name
@@ -444,16 +452,23 @@ def _continuous(problem: TimedProblem, grid: Grid, first: Transfers, floor: int,
     return found, None
 
 
-def _structured_start(instance: Instance) -> tuple[Schedule, float, str] | None:
-    """The first of ``STRUCTURED_STARTS`` that applies, with its verified time and name; None
-    when none does or the instance is over ``START_MAX_CELLS``."""
+def _structured_start(instance: Instance, clock: Clock, notes: list[str]) -> tuple[Schedule, float, str] | None:
+    """The first of ``STRUCTURED_STARTS`` that applies, made within ``clock`` (a note says when
+    it was not), with its verified time and name; None when none does or the instance is over
+    ``START_MAX_CELLS``."""
     if instance.collective.num_chunks * instance.collective.num_ranks > START_MAX_CELLS:
         return None
     for name in STRUCTURED_STARTS:
         try:
-            schedule = get_synthesizer(name)(instance, instance.budget.seed)
+            with running(clock):
+                schedule = get_synthesizer(name)(instance, instance.budget.seed)
         except NotApplicable:
             continue
+        except OutOfTime:
+            notes.append(f"the {name} start schedule was not made: " + (
+                "interrupted" if clock.interrupted else
+                f"it needed more than its share of the time limit ({clock.end - clock.start:.3g} s)"))
+            return None
         return schedule, require_valid(instance.machine, instance.collective, schedule, instance.model).time, name
     return None
 
@@ -505,6 +520,9 @@ def _allreduce(instance: Instance, solver: str, clock: Clock, composed: SolverOu
     status = composed.status
     if schedule is not None and bound is not None and made <= bound * (1 + TIME_TOLERANCE):
         status = "optimal"
+    interrupted = "interrupted: returning the best schedule so far and the proven bound"
+    if clock.interrupted and not any(note.endswith(interrupted) for note in notes):
+        notes.append(interrupted)
     return replace(composed, status=status, schedule=schedule, wall_time=time.perf_counter() - clock.start,
                    params=params, notes=tuple(notes), lower_bound=bound, lower_bound_source=source)
 
