@@ -10,6 +10,7 @@ record); an answer a clock cut short is not kept.
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import replace
 
 import numpy as np
@@ -26,7 +27,7 @@ from optcoll.bounds.oneport import one_port_bound
 from optcoll.bounds.volume import capacity_bound
 from optcoll.collectives.builtins import split_allreduce
 from optcoll.collectives.collective import Collective
-from optcoll.instances.clock import Clock
+from optcoll.instances.clock import Clock, OutOfTime, running
 from optcoll.instances.instance import TimeModel
 from optcoll.machines.machine import Machine
 
@@ -95,7 +96,11 @@ def lower_bounds(machine: Machine, collective: Collective, model: TimeModel = Ti
     for i, step in enumerate(steps):
         if i and clock is not None and clock.expired():
             return found  # cut short: not kept
-        made = step()
+        try:
+            with running(clock) if clock is not None and i else nullcontext():
+                made = step()
+        except OutOfTime:  # a long bound checks the clock as it goes (the first is always made)
+            return found
         found += made if isinstance(made, list) else [] if made is None else [made]
     _recent.insert(0, (machine, collective, model, found))
     del _recent[RECENT:]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import statistics
 import sys
-import time
 
 import click
 
@@ -151,8 +150,9 @@ def solve(instance_path, solver, model_kind, time_limit, threads, seed, quantum,
     The step model answers SCCL's questions: the least cost S·α + R·b/B_min (default), the
     least steps or the least rounds, within --steps/--rounds at --chunks.
     """
-    started = time.perf_counter()  # the time limit counts the whole command: loading and bounds too
-    from optcoll.instances.clock import Clock
+    from optcoll.instances.clock import Clock, process_start
+
+    started = process_start()  # the time limit counts the whole command: imports, loading and bounds too
     from optcoll.producers.chunks import chosen
     from optcoll.instances.instancefile import load_instance
     from optcoll.producers import run

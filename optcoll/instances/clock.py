@@ -16,6 +16,7 @@ point on any machine use it instead of seconds.
 """
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -127,9 +128,12 @@ class Clock:
         return {} if self.budget.work_limit is None else {"work": round(self.work_spent, 6)}
 
     def limit_reached(self) -> str:
-        """Which limit ended the time left: "the work limit (W)" or "the time limit (T s)"."""
+        """Which limit ended the time left: "the work limit (W)", "the time limit (T s)", or for a
+        phase that ends before the job, "its share of the time limit (S s of T s)"."""
         if self.work_left() == 0.0:
             return f"the work limit ({self.budget.work_limit:g})"
+        if self.end < self.root.end:
+            return f"its share of the time limit ({self.end - self.start:.3g} s of {self.budget.time_limit:g} s)"
         return f"the time limit ({self.budget.time_limit:g} s)"
 
     def capped(self, seconds: float | None) -> "Clock":
@@ -148,6 +152,21 @@ class Clock:
         left = self.work_left()
         return Clock(self.budget, now, end=now + max(0.0, self.end - now) * share, parent=self,
                      work=None if left is None else left * share if work is None else work)
+
+
+def process_start() -> float:
+    """When this process started, on ``time.perf_counter``'s scale (Linux: from ``/proc``; else
+    now): a command's clock starts there, so the interpreter's start and the imports count too."""
+    now = time.perf_counter()
+    try:
+        with open("/proc/self/stat", encoding="ascii") as stat:
+            ticks = int(stat.read().rsplit(")", 1)[1].split()[19])  # field 22: start time since boot
+        with open("/proc/uptime", encoding="ascii") as uptime:
+            since_boot = float(uptime.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return now
+    age = since_boot - ticks / os.sysconf("SC_CLK_TCK")
+    return now - age if 0.0 <= age < 3600.0 else now
 
 
 def clock_for(budget: Budget, clock: Clock | None = None, **overrides: object) -> Clock:
@@ -172,9 +191,9 @@ _current: ContextVar[Clock | None] = ContextVar("optcoll_clock", default=None)
 
 
 @contextmanager
-def running(clock: Clock) -> Iterator[Clock]:
+def running(clock: Clock | None) -> Iterator[Clock | None]:
     """Within the block, ``check_current`` reads ``clock``: a cooperative deadline for code whose
-    signature has no clock (a synthesizer's ``(instance, seed)``)."""
+    signature has no clock (a synthesizer's ``(instance, seed)``); None: no deadline in the block."""
     token = _current.set(clock)
     try:
         yield clock

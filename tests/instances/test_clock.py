@@ -2,10 +2,14 @@
 answers on any machine and under any load."""
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from optcoll.instances.budget import Budget
-from optcoll.instances.clock import Clock, clock_for
+from optcoll.instances.clock import Clock, clock_for, process_start
+
+IMPORTED = time.perf_counter()
 
 
 class FakeTime:
@@ -26,6 +30,7 @@ def test_time_left_is_counted_from_the_jobs_start_not_from_when_a_phase_asks():
     assert phase.left() == pytest.approx(3.5) and phase.now is time  # a phase reads its parent's time
     time.now += 3.5
     assert phase.expired() and not clock.expired() and clock.left() == pytest.approx(3.5)
+    assert phase.limit_reached() == "its share of the time limit (3.5 s of 10 s)"
     time.now += 4.0
     assert clock.expired() and clock.limit_reached() == "the time limit (10 s)"
 
@@ -51,3 +56,9 @@ def test_a_running_clock_holds_the_limits_and_refuses_a_second_set():
         clock_for(Budget(), clock, time_limit=9.0, threads=2, seed=None)
     fresh = clock_for(Budget(time_limit=5.0), None, time_limit=9.0)
     assert fresh.budget.time_limit == 9.0 and fresh.left() > 8.0
+
+
+def test_a_command_clock_starts_when_its_process_did():
+    """Before anything this process did (this module's import among them), so the interpreter's
+    start and the imports count against a command's limit."""
+    assert process_start() <= IMPORTED

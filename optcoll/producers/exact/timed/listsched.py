@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from optcoll.instances.clock import check_current
 from optcoll.producers.calendar import Need, Runs, Windows, earliest_start, reserve
 from optcoll.producers.exact.timed.grid import Grid
 from optcoll.producers.exact.timed.problem import TimedProblem
@@ -134,7 +135,8 @@ def retime(problem: TimedProblem, grid: Grid, transfers: Transfers) -> Transfers
 
 
 def greedy(problem: TimedProblem, grid: Grid) -> Transfers:
-    """Earliest-arrival routing of each (chunk, destination), nearest deliveries first."""
+    """Earliest-arrival routing of each (chunk, destination), nearest deliveries first; under a
+    solver's clock, until it ends (``check_current``)."""
     r = reach(problem, grid.delay)
     order = np.lexsort((problem.need_node, problem.need_chunk,
                         r.earliest[problem.need_chunk, problem.need_node]))
@@ -145,6 +147,7 @@ def greedy(problem: TimedProblem, grid: Grid) -> Transfers:
         c, dest = int(problem.need_chunk[i]), int(problem.need_node[i])
         if held.hold.get((c, dest)) is not None:
             continue
+        check_current()
         path = _earliest_path(problem, grid, cal, held, out_links, c, dest)
         if path is None:
             raise ValueError(f"chunk {c} cannot reach node {dest}")

@@ -17,7 +17,7 @@ from pathlib import Path
 from optcoll.bounds import best_lower_bound
 from optcoll.errors import InputError
 from optcoll.instances.budget import Budget
-from optcoll.instances.clock import Clock, OutOfTime, clock_for, running
+from optcoll.instances.clock import Clock, OutOfTime, clock_for, running, terminating
 from optcoll.instances.instance import Instance
 from optcoll.producers import compose
 from optcoll.producers.base import NotApplicable
@@ -292,19 +292,10 @@ class _Run:
                 phases.append((lambda clock: self.relaxation(lower, clock), 1.0))
         try:
             self.prove(*_analytic_bound(self.instance, problem, self.clock), searched=False)
-            # Structured schedules first: the greedies cost most on big machines.
-            first = (self.offer_structured() if self.structured else None) or ""
-            for name, transfers in [] if self.closed() else _starts(
-                    self.instance, problem, self.clock.budget.seed, hint, self.notes, self.bound, self.clock):
-                try:
-                    if self.offer(transfers):
-                        first = name
-                except ValueError as error:  # a hint that is not causal
-                    self.notes.append(f"{name} schedule not used as a start: {error}")
-            if self.best is None:
-                first = "earliest-arrival greedy"
-                self.offer(greedy(problem, self.true_grid))
-            self.notes.append(f"first upper bound from {first}: {format_time(self.makespan())}")
+            first = self.first_schedule(hint)
+            self.notes.append(f"first upper bound from {first}: {format_time(self.makespan())}" if first else
+                              "no first schedule: " + ("interrupted" if self.clock.interrupted else
+                                                       f"{self.clock.limit_reached()} reached while making it"))
             for phase, share in phases:
                 if self.closed():
                     break
@@ -328,6 +319,31 @@ class _Run:
         status = ("optimal" if self.makespan() <= self.bound * (1 + TIME_TOLERANCE) + 1e-15
                   else "feasible" if self.best is not None else "unknown")
         return self.outcome(status)
+
+    def first_schedule(self, hint: Schedule | None) -> str | None:
+        """The incumbent to start from, within the clock (making one counts against it): the
+        structured schedules first (the greedies cost most on big machines), then the greedies and
+        the hint, else the earliest-arrival greedy. Returns the name of the one kept (None: the
+        clock ended before any was made). After Ctrl-C the earliest-arrival greedy is still made,
+        whatever it takes (the part of an AllReduce left then has a schedule); after SIGTERM not."""
+        first = None
+        after_ctrl_c = self.clock.interrupted and not terminating()
+        try:
+            with running(None if after_ctrl_c else self.clock):
+                first = (self.offer_structured() if self.structured else None) or first
+                for name, transfers in [] if self.closed() else _starts(
+                        self.instance, self.problem, self.clock.budget.seed, hint, self.notes, self.bound, self.clock):
+                    try:
+                        if self.offer(transfers):
+                            first = name
+                    except ValueError as error:  # a hint that is not causal
+                        self.notes.append(f"{name} schedule not used as a start: {error}")
+                if self.best is None:
+                    self.offer(greedy(self.problem, self.true_grid))
+                    first = "earliest-arrival greedy"
+        except OutOfTime:
+            pass
+        return first if self.best is not None else None
 
     def offer_structured(self) -> str | None:
         """Schedules built from the machine's structure for AllGather-shaped problems: the shift
@@ -466,8 +482,7 @@ def _structured_start(instance: Instance, clock: Clock, notes: list[str]) -> tup
             continue
         except OutOfTime:
             notes.append(f"the {name} start schedule was not made: " + (
-                "interrupted" if clock.interrupted else
-                f"it needed more than its share of the time limit ({clock.end - clock.start:.3g} s)"))
+                "interrupted" if clock.interrupted else f"{clock.limit_reached()} reached"))
             return None
         return schedule, require_valid(instance.machine, instance.collective, schedule, instance.model).time, name
     return None
