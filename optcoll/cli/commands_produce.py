@@ -7,8 +7,8 @@ import sys
 
 import click
 
-from optcoll.cli.limits import (TIME, as_flags, max_memory_option, out_option, progress_option, runs_option, seed_option,
-                                threads_option, time_limit_option)
+from optcoll.cli.limits import (TIME, as_flags, command_start, max_memory_option, out_option, progress_option,
+                                runs_option, seed_option, threads_option, time_limit_option)
 from optcoll.cli.output import echo, emit_json, json_option, progress_shown
 from optcoll.text.table import percent, table
 from optcoll.units import format_time
@@ -150,9 +150,9 @@ def solve(instance_path, solver, model_kind, time_limit, threads, seed, quantum,
     The step model answers SCCL's questions: the least cost S·α + R·b/B_min (default), the
     least steps or the least rounds, within --steps/--rounds at --chunks.
     """
-    from optcoll.instances.clock import Clock, process_start
+    from optcoll.instances.clock import Clock
 
-    started = process_start()  # the time limit counts the whole command: imports, loading and bounds too
+    started = command_start()  # the time limit counts the whole command: imports, loading and bounds too
     from optcoll.producers.chunks import chosen
     from optcoll.instances.instancefile import load_instance
     from optcoll.producers import run

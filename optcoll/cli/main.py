@@ -10,7 +10,7 @@ import click
 import optcoll
 from optcoll.cli.output import WholeHelpGroup, echo
 from optcoll.errors import InputError
-from optcoll.instances.clock import Terminated, terminate, terminating
+from optcoll.instances.clock import Terminated, process_start, terminate, terminating
 
 EXIT_OK, EXIT_CHECK_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_TERMINATED = 0, 1, 2, 130, 143
 
@@ -107,4 +107,4 @@ def _excepthook(kind, value, traceback) -> None:
 def main() -> None:
     signal.signal(signal.SIGTERM, terminate)
     sys.excepthook = _excepthook
-    cli(prog_name="optcoll")
+    cli(prog_name="optcoll", obj={"started": process_start()})
