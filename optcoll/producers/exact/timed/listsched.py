@@ -114,7 +114,8 @@ def to_seconds(problem: TimedProblem, grid: Grid, transfers: Transfers) -> Trans
 
 
 def retime(problem: TimedProblem, grid: Grid, transfers: Transfers) -> Transfers:
-    """The transfers, in their start order, each started as early as possible on ``grid``.
+    """The transfers, in their start order, each started as early as possible on ``grid``; under a
+    solver's clock, until it ends (``check_current``).
 
     Raises ValueError if the order is not causal (a sender that never holds the chunk).
     """
@@ -122,6 +123,8 @@ def retime(problem: TimedProblem, grid: Grid, transfers: Transfers) -> Transfers
     cal, held = Calendar(problem, grid), _Holdings(problem)
     starts = np.empty(len(ordered), dtype=float)
     for i, (c, e) in enumerate(zip(ordered.chunk.tolist(), ordered.link.tolist())):
+        if i % 1024 == 0:
+            check_current()
         u, v = int(problem.src[e]), int(problem.dst[e])
         ready = held.ready(c, u)
         if ready is None:
