@@ -135,7 +135,7 @@ def question_rows(time_limit: float, schedules: Path | None, echo: Callable[[str
     model) within ``time_limit``, every synthesizer of AllReduce (``portfolio``), and the recorded
     ground truth where a suite instance asks the same question; a schedule faster than the
     family's is saved under ``schedules``."""
-    from optcoll.producers.exact.allreduce.start import STRUCTURED
+    from optcoll.producers.exact.timed.start import STRUCTURED
     from optcoll.producers.registry import SYNTHESIZERS
     from optcoll.producers.exact.timed.solve import solve_timed
     from optcoll.schedules.jsonfile import save_schedule

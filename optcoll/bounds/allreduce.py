@@ -88,6 +88,7 @@ from optcoll.bounds.nodes import kth_arrival
 from optcoll.bounds.paths import weighted_graph
 from optcoll.bounds.spread import spread_end, spread_links, spread_time
 from optcoll.collectives.collective import Collective
+from optcoll.instances.clock import check_current
 from optcoll.instances.instance import TimeModel
 from optcoll.machines.machine import Machine
 from optcoll.units import format_bandwidth, format_size, format_time
@@ -248,9 +249,11 @@ def _candidate_cuts(machine: Machine, members: np.ndarray, split: SplitCuts) -> 
 
 
 def _splitting_sides(cuts: list[np.ndarray], is_member: np.ndarray) -> Iterator[tuple[np.ndarray, bool]]:
-    """(cut, way in) for each distinct cut with members on both sides, out of it and into it."""
+    """(cut, way in) for each distinct cut with members on both sides, out of it and into it;
+    under a job's clock, until it ends (``check_current``: the bound is then not made)."""
     seen: set[bytes] = set()
     for inside in cuts:
+        check_current()
         key = inside.tobytes()
         if key in seen or not (is_member & inside).any() or not (is_member & ~inside).any():
             continue

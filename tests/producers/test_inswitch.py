@@ -124,7 +124,7 @@ def test_one_slower_member_still_verifies_and_warm_starts_the_solver(bandwidth, 
 def test_ctrl_c_while_building_the_in_switch_start_still_returns_an_allreduce(monkeypatch):
     import optcoll.producers.exact.timed.solve as timed
 
-    def pressed(inst):
+    def pressed(inst, *_):
         raise KeyboardInterrupt
 
     monkeypatch.setattr(timed, "best_start", pressed)
