@@ -27,8 +27,6 @@ import math
 from dataclasses import dataclass, replace
 
 import numpy as np
-from scipy.sparse import csr_matrix
-from scipy.sparse.csgraph import dijkstra
 
 from optcoll.bounds.demand import allreduce_set, need_counts_per_chunk
 from optcoll.collectives.collective import Collective
@@ -103,8 +101,11 @@ class DirectProblem:
         index[self.members] = np.arange(self.num_members)
         return index[self.nodes]
 
-    def _routes_graph(self, reverse: bool = False) -> csr_matrix:
-        """The stateful nodes joined by their routes, each ordered pair at its least delay."""
+    def _routes_graph(self, reverse: bool = False):
+        """The stateful nodes joined by their routes, each ordered pair at its least delay (a scipy
+        sparse matrix; scipy is imported here so that small solves start without it)."""
+        from scipy.sparse import csr_matrix
+
         n = self.num_nodes
         src, dst = (self.route_dst, self.route_src) if reverse else (self.route_src, self.route_dst)
         key = src * n + dst
@@ -115,6 +116,8 @@ class DirectProblem:
     def reach(self) -> np.ndarray:
         """(contributor, stateful node): the fewest epochs before the contributor's data can be
         at the node (``inf`` if never): shortest route paths (every route takes an epoch or more)."""
+        from scipy.sparse.csgraph import dijkstra
+
         mine = self.member_index()
         at = np.empty(self.num_members, dtype=np.int64)
         at[mine[mine >= 0]] = np.flatnonzero(mine >= 0)
@@ -122,6 +125,8 @@ class DirectProblem:
 
     def togo(self) -> np.ndarray:
         """Per stateful node: the fewest epochs for its data to reach a rank (0 at ranks)."""
+        from scipy.sparse.csgraph import dijkstra
+
         ranks = np.flatnonzero(self.member_index() >= 0)
         return dijkstra(self._routes_graph(reverse=True), directed=True, indices=ranks, min_only=True)
 
