@@ -5,6 +5,8 @@ list scheduling along random routing trees) so the verifier is checked against t
 """
 from __future__ import annotations
 
+import dataclasses
+import math
 import random
 from dataclasses import dataclass
 
@@ -293,3 +295,98 @@ def random_step_schedule(rng: random.Random, machine: Machine, coll: Collective,
         return from_arrays([], [], step=[], rounds=rounds)
     chunk, link, step = zip(*rows)
     return from_arrays(chunk, link, step=step, rounds=rounds)
+
+
+# -- mutants: the edits a person (or a buggy producer) makes to a valid schedule --------------------
+def _edit(schedule: Schedule, i: int, **values) -> Schedule:
+    cols = {name: getattr(schedule, name).copy() for name in ("chunk", "link", "start", "op", "step")}
+    for name, value in values.items():
+        cols[name][i] = value
+    return replace(schedule, **cols)
+
+
+def mutants(rng: random.Random, machine: Machine, coll: Collective, s: Schedule, count: int):
+    """``count`` single-edit mutants of ``s``, each (what was done, the mutant): a transfer
+    deleted, started earlier or later, two transfers' links or starts swapped, a transfer (a
+    reduce where there is one) listed twice, its op flipped, its chunk or link changed, or the
+    same transfers listed in another order."""
+    if not len(s):
+        return
+    tau = float(np.min(machine.link_latency + coll.chunk_bytes / machine.link_bandwidth))
+    timed = s.rounds is None
+    for _ in range(count):
+        i, j = rng.randrange(len(s)), rng.randrange(len(s))
+        kind = rng.choice(["delete", "earlier", "later", "swap-links", "swap-starts", "duplicate",
+                           "flip-op", "other-chunk", "other-link", "relist"])
+        if kind == "delete":
+            yield kind, subset(s, np.arange(len(s)) != i)
+        elif kind in ("earlier", "later") and timed:
+            shift = rng.choice([0.25, 0.5, 1.0, 2.0]) * tau * (-1 if kind == "earlier" else 1)
+            yield kind, _edit(s, i, start=max(0.0, float(s.start[i]) + shift))
+        elif kind in ("earlier", "later"):
+            yield kind, _edit(s, i, step=max(1, min(s.num_steps, int(s.step[i]) + (-1 if kind == "earlier" else 1))))
+        elif kind == "swap-links":
+            yield kind, _edit(_edit(s, i, link=int(s.link[j])), j, link=int(s.link[i]))
+        elif kind == "swap-starts":
+            yield kind, _edit(_edit(s, i, start=float(s.start[j]), step=int(s.step[j])), j,
+                              start=float(s.start[i]), step=int(s.step[i]))
+        elif kind == "duplicate":
+            reduces = np.flatnonzero(s.op == REDUCE)
+            k = int(rng.choice(reduces.tolist())) if reduces.size else i
+            rows = np.append(np.arange(len(s)), k)
+            yield kind, subset(s, rows)
+        elif kind == "flip-op":
+            yield kind, _edit(s, i, op=1 - int(s.op[i]))
+        elif kind == "relist":
+            yield kind, subset(s, np.array(rng.sample(range(len(s)), len(s)), dtype=np.int64))
+        elif kind == "other-chunk":
+            yield kind, _edit(s, i, chunk=rng.randrange(coll.num_chunks))
+        else:
+            yield kind, _edit(s, i, link=rng.randrange(machine.num_links))
+
+
+# -- the schedules recorded as ground truth -------------------------------------------------------
+def stored_schedules(max_bytes: int | None = None):
+    """(name, instance at its chosen C, path) of every schedule recorded in the built-in suites,
+    those whose file holds at most ``max_bytes`` when given; in a stable order."""
+    from optcoll.instances.suite import builtin_suite_names, find_suite
+    from optcoll.producers.chunks import chosen
+    from optcoll.truth.stored import load_truth
+
+    for suite in builtin_suite_names():
+        for spec in find_suite(suite).specs:
+            truth, _ = load_truth(spec)
+            if truth is None or truth.best is None or not truth.schedule:
+                continue
+            path = spec.path.parent / truth.schedule
+            if max_bytes is not None and path.stat().st_size > max_bytes:
+                continue
+            yield f"{suite}/{spec.name}", chosen(spec.instance, truth.best.details.get("params", {})), path
+
+
+def same_verdict(a, b, *, path: bool = True) -> bool:
+    """Validity, time (and every arrival), and the violation down to its kind, transfer and
+    words; and the engine that decided (unless ``path`` is False)."""
+    if a.valid != b.valid or (path and a.path != b.path):
+        return False
+    if a.valid:
+        return a.time == b.time and np.array_equal(a.arrivals, b.arrivals)
+    va, vb = a.violation, b.violation
+    both_nan = math.isnan(va.time) and math.isnan(vb.time)
+    return (both_nan or va.time == vb.time) and dataclasses.replace(va, time=0) == dataclasses.replace(vb, time=0)
+
+
+def combining_schedules(rng: random.Random, machine: Machine, ranks: list[int], c: int, model: TimeModel):
+    """(ReduceScatter, a valid schedule of it, AllReduce, a valid schedule of it): the ReduceScatter
+    an inverted random AllGather, the AllReduce it followed by a random AllGather."""
+    from optcoll.verify.verifier import verify_with
+
+    ag, rs, ar = (collective(kind, ranks, c=c) for kind in ("allgather", "reducescatter", "allreduce"))
+    reverse = machine.reversed()
+    forward = random_schedule(rng, reverse, ag, TimeModel(occupancy=model.occupancy, send_ports=model.recv_ports,
+                                                          recv_ports=model.send_ports))
+    horizon = verify_with(reverse, ag, forward, TimeModel(occupancy=model.occupancy), "events").time
+    reduce_scatter = invert(reverse, forward, ag.chunk_bytes, horizon)
+    done = verify_with(machine, rs, reduce_scatter, model, "events").time
+    gather = random_schedule(rng, machine, ag, model)
+    return rs, reduce_scatter, ar, Schedule.concat(reduce_scatter, gather, done)

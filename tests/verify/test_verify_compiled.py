@@ -1,0 +1,150 @@
+"""The compiled path of the event engine decides exactly as the Python one: the same verdict, time
+and violation down to its words, on random machines with every kind of switch, combining or not,
+valid or mutated, timed or step, and on every schedule recorded as ground truth and its mutants.
+
+The compiled path takes its words from the event engine (it replays the chunk that goes wrong
+first), so what these tests pin down is that both meet the *same* first violation, and that a
+valid schedule gets the same time: the part the kernel decides on its own.
+"""
+import random
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from optcoll.instances.instance import TimeModel
+from optcoll.schedules.schedule import ScheduleBuilder
+from optcoll.verify import verify
+from optcoll.verify.stepmodel import link_weights
+from optcoll.verify.verifier import COMPILED_FROM, verify_with
+from verify_helpers import (collective, combining_schedules, mutants, random_collective, random_machine, random_model,
+                            random_schedule, random_step_schedule, same_verdict, star, stored_schedules)
+
+SETTINGS = settings(max_examples=80, deadline=None, derandomize=True)
+seeds = st.integers(min_value=0, max_value=2**32 - 1)
+ALL_KINDS = ("allgather", "broadcast", "gather", "scatter", "alltoall", "reducescatter", "allreduce", "reduce")
+
+
+def assert_same(machine, coll, schedule, model):
+    """Both paths agree; returns the verdict."""
+    ref = verify_with(machine, coll, schedule, model, "events")
+    got = verify_with(machine, coll, schedule, model, "compiled")
+    assert same_verdict(ref, got, path=False), (ref.summary(), got.summary())
+    return ref
+
+
+@SETTINGS
+@given(seeds)
+def test_copies_through_any_switch_and_their_mutants(seed):
+    rng = random.Random(seed)
+    machine = random_machine(rng, switches="any")
+    coll = random_collective(rng, machine)
+    model = random_model(rng)
+    s = random_schedule(rng, machine, coll, model)
+    assert assert_same(machine, coll, s, model).valid
+    for _, mutant in mutants(rng, machine, coll, s, 5):
+        assert_same(machine, coll, mutant, model)
+
+
+@SETTINGS
+@given(seeds)
+def test_combining_schedules_and_their_mutants(seed):
+    """ReduceScatter (an inverted AllGather) and AllReduce (it, then an AllGather) through plain,
+    multicast and reducing switches, then mutated into double counts, ambiguous arrivals, missing
+    contributions, switch forwarding errors and overlaps."""
+    rng = random.Random(seed)
+    machine = random_machine(rng, switches=rng.choice(["none", "reduce-multicast", "any"]))
+    n = machine.num_npus
+    ranks = sorted(rng.sample(range(n), rng.randint(2, n)))
+    c = rng.randint(1, 3)
+    model = TimeModel(occupancy="link", send_ports=rng.choice([None, 1]), recv_ports=rng.choice([None, 2]))
+    rs, reduce_scatter, ar, allreduce = combining_schedules(rng, machine, ranks, c, model)
+    assert_same(machine, rs, reduce_scatter, model)
+    assert_same(machine, ar, allreduce, model)
+    for _, mutant in mutants(rng, machine, ar, allreduce, 6):
+        assert_same(machine, ar, mutant, model)
+
+
+@SETTINGS
+@given(seeds)
+def test_random_rows_of_every_collective(seed):
+    """Schedules of random rows: mostly invalid in every way there is, for every collective."""
+    rng = random.Random(seed)
+    machine = random_machine(rng, switches="any")
+    coll = random_collective(rng, machine, kinds=ALL_KINDS)
+    n = rng.randint(0, 30)
+    tau = 2e-6
+    b = ScheduleBuilder(machine)
+    for _ in range(n):
+        b.add(rng.randrange(coll.num_chunks), rng.randrange(machine.num_links), rng.randrange(8) * tau / 2,
+              rng.choice(["copy", "copy", "reduce"]))
+    assert_same(machine, coll, b.build(), random_model(rng))
+
+
+@SETTINGS
+@given(seeds)
+def test_step_model_schedules(seed):
+    rng = random.Random(seed)
+    machine = random_machine(rng, switches="none")
+    coll = random_collective(rng, machine)
+    s = random_step_schedule(rng, machine, coll, link_weights(machine))
+    assert assert_same(machine, coll, s, TimeModel()).valid
+    for _, mutant in mutants(rng, machine, coll, s, 3):
+        assert_same(machine, coll, mutant, TimeModel())
+
+
+def test_plain_switch_forwards_arrivals_in_order_in_both_paths():
+    """A plain switch holds one copy per arrival and forwards each once: a third send of two
+    arrivals is a switch-forward violation, named the same way."""
+    machine = star(3)
+    coll = collective("broadcast", 3, root=0)
+    b = ScheduleBuilder(machine)
+    b.send(0, 0, 3, start=0.0)
+    b.send(0, 0, 3, start=2e-6)
+    for t, dst in ((4e-6, 1), (5e-6, 2), (6e-6, 1)):
+        b.send(0, 3, dst, start=t)
+    result = assert_same(machine, coll, b.build(), TimeModel())
+    assert result.violation.kind == "switch-forward"
+
+
+def test_auto_runs_the_compiled_path_on_large_combining_schedules():
+    from optcoll.collectives.builtins import make_collective
+    from optcoll.instances.instance import Instance
+    from optcoll.machines.generators import torus
+    from optcoll.producers.registry import get_synthesizer
+
+    machine = torus([16, 16], 50 * 2.0**30, 0.5e-6)
+    coll = make_collective("allreduce", range(machine.num_npus), 2.0**30, 1)
+    s = get_synthesizer("tacos+")(Instance("ar", machine, coll), 0)
+    assert len(s) >= COMPILED_FROM
+    result = verify(machine, coll, s)
+    assert result.path == "compiled" and result.valid
+    assert result.time == verify_with(machine, coll, s, TimeModel(), "events").time
+
+
+def _stored_cases(max_bytes):
+    return [pytest.param(name, instance, path, id=name) for name, instance, path in stored_schedules(max_bytes)]
+
+
+def _check_stored(instance, path, count):
+    from optcoll.schedules.jsonfile import load_schedule
+
+    machine, coll, model = instance.machine, instance.collective, instance.model
+    schedule = load_schedule(path, machine)
+    assert assert_same(machine, coll, schedule, model).valid
+    rng = random.Random(path.name)
+    for kind, mutant in mutants(rng, machine, coll, schedule, count):
+        result = assert_same(machine, coll, mutant, model)
+        if not result.valid:  # words a person can act on: which transfer, chunk or node, and when
+            assert result.violation.message and result.violation.kind, kind
+
+
+@pytest.mark.parametrize("name, instance, path", _stored_cases(10_000))
+def test_stored_schedules_and_their_mutants(name, instance, path):
+    _check_stored(instance, path, 3)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name, instance, path", _stored_cases(None))
+def test_every_stored_schedule_and_its_mutants(name, instance, path):
+    _check_stored(instance, path, 8)
