@@ -7,7 +7,7 @@ A contradiction stops everything before anything is written for that instance.
 
 Interrupted anywhere (Ctrl-C, a kill, a full disk), every instance keeps its old record or has
 its new one, whole: a new schedule gets a file of its own, written before the record naming it
-(``stored.new_schedule_path``); schedules no record names any more are removed after it.
+(``stored.stored_form``); schedules no record names any more are removed after it.
 """
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from optcoll.sweeps.plan import Settings, instance_jobs, runs_for
 from optcoll.sweeps.runner import SweepStats, run_sweep
 from optcoll.instances.suite import InstanceSpec, Suite
 from optcoll.truth.record import Claim, Truth, TruthContradiction, combine, family_record
-from optcoll.truth.stored import (SCHEDULE_DIR, load_truth, new_schedule_path, unreferenced_schedules,
+from optcoll.truth.stored import (SCHEDULE_DIR, load_truth, stored_form, unreferenced_schedules,
                                   verify_stored)
 from optcoll.truth.tomlfile import write_results
 
@@ -109,7 +109,8 @@ def _rejections(records: list[dict[str, Any]]) -> list[str]:
 def update_instance(spec: InstanceSpec, records: list[dict[str, Any]], cache: ResultCache,
                     environment: dict[str, Any]) -> Updated:
     from optcoll.producers.chunks import chosen
-    from optcoll.schedules.jsonfile import save_schedule, schedule_from_dict
+    from optcoll.fileio import write_bytes_atomic
+    from optcoll.schedules.files import load_schedule
     from optcoll.verify import require_valid
 
     rejected = _rejections(records)
@@ -131,22 +132,22 @@ def update_instance(spec: InstanceSpec, records: list[dict[str, Any]], cache: Re
     relative = old.schedule if keep_old and old else None
     if best is not None and not keep_old:
         key = next(k for claim, k in times if claim is best)
+        at_c = chosen(instance, best.details.get("params", {}))
         try:  # re-verified when the sweep read it; only a change since then lands here
-            data = cache.schedule(key)
-            if data is None:
+            schedule = cache.schedule(key, at_c.machine)
+            if schedule is None:
                 raise Damaged("it is missing")
         except Damaged as why:
             raise InputError(f"the cached schedule of {best.producer} for {spec.name} changed during "
                              f"the run ({why}); run again to compute it afresh",
                              source=str(cache.schedule_path(key))) from None
-        at_c = chosen(instance, best.details.get("params", {}))
-        schedule = schedule_from_dict(data, at_c.machine, f"cache {key}")
-        time = require_valid(at_c.machine, at_c.collective, schedule, at_c.model).time
+        path, content = stored_form(spec, schedule, instance.machine)
+        write_bytes_atomic(path, content)
+        time = require_valid(at_c.machine, at_c.collective, load_schedule(path, at_c.machine), at_c.model).time
         if time != best.value:
+            path.unlink(missing_ok=True)
             raise TruthContradiction(f"{spec.name}: {best.producer}'s schedule verifies at {time!r} s "
-                                     f"after a round trip through JSON, not {best.value!r} s")
-        path = new_schedule_path(spec, data)
-        save_schedule(path, schedule, instance.machine)
+                                     f"after a round trip through {path.name}, not {best.value!r} s")
         relative = path.relative_to(spec.path.parent).as_posix()
         written = True
     truth = Truth(spec.content_key, instance.model.kind, bound, best, relative,

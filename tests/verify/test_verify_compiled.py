@@ -127,10 +127,16 @@ def _stored_cases(max_bytes):
 
 
 def _check_stored(instance, path, count):
-    from optcoll.schedules.jsonfile import load_schedule
+    """Both paths agree on the stored schedule and its mutants, and it reads back the same from
+    its compact form (JSON → npz → JSON gives the same JSON)."""
+    from optcoll.schedules.files import load_schedule
+    from optcoll.schedules.jsonfile import schedule_to_dict
+    from optcoll.schedules.npzfile import schedule_from_npz, schedule_to_npz
 
     machine, coll, model = instance.machine, instance.collective, instance.model
     schedule = load_schedule(path, machine)
+    back = schedule_from_npz(schedule_to_npz(schedule, machine), machine)
+    assert schedule_to_dict(back, machine) == schedule_to_dict(schedule, machine)
     assert assert_same(machine, coll, schedule, model).valid
     rng = random.Random(path.name)
     for kind, mutant in mutants(rng, machine, coll, schedule, count):
