@@ -17,14 +17,6 @@ from optcoll.schedules.schedule import ScheduleBuilder
 
 
 @pytest.fixture
-def pair_machine():
-    b = MachineBuilder("pair2", 2)
-    b.add_link(0, 1, bandwidth=1e9, latency=1e-6, count=2)
-    b.add_link(1, 0, bandwidth=1e9, latency=1e-6)
-    return b.build()
-
-
-@pytest.fixture
 def schedule(pair_machine):
     b = ScheduleBuilder(pair_machine, producer="hand", params={"seed": 3, "nested": [1.5, None]})
     b.send(0, 0, 1, start=0.0)
