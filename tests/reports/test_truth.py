@@ -227,3 +227,29 @@ def test_a_bounded_record_names_what_stopped_the_proof():
     assert unproven({}, {"family": "reducescatter+allgather", "status": "optimal", "params": {}}) == \
         "only the reducescatter+allgather family was searched (optimal within it)"
     assert unproven({"params": {"interrupted": False}}, None) == ""
+
+
+def test_a_schedule_over_the_cap_as_json_is_stored_compact_and_re_verified(recorded, tmp_path, monkeypatch):
+    """Truth keeps a new schedule as JSON while it is within the input cap that reads it back, in
+    the compact form past it; ``truth verify`` reads either."""
+    import dataclasses
+    import gzip
+
+    from optcoll.schedules.files import load_schedule
+    from optcoll.truth.stored import stored_form, verify_stored
+
+    suite_dir = _copy(recorded, tmp_path)
+    spec = find_suite(str(suite_dir)).spec("ring8-ag")
+    truth, _ = load_truth(spec)
+    schedule = load_schedule(spec.path.parent / truth.schedule, spec.instance.machine)
+    path, text = stored_form(spec, schedule, spec.instance.machine)
+    assert path.name.endswith(".json.gz")
+    with monkeypatch.context() as patch:
+        patch.setenv("OPTCOLL_MAX_INPUT_BYTES", str(len(gzip.decompress(text)) - 1))  # JSON over the cap
+        path, content = stored_form(spec, schedule, spec.instance.machine)
+    assert path.suffix == ".npz"
+    path.write_bytes(content)
+    compact = dataclasses.replace(truth, schedule=path.relative_to(spec.path.parent).as_posix())
+    write_results(spec.path, compact.to_dict())
+    spec = find_suite(str(suite_dir)).spec("ring8-ag")
+    assert verify_stored(spec, load_truth(spec)[0]) == truth.best.value
