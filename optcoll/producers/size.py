@@ -23,9 +23,11 @@ from optcoll.instances.instance import Instance
 from optcoll.producers.exact.memory import available, default_limit
 from optcoll.units import format_size
 
-#: Peak bytes per transfer from a synthesizer's columns to the verdict: measured on the 4096-NPU
-#: torus AllReduce of tacos+ (33.5 M transfers; 3.1 GB peak RSS synthesising, 2.9 GB verifying).
-BYTES_PER_TRANSFER = 88
+#: Peak bytes per transfer of a schedule being synthesised or verified, the lesser of the two as
+#: measured on tacos+'s 4096-NPU torus AllReduce (33.5 M transfers; ``optcoll bench core --scale``:
+#: 3.0 GiB peak RSS synthesising, 96 B a transfer; 2.47 GiB verifying, 79 B): the lesser, so a
+#: refusal never turns away a schedule that this measure says could fit.
+BYTES_PER_TRANSFER = 79
 #: Below this many transfers by the simple count, the hop counts are not worth computing.
 HOPS_FROM = 1 << 22
 
