@@ -1,6 +1,6 @@
 """optcoll: provably optimal or tightly bounded collective-communication schedules.
 
-Layers (DESIGN.md section 7), one subpackage each, bottom to top (pyproject's import-linter
+Layers (docs/model.md §7), one subpackage each, bottom to top (pyproject's import-linter
 contract keeps them): text and plumbing → machines, collectives → schedules → instances → verify,
 bounds → interop, results → producers → analysis → sweeps → truth → reports, check → bench → cli.
 """

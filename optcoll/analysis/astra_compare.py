@@ -17,7 +17,7 @@ from optcoll.bounds import best_lower_bound
 from optcoll.collectives.builtins import canonical_kind, make_collective
 from optcoll.errors import InputError
 from optcoll.interop.astra.network import AstraNetwork, network_of, read_network
-from optcoll.interop.astra.predictor import predict
+from optcoll.interop.astra.predictor import comm_size_of, predict
 from optcoll.interop.astra.system import ALGORITHMS, Impl, SystemConfig
 from optcoll.fileio import write_text_atomic
 from optcoll.instances.instance import Instance, TimeModel
@@ -108,7 +108,7 @@ def compare_rows(networks: Sequence[AstraNetwork | Machine | str | Path], collec
         for coll in collectives:
             kind = canonical_kind(coll)
             for size in sizes:
-                comm = size // n if kind == "allgather" else size
+                comm = comm_size_of(kind, int(size), n)
                 collective = make_collective(kind, range(n), size, chunks_per_rank)
                 instance = Instance(f"{network.name}-{kind}", machine, collective)
                 bound_link = best_lower_bound(machine, collective, TimeModel()).value

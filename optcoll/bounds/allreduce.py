@@ -1,4 +1,4 @@
-"""AllReduce lower bounds (DESIGN.md section 6; FIELD-NOTES section 8): what every AllReduce
+"""AllReduce lower bounds (docs/model.md §6; FIELD-NOTES section 8): what every AllReduce
 must move, counted on the links of the NPUs and across cuts, each with the assumptions it needs.
 
 They apply to AllReduce-shaped collectives: a set X of N ≥ 2 ranks contributes to and needs each

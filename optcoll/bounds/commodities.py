@@ -1,5 +1,5 @@
 """A unicast collective as flow commodities, and what each link can carry of them in time T
-(DESIGN.md sections 5–6; the multi-commodity-flow bound of ``optcoll.bounds.mcf`` rests on it).
+(docs/model.md §5–§6; the multi-commodity-flow bound of ``optcoll.bounds.mcf`` rests on it).
 
 *Unicast*: non-combining, and every chunk that must move has one holder and one destination
 (AlltoAll, AlltoAllv, Scatter, Gather, MSCCL's AllToNext, custom point-to-point patterns). A copy

@@ -1,5 +1,5 @@
 """When a cut's chunks cannot all cross once: the counting behind ``allreduce-cut-once``'s
-"some chunk crosses twice" case (DESIGN.md section 6; ``bounds.allreduce`` states the whole bound).
+"some chunk crosses twice" case (docs/model.md §6; ``bounds.allreduce`` states the whole bound).
 
 A chunk that crosses a cut more than once usefully needs K + 1 crossings on the cut's links in
 all, but not every crossing can play every part. Sort the useful crossings out of the near side

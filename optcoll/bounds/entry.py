@@ -1,4 +1,4 @@
-"""The entry bound (DESIGN.md §6, a per-rank ingress bound for hierarchical networks): chunks from
+"""The entry bound (docs/model.md §6, a per-rank ingress bound for hierarchical networks): chunks from
 outside a group of well-connected nodes (a server, a ring of an ASTRA-sim dimension) queue on the
 few slow links into the group, and the ones that enter last still have to reach every member.
 

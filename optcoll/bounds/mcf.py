@@ -1,4 +1,4 @@
-"""The multi-commodity-flow (MCF) bound of unicast collectives (DESIGN.md section 6), and the
+"""The multi-commodity-flow (MCF) bound of unicast collectives (docs/model.md §6), and the
 flow that LP-guided schedules follow.
 
 **The LP.** Commodities and link windows are those of ``optcoll.bounds.commodities``: in a

@@ -1,4 +1,4 @@
-"""Ingress with release times (DESIGN.md §6, per-rank ingress bound): the one implementation of
+"""Ingress with release times (docs/model.md §6, per-rank ingress bound): the one implementation of
 "the late chunks still have to come in over the node's in-links".
 
 For a threshold ρ, if at least k of the chunks a node needs cannot arrive before ρ, they arrive

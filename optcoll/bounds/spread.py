@@ -1,5 +1,5 @@
 """How fast copies of chunks can spread without multicast: the upper envelope behind
-``allreduce-cut-once``'s spread and reduction depth (DESIGN.md section 6; ``bounds.allreduce``).
+``allreduce-cut-once``'s spread and reduction depth (docs/model.md §6; ``bounds.allreduce``).
 
 A holder of a chunk makes a new holder only by sending a copy on one of its out-links, at most one
 per occupancy of that link, and a plain switch forwards each arrival once, so every copy makes at

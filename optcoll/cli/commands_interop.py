@@ -1,4 +1,4 @@
-"""Interop commands: MSCCL-IR XML, ASTRA-sim (network.yml, Chakra ET, predictor), nvidia-smi."""
+"""Interop commands: MSCCL-IR XML, ASTRA-sim (network.yml, Chakra ET, predictor), nvidia-smi, NCCL topology XML."""
 from __future__ import annotations
 
 import sys
@@ -13,6 +13,8 @@ from optcoll.errors import InputError
 from optcoll.instances.budget import MAX_SEED
 from optcoll.units import format_time
 
+RUNTIMES = ["executor", "msccl", "rccl"]
+
 
 @click.group(cls=WholeHelpGroup)
 def msccl() -> None:
@@ -23,27 +25,41 @@ def msccl() -> None:
 @click.argument("instance_path", metavar="INSTANCE", type=click.Path(dir_okay=False))
 @click.argument("schedule_path", metavar="SCHEDULE", type=click.Path(dir_okay=False))
 @click.option("-o", "--out", required=True, type=click.Path(dir_okay=False), help="XML file to write.")
-@click.option("--runtime", type=click.Choice(["executor", "msccl"]), default="executor", show_default=True,
-              help="Target runtime: the MSCCL executor, or the first MSCCL runtime (its coll names and limits).")
-@click.option("--proto", type=click.Choice(["Simple", "LL", "LL128"]), default="Simple", show_default=True,
-              help="NCCL protocol the XML asks the runtime to use.")
+@click.option("--runtime", type=click.Choice(RUNTIMES), default="executor", show_default=True,
+              help="Target runtime: the MSCCL executor, the first MSCCL runtime, or RCCL (coll names, limits).")
+@click.option("--proto", type=click.Choice(["auto", "Simple", "LL", "LL128"]), default="auto", show_default=True,
+              help="NCCL protocol the XML asks for; auto: LL up to 512 KiB (as RCCL's own files), else Simple.")
+@click.option("--min-bytes", type=BYTES, default=None,
+              help="Smallest message the runtime may pick it for (default: the instance's size).")
+@click.option("--max-bytes", type=BYTES, default=None,
+              help="Largest message the runtime may pick it for, '0 B' for no limit (default: the instance's size).")
 @click.option("--inplace", is_flag=True, help="In-place buffer layout (default out-of-place).")
 @click.option("--name", default=None, help="Algorithm name (default: the instance name).")
 @json_option
-def msccl_export(instance_path, schedule_path, out, runtime, proto, inplace, name, as_json) -> None:
-    """Write a verified schedule as MSCCL-IR XML the runtime loads (checked by re-importing it)."""
+def msccl_export(instance_path, schedule_path, out, runtime, proto, min_bytes, max_bytes, inplace, name,
+                 as_json) -> None:
+    """Write a verified schedule as MSCCL-IR XML the runtime loads (checked by re-importing it).
+
+    On switched and multi-node machines each route through switches becomes one send to the
+    peer GPU; the XML is re-imported with the routes expanded hop by hop on the same machine.
+    """
     from optcoll.interop.msccl import save_msccl_xml
 
     _, inst, schedule = load_instance_and_schedule(instance_path, schedule_path)
-    save_msccl_xml(out, inst.machine, inst.collective, schedule, model=inst.model,
-                   runtime=runtime, proto=proto, inplace=inplace, name=name or inst.name)
-    done(as_json, f"wrote {out}", out=out)
+    with as_flags(min_bytes="--min-bytes", max_bytes="--max-bytes", proto="--proto"):
+        exported = save_msccl_xml(out, inst.machine, inst.collective, schedule, model=inst.model,
+                                  runtime=runtime, proto=None if proto == "auto" else proto,
+                                  min_bytes=None if min_bytes is None else int(min_bytes),
+                                  max_bytes=None if max_bytes is None else int(max_bytes),
+                                  inplace=inplace, name=name or inst.name)
+    done(as_json, f"wrote {out} ({exported.summary()})", out=out, time=exported.time,
+         reimported=exported.reimported, multicast=exported.multicast)
 
 
 @msccl.command("validate")
 @click.argument("xml_path", metavar="XML", type=click.Path(dir_okay=False))
-@click.option("--runtime", type=click.Choice(["executor", "msccl"]), default="executor", show_default=True,
-              help="The MSCCL executor (msccl-executor-nccl) or the first MSCCL runtime.")
+@click.option("--runtime", type=click.Choice(RUNTIMES), default="executor", show_default=True,
+              help="The MSCCL executor (msccl-executor-nccl), the first MSCCL runtime, or RCCL's MSCCL.")
 @json_option
 def msccl_validate(xml_path, runtime, as_json) -> None:
     """Check an MSCCL-IR XML file against the runtime's loader rules (exit 1 on findings)."""
@@ -63,7 +79,7 @@ def msccl_validate(xml_path, runtime, as_json) -> None:
 @click.option("--size", required=True, type=BYTES,
               help="Buffer size M as nccl-tests counts it, e.g. '1 GiB' (MSCCL-IR XML does not state it).")
 @click.option("-o", "--out", type=click.Path(dir_okay=False), help="Write the schedule (.json/.json.gz).")
-@click.option("--runtime", type=click.Choice(["executor", "msccl", "any"]), default="executor", show_default=True,
+@click.option("--runtime", type=click.Choice([*RUNTIMES, "any"]), default="executor", show_default=True,
               help="Refuse (exit 2) what this runtime's loader refuses; any: only what execution needs.")
 @json_option
 def msccl_import(xml_path, machine_ref, size, out, runtime, as_json) -> None:
@@ -75,7 +91,7 @@ def msccl_import(xml_path, machine_ref, size, out, runtime, as_json) -> None:
 
     machine = load_machine(machine_ref)
     imported = import_msccl_xml(xml_path, machine, size=size, runtime=None if runtime == "any" else runtime)
-    result = verify(machine, imported.collective, imported.schedule, imported.model)
+    result = verify(imported.machine, imported.collective, imported.schedule, imported.model)
     ok = result.valid and imported.faithful
     if out:
         save_schedule(out, imported.schedule, machine)
@@ -96,6 +112,30 @@ def msccl_import(xml_path, machine_ref, size, out, runtime, as_json) -> None:
     sys.exit(0 if ok else 1)
 
 
+@msccl.command("report-dir")
+@click.argument("directory", type=click.Path(file_okay=False, exists=True))
+@click.option("--machine", "machine_ref", default="mi300x", show_default=True, help="Machine model (name or .toml).")
+@click.option("--source", default="ROCm/rccl 0cbce2a tools/msccl-algorithms",
+              show_default=True, help="Where the files come from (for the report's title).")
+@out_option("The report to write.", default="reports/rccl-algorithms.md", show_default=True)
+@json_option
+def msccl_report_dir(directory, machine_ref, source, out, as_json) -> None:
+    """Judge every MSCCL XML of a directory (RCCL's production algorithms) on a machine.
+
+    Each file verified at both ends of its message range, next to optcoll's best schedule and
+    bound for the same collective and size, and AMD's size crossovers against the model's.
+    """
+    from optcoll.analysis.rccl_algorithms import report
+    from optcoll.fileio import write_text_atomic
+    from optcoll.machines.catalog import load_machine
+
+    say_overwrites(out)
+    command = f"optcoll msccl report-dir {directory} --machine {machine_ref} -o {out}"
+    text, rows = report(directory, load_machine(machine_ref), command, source)
+    write_text_atomic(out, text)
+    done(as_json, f"wrote {out} ({len(rows)} files)", out=out, files=len(rows))
+
+
 @click.group(cls=WholeHelpGroup)
 def astra() -> None:
     """ASTRA-sim 2.0: network.yml, Chakra ET traces, the analytical-backend predictor."""
@@ -108,8 +148,10 @@ def astra() -> None:
               help="system.json (default: ASTRA-sim's own defaults: endpoint-delay 10 ns, one "
                    "dataset split, no local-mem-bw).")
 @click.option("--collective", required=True, help="allreduce, reducescatter, allgather or alltoall.")
-@click.option("--size", required=True, type=BYTES,
-              help="ASTRA-sim's comm_size, e.g. 1MiB (AllGather: per-NPU input).")
+@click.option("--size", default=None, type=BYTES,
+              help="The collective's size M as nccl-tests counts it (AllGather: the output), e.g. 8MiB.")
+@click.option("--comm-size", default=None, type=BYTES,
+              help="Instead of --size: ASTRA-sim's own comm_size (AllGather: each NPU's input, M/N).")
 @click.option("--backend", type=click.Choice(["unaware", "aware"]), default="unaware", show_default=True,
               help="ASTRA-sim's analytical backend: congestion-unaware or congestion-aware.")
 @click.option("--algorithm", default=None,
@@ -117,22 +159,31 @@ def astra() -> None:
                    "oneRing, oneDirect[N], oneHalvingDoubling over all NPUs (default with no "
                    "--system: ring; overrides the system's lists).")
 @json_option
-def astra_predict(network_path, system_path, collective, size, backend, algorithm, as_json) -> None:
+def astra_predict(network_path, system_path, collective, size, comm_size, backend, algorithm, as_json) -> None:
     """ASTRA-sim's analytical time for its native algorithms, to the nanosecond."""
     from dataclasses import asdict, replace
 
+    from optcoll.collectives.builtins import canonical_kind
     from optcoll.interop.astra.network import read_network
-    from optcoll.interop.astra.predictor import predict
+    from optcoll.interop.astra.predictor import comm_size_of, predict
     from optcoll.interop.astra.system import ASTRA_DEFAULTS, KINDS, parse_impl, read_system
     from optcoll.producers.exact.memory import default_limit
 
     _collective_kinds([collective])
+    if (size is None) == (comm_size is None):
+        raise InputError("give the collective's size M (or, instead, --comm-size: ASTRA-sim's comm_size)",
+                         field="--size")
     network = read_network(network_path)
+    if comm_size is None:
+        try:
+            comm_size = comm_size_of(canonical_kind(collective), int(size), network.num_npus)
+        except InputError as exc:
+            raise InputError(exc.detail, field="--size") from None
     system = read_system(system_path) if system_path else ASTRA_DEFAULTS
     if algorithm or not system_path:
         impls = (parse_impl(algorithm or "ring", "--algorithm", "--algorithm"),) * len(network.dims)
         system = replace(system, implementations={k: impls for k in KINDS})
-    prediction = predict(network, system, collective, int(size), backend, max_memory=default_limit())
+    prediction = predict(network, system, collective, int(comm_size), backend, max_memory=default_limit())
     if as_json:
         emit_json(asdict(prediction))
     else:
@@ -225,12 +276,14 @@ def astra_import_network(network_path, out, as_json) -> None:
 @click.option("-o", "--out", required=True, type=click.Path(dir_okay=False), help="network.yml to write.")
 @json_option
 def astra_export_network(ref, out, as_json) -> None:
-    """Write a machine model as ASTRA-sim network.yml (when it is expressible there)."""
+    """Write a machine model as ASTRA-sim network.yml: exactly, or its per-NPU dimensions with what
+    is left out (a rail cluster's spine, NVLS switch capabilities) named; else say why not."""
     from optcoll.interop.astra.network import write_network
     from optcoll.machines.catalog import load_machine
 
-    network = write_network(load_machine(ref), out)
-    done(as_json, f"wrote {out}: {network.describe()}", out=out, network=network.describe())
+    view = write_network(load_machine(ref), out)
+    text = "\n".join([f"wrote {out}: {view.network.describe()}"] + [f"  left out: {s}" for s in view.left_out])
+    done(as_json, text, out=out, network=view.network.describe(), left_out=list(view.left_out))
 
 
 @astra.command("compare")
@@ -238,7 +291,7 @@ def astra_export_network(ref, out, as_json) -> None:
 @click.option("--collective", "collectives", multiple=True, default=["allgather", "reducescatter", "allreduce"],
               show_default=True, help="A collective to compare (repeat the option for more).")
 @click.option("--size", "sizes", multiple=True, default=["1 MiB", "64 MiB"], show_default=True,
-              type=BYTES, help="ASTRA-sim's comm_size, e.g. '1 MiB' (repeat the option for more).")
+              type=BYTES, help="The collective's size M, e.g. '1 MiB' (repeat the option for more).")
 @out_option("The comparison report to write.", default="reports/astra-compare.md", show_default=True)
 @json_option
 def astra_compare_cmd(networks, collectives, sizes, out, as_json) -> None:
@@ -298,6 +351,30 @@ def model_from_nvidia_smi(text_path, gpu, nvlink_bandwidth, nvlinks_per_gpu, nvl
                               nodes=nodes, nic_bandwidth=nic_bandwidth, nic_latency=nic_latency,
                               network=network, network_latency=network_latency)
     write_text_atomic(out, machine_to_toml(machine))
+    done(as_json, f"wrote {out} ({machine.num_npus} GPUs, {machine.num_links} links): {machine.description}",
+         out=out, npus=machine.num_npus, links=machine.num_links, description=machine.description)
+
+
+@model.command("from-nccl-topo")
+@click.argument("xml_path", metavar="TOPO_XML", type=click.Path(dir_okay=False))
+@click.option("--latency", default="0.5 us", show_default=True, type=TIME, help="Per NVLink/xGMI hop (an estimate).")
+@click.option("--nodes", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Build a rail cluster of this many boxes through the file's NICs (their speed attributes).")
+@click.option("--nic-latency", default="2 us", show_default=True, type=TIME, help="Per NIC link, with --nodes.")
+@click.option("-o", "--out", required=True, type=click.Path(dir_okay=False), help="Model .toml to write.")
+@json_option
+def model_from_nccl_topo(xml_path, latency, nodes, nic_latency, out, as_json) -> None:
+    """Read NCCL's topology XML (NCCL_TOPO_DUMP_FILE; RCCL's too) into a machine model file.
+
+    Link counts come from the file; the rate of one link is the nominal one of the GPU generation
+    the file names (its datasheet), not NCCL's effective figure.
+    """
+    from optcoll.fileio import write_text_atomic
+    from optcoll.interop.nccl_topo import load_nccl_topo
+    from optcoll.machines.modelfile import machine_to_toml
+
+    machine = load_nccl_topo(xml_path, latency=latency, nodes=nodes, nic_latency=nic_latency)
+    write_text_atomic(out, "".join(f"# source: {line}\n" for line in machine.sources) + machine_to_toml(machine))
     done(as_json, f"wrote {out} ({machine.num_npus} GPUs, {machine.num_links} links): {machine.description}",
          out=out, npus=machine.num_npus, links=machine.num_links, description=machine.description)
 

@@ -1,5 +1,6 @@
-"""The ``optcoll`` command. Exit codes: 0 ok, 1 a check failed, 2 bad input, 130 interrupted
-(Ctrl-C), 143 terminated (SIGTERM, what ``timeout`` and CI cancellation send)."""
+"""The ``optcoll`` command. Exit codes: 0 ok, 1 a check failed, 2 bad input (or a producer's
+schedule the verifier rejected: one line naming the producer), 130 interrupted (Ctrl-C), 143
+terminated (SIGTERM, what ``timeout`` and CI cancellation send)."""
 from __future__ import annotations
 
 import signal
@@ -9,7 +10,7 @@ import click
 
 import optcoll
 from optcoll.cli.output import WholeHelpGroup, echo
-from optcoll.errors import InputError
+from optcoll.errors import InputError, ScheduleRejected
 
 EXIT_OK, EXIT_CHECK_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_TERMINATED = 0, 1, 2, 130, 143
 
@@ -35,6 +36,8 @@ class OptcollGroup(WholeHelpGroup):
             return super().invoke(ctx)
         except InputError as exc:
             _fail(exc.one_line())
+        except ScheduleRejected as exc:  # its message names the producer and the first violation
+            _fail(" ".join(str(exc).split()))
         except click.exceptions.NoArgsIsHelpError:
             raise  # a bare group: click prints its help
         except click.BadParameter as exc:  # a bad option value: "FLAG: detail", as for file fields
@@ -74,11 +77,11 @@ def cli() -> None:
 
 
 def _register() -> None:
-    from optcoll.cli import (commands_bench, commands_check, commands_core, commands_interop,
-                             commands_produce, commands_report)
+    from optcoll.cli import (commands_bench, commands_check, commands_core, commands_expect,
+                             commands_interop, commands_mscclpp, commands_produce, commands_report)
 
     for module in (commands_core, commands_produce, commands_report, commands_check, commands_interop,
-                   commands_bench):
+                   commands_mscclpp, commands_expect, commands_bench):
         for command in module.COMMANDS:
             cli.add_command(command)
 

@@ -1,4 +1,4 @@
-"""AlltoAllv traffic (DESIGN.md section 4): the bytes each rank sends each other rank, as an
+"""AlltoAllv traffic (docs/model.md §4): the bytes each rank sends each other rank, as an
 N × N matrix read from a file or drawn from a seeded generator of mixture-of-experts traffic.
 
 Files: CSV (one row per sending rank, one number per receiving rank, commas or whitespace

@@ -1,6 +1,6 @@
 """The one limits record of a producer run: time limit, threads, seed, memory and work.
 
-DESIGN.md section 6 asks every result to record its time limit and seed; this is where they are
+docs/model.md §6 asks every result to record its time limit and seed; this is where they are
 held and checked, once. A limit a person writes is parsed here with units — on the command line
 "90" (seconds), "90 s" or "2 min" for a time and "8 GiB" for memory; in an instance file with
 its unit ("60 s") — and a bad value is one ``InputError`` naming the field or the flag as the
@@ -23,7 +23,7 @@ MAX_THREADS, MAX_SEED = 10_000, 2**31 - 1
 
 @dataclass(frozen=True)
 class Budget:
-    """What a producer may spend (DESIGN.md section 6).
+    """What a producer may spend (docs/model.md §6).
 
     ``time_limit``: wall-clock seconds for the whole run (starts, model building and every
     solver call); ``threads``: solver threads; ``seed``: for anything random; ``max_memory``:

@@ -1,4 +1,4 @@
-"""Chunks per rank left to the tool (DESIGN.md section 4: C sets the granularity).
+"""Chunks per rank left to the tool (docs/model.md §4: C sets the granularity).
 
 An instance fixes C (``chunks_per_rank = 2``) or leaves it free: ``chunks_per_rank = "free"``
 (the set ``FREE_CHUNKS``) or an explicit list (``[1, 2, 4]``). A C-free instance is carried at

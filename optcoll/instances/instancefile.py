@@ -9,12 +9,13 @@
     root = 0                         # rooted collectives only
     ranks = [0, 1, 2, 3]             # optional sub-communicator (default: every NPU)
 
-    [model]                          # optional, DESIGN.md section 5
+    [model]                          # optional, docs/model.md §5
     kind = "timed"                   # or "step"
     occupancy = "link"               # or "serialization"
     send_ports = 1                   # optional port limits
     recv_ports = 1
     reduce_cost = "0.01 ns/B"        # γ, time per reduced byte
+    combining = "copy-or-reduce"     # or "reduce-only": SCCL's combining rules (docs/model.md §5.4)
 
     [budget]                         # optional
     time_limit = "60 s"
@@ -48,6 +49,7 @@ from typing import Any
 
 import numpy as np
 
+from optcoll.collectives.collective import Collective
 from optcoll.collectives.builtins import KINDS, canonical_kind, make_alltoallv, make_collective, make_custom
 from optcoll.collectives.traffic import GENERATORS, moe_traffic, read_matrix
 from optcoll.errors import InputError
@@ -56,11 +58,12 @@ from optcoll.instances.budget import MAX_SEED, MAX_THREADS, Budget, parse_second
 from optcoll.instances.chunks import parse_chunks
 from optcoll.instances.instance import Instance, TimeModel, check_chunk_copies
 from optcoll.machines.catalog import load_machine
+from optcoll.machines.machine import Machine
 from optcoll.units import parse_size, parse_time
 
 _SECTIONS = {"instance", "model", "budget", "custom", "alltoallv", "results"}
 _INSTANCE_KEYS = {"name", "machine", "collective", "size", "chunks_per_rank", "root", "ranks"}
-_MODEL_KEYS = {"kind", "occupancy", "send_ports", "recv_ports", "reduce_cost"}
+_MODEL_KEYS = {"kind", "occupancy", "send_ports", "recv_ports", "reduce_cost", "combining"}
 _BUDGET_KEYS = {"time_limit", "threads", "seed", "work_limit"}
 _CUSTOM_KEYS = {"pre", "post", "chunk_size", "combining"}
 _ALLTOALLV_KEYS = {"matrix", "unit", "generator", "skew", "top_k", "tokens", "seed"}
@@ -139,6 +142,8 @@ def _node_lists(value: Any, source: str, field: str) -> list[list[int]]:
 
 def instance_from_dict(data: dict[str, Any], source: str, base_dir: Path,
                        default_name: str = "instance") -> Instance:
+    """An instance from a parsed instance file; every problem is an ``InputError`` naming the
+    file and field. Read in the file's order: machine, collective, time model, budget."""
     known_keys(data, "", sorted(_SECTIONS), source, sections=True)
     if "instance" not in data:
         raise InputError("missing [instance] table", source=source, field="instance")
@@ -147,35 +152,62 @@ def instance_from_dict(data: dict[str, Any], source: str, base_dir: Path,
         if not isinstance(inst.get(key), str):
             raise InputError("missing or not a string", source=source, field=f"instance.{key}")
     machine_ref = inst["machine"]
+    machine = _machine(machine_ref, base_dir, source)
+    with _located(source, "instance.collective"):
+        kind = canonical_kind(inst["collective"])
+    ranks = _ranks(inst.get("ranks"), machine, source)
+    allowed = parse_chunks(inst.get("chunks_per_rank", 1), "instance.chunks_per_rank", source)
+    collective = _collective(data, inst, kind, ranks, allowed, base_dir, source)
+    model = _model(data, source)
+    if model.kind == "step" and not collective.equal_chunks:
+        raise InputError("the step model counts equal chunks; alltoallv's differ (use the timed model)",
+                         source=source, field="model.kind")
+    name = inst.get("name", default_name)
+    if not isinstance(name, str) or not name:
+        raise InputError("must be a non-empty string", source=source, field="instance.name")
+    instance = Instance(name, machine, collective, model, _budget(data, source), source, machine_ref,
+                        dict(_table(data, "results", set(), source)),
+                        allowed if isinstance(allowed, tuple) and len(allowed) > 1 else ())
+    with _located(source, "instance"):
+        require_reachable(instance)
+    return instance
+
+
+def _machine(machine_ref: str, base_dir: Path, source: str) -> Machine:
+    """A model file next to the instance file (or in the working directory), or a built-in name."""
     candidate = base_dir / machine_ref
     ref = str(candidate) if machine_ref.endswith(".toml") and candidate.exists() else machine_ref
     if machine_ref.endswith(".toml") and not Path(ref).exists():
         raise InputError(f"no machine model file {machine_ref!r} (looked in {base_dir} and the "
                          "working directory)", source=source, field="instance.machine")
     with _located(source, "instance.machine"):
-        machine = load_machine(ref)
-    with _located(source, "instance.collective"):
-        kind = canonical_kind(inst["collective"])
-    ranks_value = inst.get("ranks")
-    if ranks_value is None:
-        ranks = list(range(machine.num_npus))
-    else:
-        if not isinstance(ranks_value, list) or not all(
-                isinstance(r, int) and not isinstance(r, bool) for r in ranks_value):
-            raise InputError("must be a list of NPU ids", source=source, field="instance.ranks")
-        bad = [r for r in ranks_value if not 0 <= r < machine.num_npus]
-        if bad:
-            raise InputError(f"NPU {bad[0]} does not exist in machine {machine.name!r} "
-                             f"(NPUs 0..{machine.num_npus - 1})", source=source, field="instance.ranks")
-        if not ranks_value:
-            raise InputError("lists no NPU", source=source, field="instance.ranks")
-        seen: set[int] = set()
-        for r in ranks_value:
-            if r in seen:
-                raise InputError(f"NPU {r} is listed twice", source=source, field="instance.ranks")
-            seen.add(r)
-        ranks = list(ranks_value)
-    allowed = parse_chunks(inst.get("chunks_per_rank", 1), "instance.chunks_per_rank", source)
+        return load_machine(ref)
+
+
+def _ranks(value: Any, machine: Machine, source: str) -> list[int]:
+    """The communicator: every NPU when not given, else distinct NPUs of the machine."""
+    if value is None:
+        return list(range(machine.num_npus))
+    if not isinstance(value, list) or not all(isinstance(r, int) and not isinstance(r, bool) for r in value):
+        raise InputError("must be a list of NPU ids", source=source, field="instance.ranks")
+    bad = [r for r in value if not 0 <= r < machine.num_npus]
+    if bad:
+        raise InputError(f"NPU {bad[0]} does not exist in machine {machine.name!r} "
+                         f"(NPUs 0..{machine.num_npus - 1})", source=source, field="instance.ranks")
+    if not value:
+        raise InputError("lists no NPU", source=source, field="instance.ranks")
+    seen: set[int] = set()
+    for r in value:
+        if r in seen:
+            raise InputError(f"NPU {r} is listed twice", source=source, field="instance.ranks")
+        seen.add(r)
+    return list(value)
+
+
+def _collective(data: dict[str, Any], inst: dict[str, Any], kind: str, ranks: list[int],
+                allowed: int | tuple[int, ...], base_dir: Path, source: str) -> Collective:
+    """The collective of ``kind`` over ``ranks``; ``[custom]`` and ``[alltoallv]`` only with
+    their own kind."""
     if isinstance(allowed, tuple) and kind in ("custom", "alltoallv"):
         raise InputError(f"{kind} fixes its chunks; give one chunks_per_rank", source=source,
                          field="instance.chunks_per_rank")
@@ -184,64 +216,58 @@ def instance_from_dict(data: dict[str, Any], source: str, base_dir: Path,
         check_chunk_copies(len(ranks), chunks)
     except InputError as exc:
         raise exc.located(source, "instance.chunks_per_rank") from None
+    for section in ("custom", "alltoallv"):
+        if section in data and kind != section:
+            raise InputError(f"[{section}] only applies to collective = \"{section}\", not {kind!r}",
+                             source=source, field=section)
     root = _int(inst, "root", "instance", source)
     if kind == "custom":
-        custom = _table(data, "custom", _CUSTOM_KEYS, source)
-        pre = _node_lists(custom.get("pre"), source, "custom.pre")
-        post = _node_lists(custom.get("post"), source, "custom.post")
-        if "chunk_size" not in custom:
-            raise InputError("missing", source=source, field="custom.chunk_size")
-        with _located(source, "custom.chunk_size"):
-            chunk_bytes = parse_size(custom["chunk_size"])
-        combining = custom.get("combining", False)
-        if not isinstance(combining, bool):
-            raise InputError("must be true or false", source=source, field="custom.combining")
-        with _located(source, "custom", nested=True):
-            collective = make_custom(ranks, pre, post, chunk_bytes, combining=combining)
-    elif kind == "alltoallv":
-        collective = _alltoallv(data, inst, ranks, chunks, base_dir, source)
-    else:
-        if "custom" in data:
-            raise InputError(f"[custom] only applies to collective = \"custom\", not {kind!r}",
-                             source=source, field="custom")
-        if "size" not in inst:
-            raise InputError("missing (e.g. size = \"1 GiB\")", source=source, field="instance.size")
-        with _located(source, "instance.size"):
-            size = parse_size(inst["size"])
-        if root is None and KINDS[kind][1]:
-            raise InputError(f"{kind} needs a root NPU", source=source, field="instance.root")
-        with _located(source, "instance.root" if root is not None else "instance"):
-            collective = make_collective(kind, ranks, size, allowed if isinstance(allowed, int) else allowed[0],
-                                         root)
-    if "alltoallv" in data and kind != "alltoallv":
-        raise InputError(f"[alltoallv] only applies to collective = \"alltoallv\", not {kind!r}",
-                         source=source, field="alltoallv")
-    model_table = _table(data, "model", _MODEL_KEYS, source)
+        return _custom(data, ranks, source)
+    if kind == "alltoallv":
+        return _alltoallv(data, inst, ranks, chunks, base_dir, source)
+    if "size" not in inst:
+        raise InputError("missing (e.g. size = \"1 GiB\")", source=source, field="instance.size")
+    with _located(source, "instance.size"):
+        size = parse_size(inst["size"])
+    if root is None and KINDS[kind][1]:
+        raise InputError(f"{kind} needs a root NPU", source=source, field="instance.root")
+    with _located(source, "instance.root" if root is not None else "instance"):
+        return make_collective(kind, ranks, size, allowed if isinstance(allowed, int) else allowed[0], root)
+
+
+def _custom(data: dict[str, Any], ranks: list[int], source: str) -> Collective:
+    """A collective of the ``[custom]`` table's pre- and postconditions."""
+    custom = _table(data, "custom", _CUSTOM_KEYS, source)
+    pre = _node_lists(custom.get("pre"), source, "custom.pre")
+    post = _node_lists(custom.get("post"), source, "custom.post")
+    if "chunk_size" not in custom:
+        raise InputError("missing", source=source, field="custom.chunk_size")
+    with _located(source, "custom.chunk_size"):
+        chunk_bytes = parse_size(custom["chunk_size"])
+    combining = custom.get("combining", False)
+    if not isinstance(combining, bool):
+        raise InputError("must be true or false", source=source, field="custom.combining")
+    with _located(source, "custom", nested=True):
+        return make_custom(ranks, pre, post, chunk_bytes, combining=combining)
+
+
+def _model(data: dict[str, Any], source: str) -> TimeModel:
+    table = _table(data, "model", _MODEL_KEYS, source)
     with _located(source, "model"):
-        model = TimeModel(kind=model_table.get("kind", "timed"),
-                          occupancy=model_table.get("occupancy", "link"),
-                          send_ports=_int(model_table, "send_ports", "model", source),
-                          recv_ports=_int(model_table, "recv_ports", "model", source),
-                          reduce_cost=_reduce_cost(model_table.get("reduce_cost"), source))
-    if model.kind == "step" and not collective.equal_chunks:
-        raise InputError("the step model counts equal chunks; alltoallv's differ (use the timed model)",
-                         source=source, field="model.kind")
-    budget_table = _table(data, "budget", _BUDGET_KEYS, source)
-    time_limit = budget_table.get("time_limit", "60 s")
+        return TimeModel(kind=table.get("kind", "timed"), occupancy=table.get("occupancy", "link"),
+                         send_ports=_int(table, "send_ports", "model", source),
+                         recv_ports=_int(table, "recv_ports", "model", source),
+                         reduce_cost=_reduce_cost(table.get("reduce_cost"), source),
+                         combining=table.get("combining", "copy-or-reduce"))
+
+
+def _budget(data: dict[str, Any], source: str) -> Budget:
+    table = _table(data, "budget", _BUDGET_KEYS, source)
     with _located(source, "budget.time_limit"):
-        limit = parse_seconds(time_limit, "budget.time_limit", bare=False)
-    budget = Budget(limit, _int(budget_table, "threads", "budget", source, 2, 1, MAX_THREADS),
-                    _int(budget_table, "seed", "budget", source, 0, 0, MAX_SEED),
-                    work_limit=_work_limit(budget_table.get("work_limit"), source))
-    name = inst.get("name", default_name)
-    if not isinstance(name, str) or not name:
-        raise InputError("must be a non-empty string", source=source, field="instance.name")
-    instance = Instance(name, machine, collective, model, budget, source, machine_ref,
-                        dict(_table(data, "results", set(), source)),
-                        allowed if isinstance(allowed, tuple) and len(allowed) > 1 else ())
-    with _located(source, "instance"):
-        require_reachable(instance)
-    return instance
+        limit = parse_seconds(table.get("time_limit", "60 s"), "budget.time_limit", bare=False)
+    return Budget(limit, _int(table, "threads", "budget", source, 2, 1, MAX_THREADS),
+                  _int(table, "seed", "budget", source, 0, 0, MAX_SEED),
+                  work_limit=_work_limit(table.get("work_limit"), source))
 
 
 def _alltoallv(data: dict[str, Any], inst: dict[str, Any], ranks: list[int], chunks: int,
@@ -264,7 +290,7 @@ def _alltoallv(data: dict[str, Any], inst: dict[str, Any], ranks: list[int], chu
         with _located(source, "alltoallv.unit"):
             scale = parse_size(unit if any(ch.isdigit() for ch in str(unit)) else f"1 {unit}")
         path = base_dir / matrix
-        if not path.is_file():
+        if not path.exists():
             raise InputError(f"no traffic matrix file {matrix!r} (looked in {base_dir})", source=source,
                              field="alltoallv.matrix")
         sizes = read_matrix(path, len(ranks), scale)
@@ -284,7 +310,7 @@ def _alltoallv(data: dict[str, Any], inst: dict[str, Any], ranks: list[int], chu
         if isinstance(skew, bool) or not isinstance(skew, (int, float)):
             raise InputError(f"must be a number, got {skew!r}", source=source, field="alltoallv.skew")
         seed = _int(table, "seed", "alltoallv", source, 0, 0)
-        with _located(source, "alltoallv", nested=True):
+        with _located(source, "alltoallv"):  # moe_traffic names its fields in full (alltoallv.skew)
             sizes = moe_traffic(len(ranks), mean, skew=float(skew), top_k=table.get("top_k", 2),
                                 tokens=table.get("tokens", 4096), seed=seed)
     with _located(source, "alltoallv"):

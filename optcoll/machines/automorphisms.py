@@ -1,4 +1,4 @@
-"""Relabellings of a machine that keep every link (DESIGN.md section 3), grown into a group that
+"""Relabellings of a machine that keep every link (docs/model.md §3), grown into a group that
 moves every NPU (a *semiregular* group: no element but the identity fixes an NPU).
 
 Such a group is what lets large symmetric networks be analysed through a few representatives:

@@ -1,4 +1,4 @@
-"""Clusters: nodes of GPUs joined through their NICs by a scale-out network (DESIGN.md section 3,
+"""Clusters: nodes of GPUs joined through their NICs by a scale-out network (docs/model.md §3,
 "multi-node (nodes × GPUs with NICs)").
 
 A cluster is one or more *groups* of identical nodes (two GPU generations are two groups). A node is

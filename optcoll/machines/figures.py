@@ -1,5 +1,5 @@
 """Per-NPU bandwidth figures from a model's sources, and the check that the model is not faster
-(DESIGN.md section 3: "a model must never be faster than the hardware it names").
+(docs/model.md §3: "a model must never be faster than the hardware it names").
 
 A model file may state, under ``[figures]``, what its cited documents give per NPU and direction:
 ``scale_up`` (NVLink, Infinity Fabric, ICI, NeuronLink: the NPU's links inside its scale-up

@@ -1,4 +1,4 @@
-"""Built-in topology generators (DESIGN.md section 3), one function per family, each a ``Machine``.
+"""Built-in topology generators (docs/model.md §3), one function per family, each a ``Machine``.
 
 Conventions every generator shares:
 

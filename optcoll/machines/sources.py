@@ -1,4 +1,4 @@
-"""Where a model's numbers come from (DESIGN.md section 3: "every number in a machine file carries
+"""Where a model's numbers come from (docs/model.md §3: "every number in a machine file carries
 its source, and says per direction or bidirectional").
 
 A model file cites its documents once, in ``[sources.<key>]`` tables, and any number may be written

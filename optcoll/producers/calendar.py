@@ -1,4 +1,4 @@
-"""The one link/port calendar of the list schedulers (DESIGN.md section 5.3-5.4): when is a link,
+"""The one link/port calendar of the list schedulers (docs/model.md §5.1, rules 3-4): when is a link,
 or an NPU's ports, free for a transfer that holds it over a given window?
 
 A resource answers ``blocked_until(lo, hi)``: None if the window [lo, hi) fits, else the

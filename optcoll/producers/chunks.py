@@ -1,4 +1,4 @@
-"""A C-free instance at one C, and its lower bound (DESIGN.md sections 4 and 6).
+"""A C-free instance at one C, and its lower bound (docs/model.md §4 and §6).
 
 ``optcoll.instances.chunks`` reads the allowed set; here ``at_chunks`` gives the fixed instance
 at one C, which is what every producer, bound and the verifier see. A schedule of a C-free

@@ -38,7 +38,7 @@ from optcoll.producers.greedy.engine import spread_greedy
 from optcoll.producers.greedy.plus import spread_plus
 from optcoll.producers.spread import SpreadProblem
 from optcoll.schedules.schedule import Schedule
-from optcoll.verify import require_valid
+from optcoll.results.record import verified
 
 #: Everything with chunks of one size (AlltoAllv's chunks carry their own sizes).
 ALL = (frozenset(KINDS) - {"alltoallv"}) | {"custom"}
@@ -209,7 +209,7 @@ def best_of(instance: Instance, synth: Synthesizer, runs: int = 1, seed0: int = 
     times = []
     for seed in seeds:
         schedule = synth(instance, seed)
-        time = require_valid(instance.machine, instance.collective, schedule, instance.model).time
+        time = verified(instance, schedule, synth.name).time
         times.append(time)
         if best is None or time < best[0]:
             best = (time, schedule)
@@ -222,7 +222,7 @@ def best_of(instance: Instance, synth: Synthesizer, runs: int = 1, seed0: int = 
             schedule = other(instance, seed0)
         except NotApplicable:
             continue
-        time = require_valid(instance.machine, instance.collective, schedule, instance.model).time
+        time = verified(instance, schedule, other.name).time
         if time < best[0]:
             best = (time, schedule)
     return best[1].with_meta(runs=len(times), best_seed=best[1].meta.get("seed")), times

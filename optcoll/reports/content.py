@@ -19,6 +19,11 @@ def pct(gap: float | None, bounded: bool = False) -> str:
     return ("≤ " if bounded and gap > 0 else "") + f"{100 * gap:.1f} %"
 
 
+#: What the marks of a recorded exact result say about this run (``ProducerResult.mark``).
+RECORDED_BETTER = "faster than the schedule this run's exact solve found"
+RECORDED_ONLY = "where this run's exact solver gave no schedule (not run, failed, or none found)"
+
+
 def gap_cell(row: InstanceRow, result: ProducerResult | None) -> str:
     if result is None or result.status == NOT_APPLICABLE:
         return "n/a"
@@ -26,7 +31,7 @@ def gap_cell(row: InstanceRow, result: ProducerResult | None) -> str:
         return "failed"
     if result.time is None:
         return result.status
-    return pct(result.gap, bounded=row.status != OPTIMAL) + (" †" if result.recorded else "")
+    return pct(result.gap, bounded=row.status != OPTIMAL) + (f" {result.mark}" if result.recorded else "")
 
 
 def seconds(value: float | None) -> str:
@@ -209,8 +214,9 @@ def _pareto_blocks(report: Report) -> list[Block]:
                       f"{p['rounds']}/{p['chunks']}", p.get("formula", ""),
                       seconds(p.get("verified_cost")), "yes" if p.get("proven") else "no",
                       "yes" if p.get("bandwidth_optimal") else "no") for p in data.points)
+        searched = f"; searched: {data.scope}, and \"proven\" speaks of these schedules only" if data.scope else ""
         out += [Paragraph(f"Step-model Pareto front of {data.instance} (each point's schedule "
-                          "re-verified in the step model):"),
+                          f"re-verified in the step model{searched}):"),
                 Table(("S", "R", "C", "R/C", "cost", "verified cost", "proven", "bandwidth-optimal"),
                       rows, (0, 1, 2, 5))]
     return out
@@ -230,9 +236,10 @@ def build_blocks(report: Report, figures: dict[str, tuple[str, str]], command: s
         Paragraph("Gap = time / best proven lower bound − 1. Where the instance's optimum is proven "
                   "(status optimal) the bound is the optimum and the gap is exact; otherwise it is an "
                   "upper bound on the gap to the optimum, shown as ≤. Every time is of a schedule that "
-                  "passed optcoll's shared verifier in the timed model (DESIGN.md section 5); "
-                  "the exact column is the exact solver's result of this run, or, marked †, the "
-                  "ground truth recorded in the instance file when that is better."),
+                  "passed optcoll's shared verifier in the timed model (docs/model.md §5); "
+                  "the exact column is the exact solver's result of this run, or the ground truth "
+                  f"recorded in the instance file: {RECORDED_BETTER} (marked †), or {RECORDED_ONLY} "
+                  "(marked ‡)."),
         Heading("Summary per producer"),
         summary_table(report),
         Heading("NCCL's algorithms against the optimum"),
@@ -296,7 +303,8 @@ def legend(report: Report) -> Bullets:
         "listed set), every producer ran at each allowed C and its fastest verified schedule counts, "
         "4 is the C of the best schedule; the lower bound is then the least over the allowed C of "
         "the best bound per C",
-        "†: the ground truth recorded in the instance file, better than this run's exact solve",
+        f"†: the ground truth recorded in the instance file, {RECORDED_BETTER}",
+        f"‡: the ground truth recorded in the instance file, {RECORDED_ONLY}",
         "n/a: the producer does not implement this collective on this machine (not run); failed: it "
         "raised or its schedule did not verify (see the failures)",
         "misses the optimum k of n: of the n instances with a proven optimum it ran on, the k where "

@@ -129,3 +129,32 @@ def pareto_plot(data: ParetoData) -> str:
         ax.set_xlim(min(xs) - 0.5, max(xs) + 1.5)
     ax.grid(alpha=0.3)
     return _svg(fig)
+
+
+def expect_plot(rows, kind: str, title: str, ranks: int, measured_label: str | None = None) -> str:
+    """Bus bandwidth against size (``optcoll expect``): the physical bound, the best verified
+    schedule and NCCL's choice in the calibrated model, and the measurement where there is one."""
+    from optcoll.interop.nccltests import busbw_factor
+
+    factor = busbw_factor(kind, ranks)
+    fig, ax = _figure(8.0, 4.8)
+    sizes = [r.size for r in rows]
+    curves = [("physical bound", [r.bound for r in rows], {"color": "black", "lw": 1.2, "ls": "--"}),
+              ("best verified (calibrated)", [r.best.seconds for r in rows], {"lw": 2.0}),
+              ("NCCL choice (calibrated)", [r.nccl.seconds for r in rows], {"lw": 1.4, "ls": ":"})]
+    if any(r.measured for r in rows):
+        curves.append((f"measured ({measured_label or 'file'})",
+                       [r.measured for r in rows], {"marker": "o", "ms": 3, "lw": 0.8}))
+    for label, times, style in curves:
+        points = [(s, factor * s / t / 1e9) for s, t in zip(sizes, times) if t]
+        if points:
+            xs, ys = zip(*points)
+            ax.plot(xs, ys, label=label, **style)
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("message size M (bytes)")
+    ax.set_ylabel(f"bus bandwidth (GB/s, nccl-tests' {kind} factor)")
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    return _svg(fig)

@@ -1,4 +1,4 @@
-"""What would most likely tighten a `bounded` result (DESIGN.md's *bounded*: a verified schedule
+"""What would most likely tighten a `bounded` result (docs/model.md's *bounded*: a verified schedule
 and a proven bound that differ). A large gap is either a schedule the budget could not improve or
 a bound the model cannot raise; the hints name the change that addresses the likelier cause,
 as a flag or an instance-file field the user can set."""
@@ -29,6 +29,6 @@ def tightening_hints(result: Result) -> list[str]:
         hints.append(f"a longer limit: --time-limit ({why}) or --max-memory where a note says a model "
                      "was refused")
     if result.model == "timed":
-        hints.append("the step model (--model step): a different model (synchronous steps, DESIGN.md) "
+        hints.append("the step model (--model step): a different model (synchronous steps, docs/model.md §5.2) "
                      "whose optimum is often proven where the timed model's is not")
     return hints

@@ -1,7 +1,7 @@
 """Result records: the only way a number about a schedule reaches a person or a file.
 
-A producer's schedule is run through the shared verifier here; the status words follow DESIGN.md
-section 6: "optimal" only with a proof in the stated model, "bounded" for a verified schedule
+A producer's schedule is run through the shared verifier here; the status words follow docs/model.md
+§6: "optimal" only with a proof in the stated model, "bounded" for a verified schedule
 plus a different proven bound, "heuristic" for a verified schedule with only analytic bounds.
 """
 from __future__ import annotations

@@ -14,6 +14,8 @@ Members (each an ``.npy``; ``numpy.load`` opens the file)::
     start_index   timed: per transfer, its start time's index in start_values (seconds, sorted)
     start_values
     step          present when the JSON form has a "step" column (step model, or steps given)
+    via           present when the JSON form has a "via" column: per transfer 1 + the row of the
+                  arrival a plain switch forwards, 0 where none is named (JSON's null)
     link_ends     [link, src, dst] of every link used: checked against the machine as JSON's
                   src/dst columns are, so a schedule written for another machine is refused
 
@@ -72,6 +74,8 @@ def schedule_to_npz(schedule: Schedule, machine: Machine) -> bytes:
         columns["start_values"], columns["start_index"] = values.astype(np.float64), _narrow(index.ravel())
     if schedule.rounds is not None or schedule.step.any():
         columns["step"] = _narrow(schedule.step)
+    if schedule.via is not None:
+        columns["via"] = _narrow(schedule.via + 1)
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED, compresslevel=6) as archive:
         for name, array in columns.items():  # a fixed date, so the bytes depend on the content only
@@ -205,7 +209,20 @@ def _read(archive: zipfile.ZipFile, machine: Machine, name: str) -> Schedule:
     if (chunk < 0).any() or (step < 0).any():  # uint64 ids past 2^63 wrap
         raise InputError("ids must be below 2^63", source=name, field="chunk")
     rounds = tuple(header["rounds"]) if step_model else None
-    return Schedule(chunk, link, start, op, step, rounds, header.get("meta") or {})
+    return Schedule(chunk, link, start, op, step, rounds, header.get("meta") or {}, _via(members, n))
+
+
+def _via(members: _Members, n: int) -> np.ndarray | None:
+    """The rows named as forwarded arrivals (-1: none), None when no transfer names one (as JSON)."""
+    if "via" not in members:
+        return None
+    via = members.read("via", "u", n).astype(np.int64) - 1
+    past = np.flatnonzero((via >= n) | (via < -1))  # uint64 past 2^63 wraps below -1
+    if past.size:
+        i = int(past[0])
+        raise InputError(f"names transfer {int(via[i])}, but the schedule has {n} transfers (rows 0..{n - 1})",
+                         source=members.name, field=f"via[{i}]")
+    return via if (via >= 0).any() else None
 
 
 def _check_links(members: _Members, link: np.ndarray, machine: Machine) -> None:

@@ -1,5 +1,5 @@
 """Cached records are re-verified when read: a number comes out of the cache only if the shared
-verifier still gives it (DESIGN.md section 5: every schedule passes the verifier before a number
+verifier still gives it (docs/model.md §5: every schedule passes the verifier before a number
 about it is believed).
 
 The cache's checksum (``sweeps.cache``) catches a record cut short or edited by hand; this module

@@ -11,6 +11,7 @@ its new one, whole: a new schedule gets a file of its own, written before the re
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,6 +26,7 @@ from optcoll.truth.record import Claim, Truth, TruthContradiction, combine, fami
 from optcoll.truth.stored import (SCHEDULE_DIR, load_truth, stored_form, unreferenced_schedules,
                                   verify_stored)
 from optcoll.truth.tomlfile import write_results
+from optcoll.units import format_time
 
 _RESULT_DETAILS = ("solver", "solver_version", "quantum", "wall_time", "params", "steps", "rounds")
 
@@ -106,6 +108,24 @@ def _rejections(records: list[dict[str, Any]]) -> list[str]:
             if r.get("status") == FAILED and r.get("error") == "ScheduleRejected"]
 
 
+def _still_valid(spec: InstanceSpec, old: Truth, times: list[Claim], notes: list[str]) -> Truth:
+    """``old``, its stored schedule re-verified. One that no longer verifies (the verifier's rules
+    grew: a schedule that names no arrival at a plain switch where that matters) is dropped when
+    this run verified one at least as fast, which then takes its place; otherwise the update
+    stops (``TruthContradiction``): a recorded result is never lost to a worse one."""
+    assert old.best is not None
+    try:
+        verify_stored(spec, old)
+        return old
+    except TruthContradiction as why:
+        fastest = min(times, key=lambda claim: claim.value, default=None)
+        if fastest is None or fastest.value > old.best.value:
+            raise
+        notes.append(f"{why}; replaced by {fastest.producer}'s schedule of this run "
+                     f"({format_time(fastest.value)}, recorded {format_time(old.best.value)})")
+        return dataclasses.replace(old, best=None, schedule=None)
+
+
 def update_instance(spec: InstanceSpec, records: list[dict[str, Any]], cache: ResultCache,
                     environment: dict[str, Any]) -> Updated:
     from optcoll.producers.chunks import chosen
@@ -122,9 +142,9 @@ def update_instance(spec: InstanceSpec, records: list[dict[str, Any]], cache: Re
     old, stale = load_truth(spec)
     if stale:
         notes.append(stale)
-    if old is not None and old.best is not None:
-        verify_stored(spec, old)
     bounds, times, family = claims(records)
+    if old is not None and old.best is not None:
+        old = _still_valid(spec, old, [claim for claim, _ in times], notes)
     bounds += list(old.promoted) if old is not None else []
     bound, best = combine(spec.name, old, bounds, [claim for claim, _ in times])
     keep_old = old is not None and best is old.best

@@ -1,4 +1,4 @@
-"""The one shared verifier/simulator (DESIGN.md section 5).
+"""The one shared verifier/simulator (docs/model.md §5).
 
 Every schedule, whoever produced it, passes through ``verify`` before any number about it is
 believed: it returns the schedule's time and statistics, or the first violation in plain words.

@@ -40,10 +40,11 @@ from optcoll.verify.timing import link_overlap, port_overflow
 
 #: Violation codes of the kernel and the kind each stands for; launch kinds are ordered at the
 #: transfer's start, delivery kinds at its arrival.
-NONE, OP_NOT_ALLOWED, SWITCH_REDUCE, CAUSALITY, FORWARD, DOUBLE_COUNT, AMBIGUOUS = range(7)
+(NONE, OP_NOT_ALLOWED, SWITCH_REDUCE, CAUSALITY, FORWARD, AMBIGUOUS_FORWARD, DOUBLE_COUNT, AMBIGUOUS,
+ OVERWRITE) = range(9)
 KINDS = {OP_NOT_ALLOWED: "op-not-allowed", SWITCH_REDUCE: "switch-reduce", CAUSALITY: "causality",
-         FORWARD: "switch-forward", DOUBLE_COUNT: "double-count", AMBIGUOUS: "ambiguous-arrival"}
-_ON_DELIVERY = (DOUBLE_COUNT, AMBIGUOUS)
+         FORWARD: "switch-forward", AMBIGUOUS_FORWARD: "ambiguous-forward", DOUBLE_COUNT: "double-count",
+         AMBIGUOUS: "ambiguous-arrival", OVERWRITE: "overwrite"}
 
 
 @njit(cache=True)
@@ -134,16 +135,23 @@ def _overlaps(rows: np.ndarray, a: int, b: int) -> bool:
 
 
 @njit(cache=True)
-def _simulate(order, ptr, start, arrive, src, dst, op, role, reduce_ok, combining, words,
-              pre_ptr, pre_nodes, post_ptr, post_nodes, eps, num_nodes,
+def _simulate(order, ptr, ids, start, arrive, src, dst, op, via, role, reduce_ok, combining, reduce_only,
+              words, pre_ptr, pre_nodes, post_ptr, post_nodes, eps, num_nodes,
               found_kind, found_pos, post_ok, post_since):
     """Every chunk's events (``events.simulate`` per chunk, without timing). Per chunk: its first
     violation (code and position), else for each of its postcondition pairs whether it holds at
-    the end and since when."""
+    the end and since when. ``via``: per position the schedule row it forwards (-1: none), or
+    empty when no transfer names one."""
     pool = _new_pool(words)
+    plain = False  # any plain switch: only then the forwarding columns below are kept per chunk
+    for v in range(num_nodes):
+        plain = plain or role[v] == FIFO
     value = np.full(num_nodes, -1, dtype=np.int64)  # the row of the node's value
-    head = np.full(num_nodes, -1, dtype=np.int64)  # a switch's FIFO of transfers (local indices)
+    head = np.full(num_nodes, -1, dtype=np.int64)  # a plain switch's queue of unnamed arrivals
     tail = np.full(num_nodes, -1, dtype=np.int64)
+    queue_len = np.zeros(num_nodes, dtype=np.int64)
+    instant = np.full(num_nodes, -1, dtype=np.int64)  # the switch's current instant of unnamed sends
+    instant_start = np.zeros(num_nodes)  # and its latest start
     credit = np.zeros(num_nodes, dtype=np.int64)
     last_slot = np.full(num_nodes, -1, dtype=np.int64)  # the last delivery's value, arrival and op
     last_time = np.zeros(num_nodes)
@@ -161,8 +169,52 @@ def _simulate(order, ptr, start, arrive, src, dst, op, role, reduce_ok, combinin
         starts = np.argsort(t_start, kind="mergesort")  # local indices, by (start, id)
         arrivals = np.argsort(t_arrive, kind="mergesort")  # by (arrival, id)
         sent = np.full(g, -1, dtype=np.int64)  # the row each transfer carries
-        queued = np.full(g, -1, dtype=np.int64)  # the next transfer in the same switch's FIFO
+        queued = np.full(g, -1, dtype=np.int64)  # the next transfer in the same switch's queue
         ntouched = 0
+        # Plain switches (docs/model.md §5.3). Named sends: the local index of the arrival each
+        # names (-1: none in this chunk, so it never arrives), the arrivals some send names, and
+        # theirs: 0 not arrived, 1 held, 2 forwarded. Unnamed sends: their instant (the sends of
+        # the switch each within eps of the one before, in (start, id) order), their rank in it,
+        # and per instant its size, how many arrivals it took (-1: not decided yet) and the next
+        # of them to hand out.
+        f = g if plain else 0
+        named = np.zeros(f, dtype=np.bool_)
+        target = np.full(f, -1, dtype=np.int64)
+        reserved = np.zeros(f, dtype=np.bool_)
+        state = np.zeros(f, dtype=np.int8)
+        moment = np.full(f, -1, dtype=np.int64)
+        rank = np.zeros(f, dtype=np.int64)
+        size = np.zeros(f, dtype=np.int64)
+        taken = np.full(f, -1, dtype=np.int64)
+        hand = np.full(f, -1, dtype=np.int64)
+        if plain:
+            if via.size:
+                t_ids = ids[group]  # ascending: positions and ids are in schedule order
+                for li in range(g):
+                    r = via[group[li]]
+                    if r >= 0:
+                        named[li] = True
+                        k = np.searchsorted(t_ids, r)
+                        if k < g and t_ids[k] == r:
+                            target[li] = k
+                            reserved[k] = True
+            moments = 0
+            for s in range(g):
+                ls = starts[s]
+                u = t_src[ls]
+                if role[u] != FIFO or named[ls]:
+                    continue
+                if not seen[u]:
+                    seen[u] = True
+                    touched[ntouched] = u
+                    ntouched += 1
+                if instant[u] < 0 or t_start[ls] > instant_start[u] + eps:
+                    instant[u] = moments
+                    moments += 1
+                m = instant[u]
+                instant_start[u] = t_start[ls]
+                moment[ls], rank[ls] = m, size[m]
+                size[m] += 1
         holders = pre_ptr[c + 1] - pre_ptr[c]  # a value is complete when it has them all
         for k in range(pre_ptr[c], pre_ptr[c + 1]):
             v = pre_nodes[k]
@@ -200,12 +252,16 @@ def _simulate(order, ptr, start, arrive, src, dst, op, role, reduce_ok, combinin
                     seen[v] = True
                     touched[ntouched] = v
                     ntouched += 1
-                if role[v] == FIFO:  # the transfer's reference now waits in the queue
+                if role[v] == FIFO:  # the transfer's reference now waits at the switch
+                    if reserved[li]:
+                        state[li] = 1
+                        continue
                     if tail[v] >= 0:
                         queued[tail[v]] = li
                     else:
                         head[v] = li
                     tail[v] = li
+                    queue_len[v] += 1
                     continue
                 if last_slot[v] >= 0 and a <= last_time[v] + eps and (
                         last_op[v] != o or (o == COPY and not _equal(pool.rows, last_slot[v], slot))):
@@ -214,6 +270,9 @@ def _simulate(order, ptr, start, arrive, src, dst, op, role, reduce_ok, combinin
                 _drop(pool, last_slot[v])  # the transfer's reference moves to "last delivery"
                 last_slot[v], last_time[v], last_op[v] = slot, a, o
                 cur = value[v]
+                if o == COPY and reduce_only and cur >= 0:
+                    code, at = OVERWRITE, group[li]
+                    break
                 if o == REDUCE and cur >= 0:
                     if _overlaps(pool.rows, cur, slot):
                         code, at = DOUBLE_COUNT, group[li]
@@ -256,15 +315,43 @@ def _simulate(order, ptr, start, arrive, src, dst, op, role, reduce_ok, combinin
                 seen[u] = True
                 touched[ntouched] = u
                 ntouched += 1
-            if role[u] == FIFO:  # the oldest unforwarded arrival goes on
-                first = head[u]
-                if first < 0:
+            if role[u] == FIFO and named[ls]:  # the named arrival, held and not yet forwarded
+                r = target[ls]
+                if r < 0 or state[r] != 1:
                     code, at = FORWARD, j
                     break
-                head[u] = queued[first]
-                if head[u] < 0:
-                    tail[u] = -1
-                sent[ls] = sent[first]
+                state[r] = 2
+                sent[ls] = sent[r]
+            elif role[u] == FIFO:
+                m = moment[ls]
+                if taken[m] < 0:  # the first send of its instant takes the oldest arrivals for all
+                    n = min(queue_len[u], size[m])
+                    if n == 0:
+                        code, at = FORWARD, j
+                        break
+                    first = head[u]
+                    k, cut, differ = first, 0.0, False
+                    for _ in range(n):  # the n oldest ...
+                        differ = differ or not _equal(pool.rows, sent[first], sent[k])
+                        cut = t_arrive[k]
+                        k = queued[k]
+                    node = k
+                    while k >= 0 and t_arrive[k] <= cut + eps:  # ... and those tied with the last
+                        differ = differ or not _equal(pool.rows, sent[first], sent[k])
+                        k = queued[k]
+                    if differ:  # must carry one value, else the listing order would decide
+                        code, at = AMBIGUOUS_FORWARD, j
+                        break
+                    taken[m], hand[m] = n, first
+                    head[u] = node
+                    if node < 0:
+                        tail[u] = -1
+                    queue_len[u] -= n
+                if rank[ls] >= taken[m]:  # its instant had fewer arrivals than sends
+                    code, at = FORWARD, j
+                    break
+                sent[ls] = sent[hand[m]]  # an equal value; its reference moves to this send
+                hand[m] = queued[hand[m]]
             else:
                 if value[u] < 0:
                     code, at = CAUSALITY, j
@@ -289,6 +376,8 @@ def _simulate(order, ptr, start, arrive, src, dst, op, role, reduce_ok, combinin
             value[v] = -1
             head[v] = -1
             tail[v] = -1
+            queue_len[v] = 0
+            instant[v] = -1
             credit[v] = 0
             last_slot[v] = -1
             since[v] = np.nan
@@ -304,12 +393,16 @@ def run(p: Problem, batch: int = BATCH_TRANSFERS) -> Outcome:
     role = np.array([BUFFER] * m.num_npus + [events.role(s) for s in m.switches], dtype=np.int64)
     reduce_ok = np.array([True] * m.num_npus + [s.reduce for s in m.switches], dtype=np.bool_)
     combining = bool(p.collective.combining)
+    reduce_only = combining and p.model.combining == "reduce-only"
+    via = np.empty(0, dtype=np.int64) if p.via is None else p.via.astype(np.int64)
     words = (m.num_npus + 63) // 64 if combining else 1
     kind = np.zeros(K, dtype=np.int64)
     pos = np.full(K, -1, dtype=np.int64)
     post_ok = np.zeros(post.nodes.size, dtype=np.bool_)
     post_since = np.full(post.nodes.size, np.nan)
-    _simulate(order, ptr, p.start, p.arrive, p.src, p.dst, p.op, role, reduce_ok, combining, words,
+    ids = np.empty(0, dtype=np.int64) if p.via is None else p.ids.astype(np.int64)
+    _simulate(order, ptr, ids, p.start, p.arrive, p.src, p.dst, p.op, via, role, reduce_ok,
+              combining, reduce_only, words,
               pre.indptr.astype(np.int64), pre.nodes.astype(np.int64),
               post.indptr.astype(np.int64), post.nodes.astype(np.int64), float(p.eps), m.num_nodes,
               kind, pos, post_ok, post_since)
@@ -321,7 +414,7 @@ def run(p: Problem, batch: int = BATCH_TRANSFERS) -> Outcome:
     candidates: list[tuple[events.Key, int | Finding]] = []
     for c in np.flatnonzero(kind).tolist():
         j, code = int(pos[c]), int(kind[c])
-        delivery = code in _ON_DELIVERY
+        delivery = KINDS[code] in events.ON_DELIVERY
         candidates.append(((float(p.arrive[j] if delivery else p.start[j]), int(p.ids[j]),
                             PRIORITY[KINDS[code]], delivery), c))
     candidates += [(events.key(found), found) for found in shared if found is not None]

@@ -1,4 +1,4 @@
-"""The synchronous step model (SCCL-style, DESIGN.md section 5): link weights, step costs, and the
+"""The synchronous step model (SCCL-style, docs/model.md §5): link weights, step costs, and the
 conversion of a one-round-per-step schedule on equal links into a timed schedule.
 
 Cost: step s lasts α + r_s·b/B_min with α the largest link latency (a synchronous step waits for
@@ -71,4 +71,4 @@ def step_to_timed(machine: Machine, collective: Collective, schedule: Schedule) 
     start = (schedule.step.astype(float) - 1.0) * tau
     return Schedule(schedule.chunk.copy(), schedule.link.copy(), start, schedule.op.copy(),
                     schedule.step.copy(), None, {**schedule.meta, "converted_from": "step",
-                                                 "step_time": tau})
+                                                 "step_time": tau}, schedule.via)

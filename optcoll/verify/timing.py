@@ -139,7 +139,7 @@ def step_capacity(p: Problem, weight: np.ndarray, rounds: np.ndarray) -> Finding
 
 
 def step_ports(p: Problem, weight: np.ndarray, rounds: np.ndarray, side: str) -> Finding | None:
-    """Port limits per round (DESIGN.md §5 with ``send_ports``/``recv_ports``): a port carries one
+    """Port limits per round (docs/model.md §5 with ``send_ports``/``recv_ports``): a port carries one
     transfer at a time and a transfer holds it for b/B_e = 1/w_e of a round, so the transfers of
     an NPU's side in step s need Σ 1/w_e ≤ P·r_s; counted in units of 1/lcm(w). Switches have no
     port limit. The first transfer (by id) that overflows is reported."""

@@ -2,8 +2,8 @@
 
 ``verify`` picks the engine: the vectorised one (``fast``) for non-combining collectives whose
 sending switches multicast; for everything else the event engine (``events``), run compiled
-(``compiled``) from ``COMPILED_FROM`` transfers on. All implement the timed model of DESIGN.md
-section 5 and report the earliest violation in (time, transfer id) order, in the same words.
+(``compiled``) from ``COMPILED_FROM`` transfers on. All implement the timed model of docs/model.md
+§5 and report the earliest violation in (time, transfer id) order, in the same words.
 Step-model schedules (``schedule.rounds`` set) run through the same engines in step time plus the
 per-link per-step capacity and per-round port checks, and cost S·α + R·b/B_min.
 """

@@ -59,8 +59,21 @@ def test_astra_network_round_trip_and_predict(run, tmp_path):
     code, out, _ = run("model", "show", tmp_path / "n.toml", "--json")
     assert json.loads(out)["npus"] == 16
     code, out, _ = run("astra", "predict", "--network", tmp_path / "n.yml", "--collective", "allgather",
-                       "--size", "1MiB", "--json")
+                       "--size", "16MiB", "--json")
     assert code == 0 and json.loads(out)["total_ns"] > 0
+    # --size is the collective's M as everywhere in optcoll; ASTRA-sim's own comm_size (AllGather: M/N)
+    # is --comm-size, and the two agree
+    data = json.loads(out)
+    assert (data["size_bytes"], data["comm_size"]) == (16 * 2**20, 2**20)
+    code, same, _ = run("astra", "predict", "--network", tmp_path / "n.yml", "--collective", "allgather",
+                        "--comm-size", "1MiB", "--json")
+    assert code == 0 and json.loads(same)["total_ns"] == data["total_ns"]
+    for extra in (("--size", "16MiB", "--comm-size", "1MiB"), (), ("--size", "1000001 B")):
+        code, _, err = run("astra", "predict", "--network", tmp_path / "n.yml", "--collective", "allgather",
+                           *extra)
+        assert code == 2 and len(err.strip().splitlines()) == 1 and "--size" in err
+    code, out, _ = run("astra", "export-network", "dgxh100-rail-2x8", "-o", tmp_path / "rail.yml", "--json")
+    assert code == 0 and len(json.loads(out)["left_out"]) == 2
     code, _, err = run("astra", "export-network", "dgx1", "-o", tmp_path / "d.yml")
     assert code == 2 and "optcoll: error" in err
 

@@ -39,7 +39,7 @@ def test_one_port_least_steps_is_n_minus_one_in_both_encodings(n, kind, root):
 @pytest.mark.parametrize("kind,root", KINDS)
 def test_one_port_step_optimum_equals_the_timed_optimum(n, kind, root):
     """With equal links and one round per step a step schedule is a timed schedule of time
-    S·(α + b/B) (DESIGN.md §5); with one send and one receive port the timed optimum is the same."""
+    S·(α + b/B) (docs/model.md §5); with one send and one receive port the timed optimum is the same."""
     step = hub_and_spoke(n, kind, root)
     timed = replace(step, model=replace(ONE_PORT, kind="timed"))
     by_steps = solve_step(step, objective="steps", time_limit=60)

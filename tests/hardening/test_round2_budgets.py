@@ -91,7 +91,7 @@ def test_astra_predict_estimates_before_it_starts(tmp_path, record_property):
     """Input: ASTRA-sim Ring(1024) x Ring(1024) AllGather (the old predictor grew past 5.8 GB),
     in a real process with a 1.5 GiB address space."""
     network = _network(tmp_path / "network.yml", 1024)
-    proc = run_cli(["astra", "predict", "--network", network, "--collective", "allgather", "--size", "1MiB"],
+    proc = run_cli(["astra", "predict", "--network", network, "--collective", "allgather", "--comm-size", "1MiB"],
                    timeout=120, memory=MEMORY)
     line = assert_one_line_error(proc, "network: simulating 1048576 NPUs x 1 stream(s) (2145386496 messages, "
                                  "about 7.5 GiB of memory) is more than `astra predict` simulates (at most "
@@ -105,7 +105,7 @@ def test_astra_predict_refuses_what_memory_cannot_hold(tmp_path, monkeypatch, re
     machine were full)."""
     monkeypatch.setattr("optcoll.producers.exact.memory.default_limit", lambda: 2**10)
     network = _network(tmp_path / "network.yml", 64, dims=1)
-    proc = invoke(["astra", "predict", "--network", network, "--collective", "allgather", "--size", "1MiB",
+    proc = invoke(["astra", "predict", "--network", network, "--collective", "allgather", "--comm-size", "1MiB",
                    "--backend", "aware"])
     line = assert_one_line_error(proc, "network: simulating 64 NPUs x 1 stream(s)",
                                  "of memory) needs more than the 1 KiB of memory it may use; not started")

@@ -4,8 +4,9 @@ import numpy as np
 import pytest
 
 from optcoll.errors import InputError
-from optcoll.interop.astra.network import (astra_dims_of, format_network, network_of, parse_network,
-                                           read_network, write_network)
+from optcoll.interop.astra.network import (astra_dims_of, format_network, network_of, network_view,
+                                           parse_network, read_network, write_network)
+from optcoll.machines.catalog import load_machine
 from optcoll.machines import generators as g
 from optcoll.machines.modelfile import load_machine_file
 from optcoll.units import parse_time
@@ -89,7 +90,7 @@ def test_export_round_trip(tmp_path):
     assert "topology: [ Ring, Switch ]" in text and "bandwidth: [ 200, 50 ]" in text
     assert "latency: [ 500, 500 ]" in text
     back = read_network(tmp_path / "out.yml")
-    assert back.dims == written.dims and same_links(back.machine(), machine)
+    assert written.left_out == () and back.dims == written.network.dims and same_links(back.machine(), machine)
 
 
 @pytest.mark.parametrize("machine, words", [
@@ -108,3 +109,48 @@ def test_format_uses_plain_numbers():
     net = network_of(g.ring(4, 100 * 2**30, parse_time("0.5 us")))
     assert format_network(net).splitlines()[-2:] == ["bandwidth: [ 100 ]", "latency: [ 500 ]"]
     assert np.isclose(net.dims[0].latency_ns, 500)
+
+
+def _plain(machine):
+    """Signature of a machine's links with switches named by the NPUs they serve, flags dropped,
+    bandwidths to 10 digits (network.yml keeps 12 digits of GiB/s)."""
+    def key(v):
+        return v if v < machine.num_npus else frozenset(
+            int(u) for u in machine.link_dst[machine.out_links[v]] if u < machine.num_npus)
+    return sorted((repr(key(int(u))), repr(key(int(v))), float(a), float(f"{b:.10g}")) for u, v, a, b in zip(
+        machine.link_src, machine.link_dst, machine.link_latency, machine.link_bandwidth))
+
+
+@pytest.mark.parametrize("name, nodes", [("dgxh100-rail-2x8", 2), ("dgxh100-rail-4x8", 4)])
+def test_rail_cluster_exports_as_nvswitch_times_rail_switch_without_its_spine(tmp_path, name, nodes):
+    machine = load_machine(name)
+    view = write_network(machine, tmp_path / "rail.yml")
+    dims = view.network.dims
+    assert [(d.topology, d.npus_count) for d in dims] == [("Switch", 8), ("Switch", nodes)]
+    # 900 GB/s bidirectional NVLink = 450e9 B/s per direction; 400 Gbit/s NIC = 50e9 B/s; GiB/s in the file
+    assert dims[0].bandwidth_gbps == pytest.approx(450e9 / 2**30) and dims[0].latency_ns == 500
+    assert dims[1].bandwidth_gbps == pytest.approx(50e9 / 2**30) and dims[1].latency_ns == 2000
+    assert any("spine" in line for line in view.left_out) and any("NVLS" in line for line in view.left_out)
+    text = (tmp_path / "rail.yml").read_text()
+    assert "# left out: switch(es) spine" in text
+    # read back: exactly the cluster's GPU-facing links (NVSwitch per node, one switch per rail)
+    spine = [e for e in range(machine.num_links) if "spine" in (machine.label(int(machine.link_src[e])),
+                                                                 machine.label(int(machine.link_dst[e])))]
+    assert spine and _plain(read_network(tmp_path / "rail.yml").machine()) == _plain(machine.without(links=spine))
+    with pytest.raises(InputError, match="not an ASTRA-sim"):  # not the same machine
+        network_of(machine)
+
+
+@pytest.mark.parametrize("name, words", [
+    ("cluster2x8", "not an ASTRA-sim"),  # every NIC on one switch: no per-dimension structure
+    ("hetero-dgxa100-dgxh100-rail-2x8", "with or without its spine"),  # two node generations
+])
+def test_clusters_astra_cannot_express_say_why_in_one_line(name, words):
+    with pytest.raises(InputError, match=words) as info:
+        network_view(load_machine(name))
+    assert "\n" not in str(info.value)
+
+
+def test_an_exact_network_leaves_nothing_out():
+    view = network_view(g.torus([4, 4], 1e9, 1e-6))
+    assert view.left_out == () and [d.topology for d in view.network.dims] == ["Ring", "Ring"]

@@ -251,3 +251,14 @@ def test_predict_refusals(tmp_path):
     (tmp_path / "bad.json").write_text("{")
     with pytest.raises(InputError, match="bad.json"):
         read_system(tmp_path / "bad.json")
+
+
+def test_comm_size_is_astra_sims_per_npu_input_for_allgather_only():
+    from optcoll.interop.astra.predictor import comm_size_of
+
+    assert comm_size_of("allgather", 8 * MiB, 8) == MiB
+    assert all(comm_size_of(kind, 8 * MiB, 8) == 8 * MiB for kind in ("allreduce", "reducescatter", "alltoall"))
+    with pytest.raises(InputError, match="multiple of 8"):
+        comm_size_of("allgather", 8 * MiB + 1, 8)
+    p = predict(RING8, system("ring"), "allgather", MiB)
+    assert (p.size_bytes, p.comm_size) == (8 * MiB, MiB)

@@ -14,7 +14,8 @@ from optcoll.bounds import lower_bounds
 from optcoll.cli.main import cli
 from optcoll.instances.instance import Instance
 from optcoll.machines import generators as g
-from optcoll.machines.catalog import builtin_model_names, load_machine
+from optcoll.machines.catalog import load_machine
+from optcoll.machines.modelpaths import builtin_model_names
 from optcoll.machines.machine import Machine, MachineBuilder
 from optcoll.producers.base import NotApplicable
 from optcoll.producers.exact.timed.solve import solve_timed

@@ -22,8 +22,10 @@ def comparable(value: Any) -> Any:
 
 
 def write_instance(directory: Path, name: str, machine: str, collective: str, size: str,
-                   chunks: int = 1, extra: str = "", time_limit: str = "10 s",
-                   work_limit: float | None = None) -> Path:
+                   chunks: int = 1, extra: str = "", time_limit: str = "10 min",
+                   work_limit: float | None = 20.0) -> Path:
+    """A one-instance file. A work limit, not the wall clock, ends its exact solve by default, so
+    a test meets the same results (and the same cache hits) however loaded the machine is."""
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"{name}.toml"
     path.write_text(f'# {name}: a test instance\n[instance]\nmachine = "{machine}"\n'

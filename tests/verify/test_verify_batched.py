@@ -17,7 +17,7 @@ from optcoll.verify.problem import ranges
 from optcoll.verify.stepmodel import link_weights
 from optcoll.verify.verifier import verify_with
 from verify_helpers import (TAU, collective, combining_schedules, full, random_collective, random_machine, random_model,
-                            random_schedule, random_step_schedule, replace, same_verdict)
+                            random_schedule, random_step_schedule, replace, same_verdict, subset)
 
 BATCH_SETTINGS = settings(max_examples=60, deadline=None, derandomize=True)
 SMALL_BATCHES = (1, 2, 7, 40)
@@ -49,7 +49,7 @@ def mutate(rng: random.Random, machine, coll, s: Schedule, count: int) -> Schedu
             cols["op"][i] ^= 1
         else:
             keep[i] = False
-    return replace(s, **{name: col[keep] for name, col in cols.items()})
+    return subset(replace(s, **cols), keep)
 
 
 @BATCH_SETTINGS

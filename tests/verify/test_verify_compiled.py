@@ -8,6 +8,7 @@ valid schedule gets the same time: the part the kernel decides on its own.
 """
 import random
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -26,10 +27,13 @@ ALL_KINDS = ("allgather", "broadcast", "gather", "scatter", "alltoall", "reduces
 
 
 def assert_same(machine, coll, schedule, model):
-    """Both paths agree; returns the verdict."""
+    """Both paths agree; and the compiled one keeps the verdict (valid or not, and the time) with
+    the transfers listed in reverse (``via`` renumbered). Returns the verdict."""
     ref = verify_with(machine, coll, schedule, model, "events")
     got = verify_with(machine, coll, schedule, model, "compiled")
     assert same_verdict(ref, got, path=False), (ref.summary(), got.summary())
+    again = verify_with(machine, coll, schedule.take(np.arange(len(schedule))[::-1]), model, "compiled")
+    assert (again.valid, again.time) == (ref.valid, ref.time), (ref.summary(), again.summary())
     return ref
 
 
@@ -50,19 +54,66 @@ def test_copies_through_any_switch_and_their_mutants(seed):
 @given(seeds)
 def test_combining_schedules_and_their_mutants(seed):
     """ReduceScatter (an inverted AllGather) and AllReduce (it, then an AllGather) through plain,
-    multicast and reducing switches, then mutated into double counts, ambiguous arrivals, missing
-    contributions, switch forwarding errors and overlaps."""
+    multicast and reducing switches, plain switches' sends named (via) or not, under both combining
+    rules, then mutated into double counts, ambiguous arrivals and forwards, overwrites, missing
+    contributions, switch forwarding errors, bad names and overlaps."""
     rng = random.Random(seed)
-    machine = random_machine(rng, switches=rng.choice(["none", "reduce-multicast", "any"]))
+    machine = random_machine(rng, switches=rng.choice(["none", "reduce-multicast", "any", "plain"]))
     n = machine.num_npus
     ranks = sorted(rng.sample(range(n), rng.randint(2, n)))
     c = rng.randint(1, 3)
-    model = TimeModel(occupancy="link", send_ports=rng.choice([None, 1]), recv_ports=rng.choice([None, 2]))
+    model = TimeModel(occupancy="link", send_ports=rng.choice([None, 1]), recv_ports=rng.choice([None, 2]),
+                      combining=rng.choice(["copy-or-reduce", "reduce-only"]))
     rs, reduce_scatter, ar, allreduce = combining_schedules(rng, machine, ranks, c, model)
     assert_same(machine, rs, reduce_scatter, model)
     assert_same(machine, ar, allreduce, model)
     for _, mutant in mutants(rng, machine, ar, allreduce, 6):
         assert_same(machine, ar, mutant, model)
+
+
+def _exchange(rng: random.Random, k: int, c: int):
+    """AllReduce among k NPUs around one plain switch, every partial passing the switch: NPU v
+    copies its partial into the switch k-1 times, then in round m the switch reduces into each NPU
+    the partial of another (a random pairing per round), all k departures of a round at one
+    instant, so partials of one chunk arrive and leave together. Some departures name their
+    arrival (``via``), some not; some starts moved off their instant. Valid when all are named and
+    none moved."""
+    machine = star(k)
+    sw = k
+    b = ScheduleBuilder(machine)
+    named = rng.choice([0.0, 0.5, 1.0])
+    tau = 2e-6  # one hop (collective's chunk bytes at 1 GB/s plus 1 us)
+    jitter = rng.choice([0.0, 0.0, 0.5])
+
+    def late() -> float:
+        return tau * jitter if rng.random() < 0.1 else 0.0
+
+    for chunk in range(k * c):
+        t0 = chunk * 2 * k * tau
+        rows = {(v, m): b.add(chunk, machine.links_between(v, sw)[0], t0 + m * tau + late())
+                for v in range(k) for m in range(k - 1)}
+        shifts = list(range(1, k))  # in round m NPU v gets the partial of v + shifts[m]: all, once
+        rng.shuffle(shifts)
+        for m, shift in enumerate(shifts):
+            for v in range(k):
+                b.add(chunk, machine.links_between(sw, v)[0], t0 + (k - 1 + m) * tau + late(), "reduce",
+                      via=rows[(v + shift) % k, m] if rng.random() < named else None)
+    return machine, collective("allreduce", k, c=c), b.build()
+
+
+@SETTINGS
+@given(seeds)
+def test_exchanges_through_a_plain_switch_named_or_not(seed):
+    """Simultaneous partials of one chunk at a plain switch (docs/model.md §5.3): named forwards,
+    unnamed ones decided together (ambiguous-forward), names of taken or missing arrivals, bad
+    names, under both combining rules; both paths agree, in any listing order."""
+    rng = random.Random(seed)
+    machine, coll, s = _exchange(rng, rng.randint(2, 4), rng.randint(1, 2))
+    model = TimeModel(combining=rng.choice(["copy-or-reduce", "reduce-only"]))
+    assert_same(machine, coll, s, model)
+    assert_same(machine, coll, s.take(np.array(rng.sample(range(len(s)), len(s)))), model)
+    for _, mutant in mutants(rng, machine, coll, s, 6):
+        assert_same(machine, coll, mutant, model)
 
 
 @SETTINGS

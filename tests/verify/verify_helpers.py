@@ -16,7 +16,7 @@ from optcoll.collectives.builtins import make_alltoallv, make_collective
 from optcoll.collectives.collective import Collective
 from optcoll.instances.instance import TimeModel
 from optcoll.machines.machine import Machine, MachineBuilder
-from optcoll.schedules.schedule import REDUCE, Schedule, ScheduleBuilder, from_arrays
+from optcoll.schedules.schedule import COPY, REDUCE, Schedule, ScheduleBuilder, from_arrays
 
 BW = 1e9  # bytes / s
 LAT = 1e-6  # s
@@ -95,14 +95,23 @@ def bidirectional_ring_allgather(machine: Machine, n: int) -> Schedule:
 
 def replace(schedule: Schedule, **columns) -> Schedule:
     cols = {name: getattr(schedule, name).copy() for name in ("chunk", "link", "start", "op", "step")}
+    cols["via"] = schedule.via
     cols.update({k: np.asarray(v) for k, v in columns.items()})
     return from_arrays(cols["chunk"], cols["link"], cols["start"], cols["op"], cols["step"],
-                       schedule.rounds, **schedule.meta)
+                       schedule.rounds, cols["via"], **schedule.meta)
 
 
 def subset(schedule: Schedule, keep: np.ndarray) -> Schedule:
-    return from_arrays(schedule.chunk[keep], schedule.link[keep], schedule.start[keep],
-                       schedule.op[keep], schedule.step[keep], schedule.rounds)
+    """The rows ``keep`` (a mask or rows, in that order); ``via`` renumbered with them, a name of
+    a dropped row dropped too (that send then forwards unnamed)."""
+    rows = np.flatnonzero(keep) if np.asarray(keep).dtype == bool else np.asarray(keep, dtype=np.int64)
+    via = None
+    if schedule.via is not None:
+        new = np.full(len(schedule) + 1, -1, dtype=np.int64)  # last entry: "none named" stays -1
+        new[rows] = np.arange(rows.size)
+        via = new[schedule.via[rows]]
+    return from_arrays(schedule.chunk[rows], schedule.link[rows], schedule.start[rows],
+                       schedule.op[rows], schedule.step[rows], schedule.rounds, via)
 
 
 # -- random machines and collectives ---------------------------------------------------------------
@@ -110,7 +119,7 @@ def random_machine(rng: random.Random, *, max_npus: int = 5, switches: str = "an
                    equal_links: bool = False) -> Machine:
     """A strongly connected random machine: a ring backbone, random extra (parallel) links and
     up to two switches. ``switches``: "any", "multicast" (every switch multicasts), "reduce-multicast",
-    or "none". Bandwidths are 1 or 2 GB/s so step-model weights are whole numbers."""
+    "plain" (no switch multicasts or reduces) or "none". Bandwidths are 1 or 2 GB/s so step-model weights are whole numbers."""
     n = rng.randint(2, max_npus)
     b = MachineBuilder("random", n)
 
@@ -128,7 +137,7 @@ def random_machine(rng: random.Random, *, max_npus: int = 5, switches: str = "an
     count = 0 if switches == "none" else rng.randint(0, 2)
     for k in range(count):
         flags = {"any": (rng.random() < 0.5, rng.random() < 0.3), "multicast": (True, rng.random() < 0.3),
-                 "reduce-multicast": (True, True)}[switches]
+                 "reduce-multicast": (True, True), "plain": (False, False)}[switches]
         sw = b.add_switch(f"sw{k}", multicast=flags[0], reduce=flags[1])
         for v in rng.sample(range(n), rng.randint(2, n)):
             b.add_link(v, sw, bidirectional=True, **params())
@@ -196,7 +205,7 @@ def random_schedule(rng: random.Random, machine: Machine, coll: Collective, mode
     """A valid timed schedule for a non-combining collective (or its copies-only dual).
 
     Each chunk follows a random routing tree; a switch that cannot multicast gets one incoming copy
-    per outgoing transfer. Transfers are list-scheduled: each starts after its copy arrived, its
+    per outgoing transfer, and a plain switch's send names the arrival it forwards (``via``). Transfers are list-scheduled: each starts after its copy arrived, its
     link is free and (with port limits) a port slot is free, plus an occasional random delay.
     """
     b = coll.chunk_bytes
@@ -205,7 +214,7 @@ def random_schedule(rng: random.Random, machine: Machine, coll: Collective, mode
     npus = machine.num_npus
     link_free = np.zeros(machine.num_links)
     send, recv = _Slots(model.send_ports, {}), _Slots(model.recv_ports, {})
-    rows: list[tuple[int, int, float]] = []
+    rows: list[tuple[int, int, float, int]] = []
     chunks = list(range(coll.num_chunks))
     rng.shuffle(chunks)
     for c in chunks:
@@ -222,8 +231,8 @@ def random_schedule(rng: random.Random, machine: Machine, coll: Collective, mode
                 return 1
             return sum(copies(w) for w in children.get(v, []))
 
-        # ready[v]: arrival times of v's copies (a buffer node keeps its first forever).
-        ready: dict[int, list[float]] = {s: [0.0] for s in sources}
+        # ready[v]: (arrival time, row) of v's copies (a buffer node keeps its first forever).
+        ready: dict[int, list[tuple[float, int]]] = {s: [(0.0, -1)] for s in sources}
         frontier = list(sources)
         while frontier:
             u = frontier.pop(0)
@@ -232,10 +241,11 @@ def random_schedule(rng: random.Random, machine: Machine, coll: Collective, mode
                 e = parent[w]
                 arrivals = []
                 for _ in range(copies(w)):
+                    plain = u >= npus and not (machine.switch(u).multicast or machine.switch(u).reduce)
                     if u < npus or machine.switch(u).multicast:
-                        have = ready[u][0]
+                        have, _ = ready[u][0]
                     else:
-                        have = ready[u][used]
+                        have, named = ready[u][used]
                         used += 1
                     start = max(have, link_free[e], send.earliest(u, npus), recv.earliest(w, npus))
                     if rng.random() < 0.2:
@@ -243,24 +253,31 @@ def random_schedule(rng: random.Random, machine: Machine, coll: Collective, mode
                     link_free[e] = start + occ[e]
                     send.take(u, npus, start + occ[e])
                     recv.take(w, npus, start + occ[e])
-                    rows.append((c, e, start))
-                    arrivals.append(start + dur[e])
+                    arrivals.append((start + dur[e], len(rows)))
+                    rows.append((c, e, start, named if plain else -1))
                 ready[w] = sorted(arrivals)
                 frontier.append(w)
     if not rows:
         return from_arrays([], [], [])
-    chunk, link, start = zip(*rows)
+    chunk, link, start, via = zip(*rows)
     order = list(range(len(rows)))
     rng.shuffle(order)  # the verifier must not depend on row order
-    return from_arrays(np.array(chunk)[order], np.array(link)[order], np.array(start)[order])
+    return subset(from_arrays(chunk, link, start, via=via), np.array(order, dtype=np.int64))
 
 
 def invert(machine: Machine, schedule: Schedule, chunk_bytes: float, horizon: float) -> Schedule:
     """SCCL inversion: a copies-only schedule on ``machine`` reversed in time with reduces, valid
-    on ``machine.reversed()`` for the dual collective (AllGather → ReduceScatter)."""
+    on ``machine.reversed()`` for the dual collective (AllGather → ReduceScatter). A send B out of
+    a plain switch that forwarded arrival A becomes the arrival that the reversed A forwards; a
+    partial goes into a switch that does not reduce as a copy (it passes on)."""
     dur = (machine.link_latency + chunk_bytes / machine.link_bandwidth)[schedule.link]
+    via = np.full(len(schedule), -1, dtype=np.int64)
+    named = np.flatnonzero(schedule.named() >= 0)
+    via[schedule.named()[named]] = named
+    into = machine.link_src[schedule.link]  # the reversed transfer's receiver
+    passes = np.array([v >= machine.num_npus and not machine.switch(v).reduce for v in into.tolist()], dtype=bool)
     return from_arrays(schedule.chunk, schedule.link, horizon - (schedule.start + dur),
-                       np.full(len(schedule), REDUCE, dtype=np.uint8))
+                       np.where(passes, COPY, REDUCE).astype(np.uint8), via=via)
 
 
 def random_step_schedule(rng: random.Random, machine: Machine, coll: Collective,
@@ -309,7 +326,8 @@ def mutants(rng: random.Random, machine: Machine, coll: Collective, s: Schedule,
     """``count`` single-edit mutants of ``s``, each (what was done, the mutant): a transfer
     deleted, started earlier or later, two transfers' links or starts swapped, a transfer (a
     reduce where there is one) listed twice, its op flipped, its chunk or link changed, or the
-    same transfers listed in another order."""
+    same transfers listed in another order; a plain switch's send named to forward no arrival
+    (``via``), or another one."""
     if not len(s):
         return
     tau = float(np.min(machine.link_latency + coll.chunk_bytes / machine.link_bandwidth))
@@ -317,7 +335,7 @@ def mutants(rng: random.Random, machine: Machine, coll: Collective, s: Schedule,
     for _ in range(count):
         i, j = rng.randrange(len(s)), rng.randrange(len(s))
         kind = rng.choice(["delete", "earlier", "later", "swap-links", "swap-starts", "duplicate",
-                           "flip-op", "other-chunk", "other-link", "relist"])
+                           "flip-op", "other-chunk", "other-link", "relist", "unname", "rename"])
         if kind == "delete":
             yield kind, subset(s, np.arange(len(s)) != i)
         elif kind in ("earlier", "later") and timed:
@@ -339,6 +357,14 @@ def mutants(rng: random.Random, machine: Machine, coll: Collective, s: Schedule,
             yield kind, _edit(s, i, op=1 - int(s.op[i]))
         elif kind == "relist":
             yield kind, subset(s, np.array(rng.sample(range(len(s)), len(s)), dtype=np.int64))
+        elif kind in ("unname", "rename"):
+            via = s.named().copy()
+            named = np.flatnonzero(via >= 0)
+            if kind == "unname" and named.size:
+                via[int(rng.choice(named.tolist()))] = -1
+            else:
+                via[i] = j
+            yield kind, replace(s, via=via)
         elif kind == "other-chunk":
             yield kind, _edit(s, i, chunk=rng.randrange(coll.num_chunks))
         else:
@@ -377,8 +403,9 @@ def same_verdict(a, b, *, path: bool = True) -> bool:
 
 
 def combining_schedules(rng: random.Random, machine: Machine, ranks: list[int], c: int, model: TimeModel):
-    """(ReduceScatter, a valid schedule of it, AllReduce, a valid schedule of it): the ReduceScatter
-    an inverted random AllGather, the AllReduce it followed by a random AllGather."""
+    """(ReduceScatter, a schedule of it, AllReduce, a schedule of it): the ReduceScatter an
+    inverted random AllGather, the AllReduce it followed by a random AllGather. Valid, except that
+    some of the plain switches' sends may name no arrival (``via``), which may be ambiguous."""
     from optcoll.verify.verifier import verify_with
 
     ag, rs, ar = (collective(kind, ranks, c=c) for kind in ("allgather", "reducescatter", "allreduce"))
@@ -388,5 +415,9 @@ def combining_schedules(rng: random.Random, machine: Machine, ranks: list[int], 
     horizon = verify_with(reverse, ag, forward, TimeModel(occupancy=model.occupancy), "events").time
     reduce_scatter = invert(reverse, forward, ag.chunk_bytes, horizon)
     done = verify_with(machine, rs, reduce_scatter, model, "events").time
+    unnamed = rng.choice([0.0, 0.5, 1.0])  # the share of plain switches' sends left to the rule
+    if reduce_scatter.via is not None and unnamed:  # valid, or an ambiguous forward
+        keep = np.array([rng.random() >= unnamed for _ in range(len(reduce_scatter))])
+        reduce_scatter = replace(reduce_scatter, via=np.where(keep, reduce_scatter.via, -1))
     gather = random_schedule(rng, machine, ag, model)
     return rs, reduce_scatter, ar, Schedule.concat(reduce_scatter, gather, done)

@@ -7,5 +7,6 @@ analytical backends' native-algorithm timing (the side-by-side report is
 - ``etexport``: ``export_chakra(machine, collective, schedule, prefix)`` → ``<prefix>.<p>.et`` +
   ``<prefix>.system.json``; ``chakra``: the trace messages and ``read_trace``.
 - ``system`` + ``predictor``: ``read_system`` → ``SystemConfig``; ``predict(network, system,
-  collective, size_bytes, backend)`` → ``Prediction``.
+  collective, comm_size, backend)`` → ``Prediction``, with ``comm_size_of(kind, M, N)`` for a
+  collective of M bytes (AllGather: M/N, ASTRA-sim's per-NPU input).
 """

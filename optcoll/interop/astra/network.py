@@ -1,4 +1,5 @@
-"""ASTRA-sim 2.0 ``network.yml``: read it into a machine, and write a machine back when expressible.
+"""ASTRA-sim 2.0 ``network.yml``: read it into a machine, and write a machine back when expressible
+(exactly, or as its NPU-facing dimensions with what is left out named: ``network_view``).
 
 The file holds equal-length lists, one entry per dimension (dimension 0 varies fastest in NPU
 ids): ``topology`` (Ring | FullyConnected | Switch), ``npus_count`` (> 1), ``bandwidth`` and
@@ -192,13 +193,16 @@ def format_network(network: AstraNetwork, comment: str = "") -> str:
     return "\n".join(head + [f"{key}: [ {', '.join(values)} ]" for key, values in rows.items()]) + "\n"
 
 
-def write_network(machine_or_network: Machine | AstraNetwork, path: str | Path) -> AstraNetwork:
-    """Writes network.yml atomically; a machine must be expressible (see ``network_of``)."""
-    network = (machine_or_network if isinstance(machine_or_network, AstraNetwork)
-               else network_of(machine_or_network))
-    comment = f"written by optcoll for {network.name}: {network.describe()}"
+def write_network(machine_or_network: Machine | AstraNetwork, path: str | Path) -> NetworkView:
+    """Writes network.yml atomically: a network as it is, a machine as ``network_view`` sees it
+    (what it leaves out is written in the file's comment too)."""
+    view = (NetworkView(machine_or_network, ()) if isinstance(machine_or_network, AstraNetwork)
+            else network_view(machine_or_network))
+    network = view.network
+    comment = "\n".join([f"written by optcoll for {network.name}: {network.describe()}"] +
+                        [f"left out: {line}" for line in view.left_out])
     write_text_atomic(path, format_network(network, comment))
-    return network
+    return view
 
 
 # -- recognising a machine as an ASTRA-sim network --------------------------------------------------
@@ -258,6 +262,24 @@ def _search(machine: Machine, target: Counter, prefix: list[AstraDim], stride: i
     return None
 
 
+def _not_astra(machine: Machine, extra: str = "") -> InputError:
+    return InputError(f"machine {machine.name!r} is not an ASTRA-sim multi-dimensional network: no "
+                      "list of Ring/FullyConnected/Switch dimensions (NPU id with dimension 0 "
+                      "fastest, one bandwidth and latency per dimension) builds exactly its links" + extra,
+                      field="machine")
+
+
+def _capabilities(dims: list[AstraDim]) -> list[tuple[int, str]]:
+    """(dimension, sentence) for each dimension whose switches multicast or reduce."""
+    out = []
+    for d, dim in enumerate(dims):
+        what = " and ".join(w for w, on in (("multicast", dim.multicast), ("reduce", dim.reduce)) if on)
+        if what:
+            out.append((d, f"dimension {d}'s switches {what} (NVLS/SHARP), which ASTRA-sim's network.yml "
+                           "cannot express: ASTRA-sim sees plain switches"))
+    return out
+
+
 def astra_dims_of(machine: Machine) -> list[AstraDim]:
     """The ASTRA-sim dimensions that build exactly this machine, or an InputError saying why none do.
 
@@ -269,20 +291,66 @@ def astra_dims_of(machine: Machine) -> list[AstraDim]:
         raise InputError(f"machine {machine.name!r} has fewer than 2 NPUs; network.yml needs npus_count > 1")
     found = _search(machine, _signature(machine), [], 1)
     if found is None:
-        raise InputError(f"machine {machine.name!r} is not an ASTRA-sim multi-dimensional network: no "
-                         "list of Ring/FullyConnected/Switch dimensions (NPU id with dimension 0 "
-                         "fastest, one bandwidth and latency per dimension) builds exactly its links",
-                         field="machine")
-    flagged = [d for d, dim in enumerate(found) if dim.multicast or dim.reduce]
+        raise _not_astra(machine)
+    flagged = _capabilities(found)
     if flagged:
-        raise InputError(f"machine {machine.name!r}: dimension {flagged[0]} has multicast/in-network-"
-                         "reduction switches, which ASTRA-sim's network.yml cannot express",
-                         field=f"dims[{flagged[0]}]")
+        raise InputError(f"machine {machine.name!r}: {flagged[0][1]}", field=f"dims[{flagged[0][0]}]")
     return found
+
+
+def _network(dims: list[AstraDim], name: str) -> AstraNetwork:
+    return AstraNetwork(tuple(NetDim(d.topology, d.npus_count, float(f"{d.bandwidth / GB:.12g}"),
+                                     seconds_to_ns(d.latency)) for d in dims), name)
 
 
 def network_of(machine: Machine) -> AstraNetwork:
     """The ASTRA-sim network (GB/s = GiB/s, ns) equal to ``machine``."""
-    dims = astra_dims_of(machine)
-    return AstraNetwork(tuple(NetDim(d.topology, d.npus_count, float(f"{d.bandwidth / GB:.12g}"),
-                                     seconds_to_ns(d.latency)) for d in dims), machine.name)
+    return _network(astra_dims_of(machine), machine.name)
+
+
+@dataclass(frozen=True)
+class NetworkView:
+    """The network.yml ASTRA-sim can run for a machine, and what of the machine it leaves out."""
+
+    network: AstraNetwork
+    left_out: tuple[str, ...]  # one sentence per thing left out; empty: the same machine
+
+
+def _spine_links(machine: Machine) -> tuple[list[int], list[str]]:
+    """Links of switches that reach no NPU directly (a cluster's spine), and those switches."""
+    spines = [v for v in range(machine.num_npus, machine.num_nodes)
+              if all(machine.is_switch(int(u)) for u in machine.link_dst[machine.out_links[v]])]
+    links = [e for e in range(machine.num_links)
+             if int(machine.link_src[e]) in spines or int(machine.link_dst[e]) in spines]
+    return links, [machine.label(v) for v in spines]
+
+
+def network_view(machine: Machine) -> NetworkView:
+    """network.yml for ``machine``: the same machine when it is an ASTRA-sim network (``network_of``),
+    else its NPU-facing dimensions when only switches above them (a rail cluster's spine) and
+    switch capabilities stand in the way, each named in ``left_out``; an InputError otherwise.
+
+    network.yml has one topology per dimension and nothing above them: a rail cluster is
+    [Switch(GPUs per node, NVLink), Switch(nodes, NIC)] (GPU g of every node on rail g's switch),
+    and the spine that joins the rail leaves has no place in it; ASTRA-sim's own collectives
+    never cross dimensions in one message, and its analytical backends (astra-network-analytical
+    599a047, ``backends.py``) time a message between NPUs that differ in several coordinates in
+    the lowest one that differs. network.yml also has no multicast or reducing switch (NVLS,
+    SHARP): ASTRA-sim sees plain switches there.
+    """
+    if machine.num_npus < 2:
+        raise InputError(f"machine {machine.name!r} has fewer than 2 NPUs; network.yml needs npus_count > 1")
+    found = _search(machine, _signature(machine), [], 1)
+    left_out: list[str] = []
+    if found is None:
+        links, spines = _spine_links(machine)
+        if not links:
+            raise _not_astra(machine)
+        rest = machine.without(links=links)
+        found = _search(rest, _signature(rest), [], 1)
+        if found is None:
+            raise _not_astra(machine, ", with or without its spine")
+        left_out.append(f"switch(es) {', '.join(spines)} and their links: network.yml has one topology "
+                        "per dimension and nothing above them, so no traffic crosses a spine in ASTRA-sim")
+    left_out += [sentence for _, sentence in _capabilities(found)]
+    return NetworkView(_network(found, machine.name), tuple(left_out))

@@ -58,7 +58,8 @@ class PhaseReport:
 @dataclass(frozen=True)
 class Prediction:
     collective: str
-    size_bytes: int
+    size_bytes: int  # M, the collective's size (docs/model.md §4)
+    comm_size: int  # ASTRA-sim's comm_size for it (``comm_size_of``)
     backend: str
     total_ns: int
     npu_finish_ns: tuple[int, ...]
@@ -69,7 +70,9 @@ class Prediction:
     notes: tuple[str, ...] = ()
 
     def summary(self) -> str:
-        lines = [f"{self.collective} of {self.size_bytes} B, {self.backend} backend: {self.total_ns} ns "
+        comm = ("" if self.comm_size == self.size_bytes else
+                f" (ASTRA-sim comm_size {self.comm_size} B per NPU)")
+        lines = [f"{self.collective} of M = {self.size_bytes} B{comm}, {self.backend} backend: {self.total_ns} ns "
                  f"({self.streams} stream(s) of {self.chunk_bytes} B, {self.messages} messages)"]
         lines += [f"  note: {note}" for note in self.notes]
         for p in self.phases:
@@ -77,6 +80,22 @@ class Prediction:
                          f"{p.bytes_out} B per stream, {len(p.messages)} message(s) per NPU, "
                          f"{p.start_ns}..{p.end_ns} ns")
         return "\n".join(lines)
+
+
+def comm_size_of(kind: str, size: int, npus: int) -> int:
+    """ASTRA-sim's comm_size for a collective of M = ``size`` bytes on ``npus`` NPUs: AllGather's is
+    each NPU's input, M/N (which must be whole bytes), the others' the whole buffer M."""
+    if kind != AG:
+        return size
+    if size % npus:
+        raise InputError(f"an AllGather of M = {size} B on {npus} NPUs gives each NPU M/N, not whole bytes; "
+                         f"use a multiple of {npus} B", field="size")
+    return size // npus
+
+
+def size_of(kind: str, comm_size: int, npus: int) -> int:
+    """M for ASTRA-sim's ``comm_size`` (the inverse of ``comm_size_of``)."""
+    return comm_size * npus if kind == AG else comm_size
 
 
 def stream_sizes(kind: str, size: int, splits: int, total_npus: int) -> tuple[int, int]:
@@ -264,23 +283,23 @@ def require_fits(npus: int, streams: int, phases: list[PhasePlan], backend: str,
         raise limits.refusal("predict_messages", what, "`astra predict` simulates").located(field="network")
 
 
-def predict(network: AstraNetwork, system: SystemConfig, collective: str, size_bytes: int,
+def predict(network: AstraNetwork, system: SystemConfig, collective: str, comm_size: int,
             backend: str = "unaware", max_memory: int | None = None) -> Prediction:
-    """ASTRA-sim's time for a native collective of ``size_bytes`` (ASTRA-sim's comm_size, see the
-    module docstring) on ``network`` with ``system``'s algorithms, on the "unaware" or "aware"
+    """ASTRA-sim's time for a native collective given ASTRA-sim's own ``comm_size`` (see the
+    module docstring; ``comm_size_of`` gives it for a collective of M bytes) on ``network`` with ``system``'s algorithms, on the "unaware" or "aware"
     analytical backend; refused before it starts when its memory estimate is over ``max_memory``
     bytes or its messages over the ``predict_messages`` cap (``require_fits``)."""
     kind = canonical_kind(collective)
     if kind not in (AR, RS, AG, A2A):
         raise InputError(f"ASTRA-sim runs allreduce, reducescatter, allgather and alltoall natively, not "
                          f"{kind}", field="collective")
-    if isinstance(size_bytes, bool) or int(size_bytes) != size_bytes or size_bytes < 1:
-        raise InputError(f"must be a positive whole number of bytes, got {size_bytes!r}", field="size")
+    if isinstance(comm_size, bool) or int(comm_size) != comm_size or comm_size < 1:
+        raise InputError(f"must be a positive whole number of bytes, got {comm_size!r}", field="size")
     check_backend(backend, network)
     if system.endpoint_delay < 1:
         raise InputError("endpoint-delay 0 makes ASTRA-sim abort (EventQueue.cpp:33 asserts every event is "
                          "later than the last); use at least 1 ns", source=system.source, field="endpoint-delay")
-    streams, chunk = stream_sizes(kind, int(size_bytes), system.preferred_dataset_splits, network.num_npus)
+    streams, chunk = stream_sizes(kind, int(comm_size), system.preferred_dataset_splits, network.num_npus)
     phases = plan_phases(network, system, kind, chunk)
     require_fits(network.num_npus, streams, phases, backend, max_memory)
     run = _Run(network, system, backend, phases, streams)
@@ -290,7 +309,7 @@ def predict(network: AstraNetwork, system: SystemConfig, collective: str, size_b
         raise RuntimeError(f"simulation stalled with phases still running on NPUs {stalled[:5]}")
     reports = tuple(PhaseReport(k, p.dim, p.kind, str(p.impl), p.size_in, p.size_out, tuple(p.messages()),
                                 run.window[k][0], run.window[k][1]) for k, p in enumerate(phases))
-    return Prediction(kind, int(size_bytes), backend, max(run.finish), tuple(run.finish), streams, chunk,
+    return Prediction(kind, size_of(kind, int(comm_size), network.num_npus), int(comm_size), backend, max(run.finish), tuple(run.finish), streams, chunk,
                       reports, run.sent, system.notes() if _reduces(phases) else ())
 
 

@@ -16,9 +16,16 @@ forwards only after its receive has fully arrived, as in optcoll's timed model.
 
 Nothing here looks at buffer contents; the importer replays values over the execution order, and
 the validator uses unit times to find steps that can never run.
+
+A wire may be a route through switches (``routes.py``): after its first link each chunk is stored
+and forwarded hop by hop, each hop taking the earliest time at or after the chunk's arrival when
+that link is free for its whole occupancy (links shared by several connections — a switch's port
+to one GPU — keep a calendar of what they carry). The step itself finishes when its chunks have
+left the first link, as on a direct link.
 """
 from __future__ import annotations
 
+import bisect
 import heapq
 import math
 from collections.abc import Callable, Hashable
@@ -31,10 +38,40 @@ BROKEN = -2  # a dependency naming a step that does not exist: never satisfied
 
 
 @dataclass(frozen=True)
-class Wire:
+class Hop:
     key: Hashable
     occupancy: float
     delay: float
+
+
+@dataclass(frozen=True)
+class Wire:
+    """The first link a send takes (``key``: one FIFO per key), and for a route through switches
+    the hops after it."""
+
+    key: Hashable
+    occupancy: float
+    delay: float
+    after: tuple[Hop, ...] = ()
+
+
+class _Calendar:
+    """Busy intervals of one link, sorted; ``book`` takes the earliest free slot."""
+
+    def __init__(self) -> None:
+        self.starts: list[float] = []
+        self.ends: list[float] = []
+
+    def book(self, t: float, length: float) -> float:
+        i = bisect.bisect_right(self.starts, t)
+        if i and self.ends[i - 1] > t:
+            t = self.ends[i - 1]
+        while i < len(self.starts) and self.starts[i] < t + length:
+            t = max(t, self.ends[i])
+            i += 1
+        self.starts.insert(i, t)
+        self.ends.insert(i, t + length)
+        return t
 
 
 class Program:
@@ -107,6 +144,8 @@ class Trace:
     arrivals: dict[int, list[float]]
     #: Per sending step: the wire its chunks took.
     wires: dict[int, Wire]
+    #: Per sending step, per chunk: when it started on each link of its wire (first link first).
+    hops: dict[int, list[tuple[float, ...]]]
     stuck: tuple[int, ...]  # the first unexecuted step of every unfinished tb
 
 
@@ -120,6 +159,8 @@ def run(program: Program, wire: Callable[[int, int, int], Wire], reduce_delay: f
     nxt = list(first[:-1])
     ready = [0.0] * len(tbs)
     free: dict[Hashable, float] = {}
+    calendars: dict[Hashable, _Calendar] = {}
+    hops: dict[int, list[tuple[float, ...]]] = {}
     waiting: dict[int, list[int]] = {}
     heap: list[tuple[float, int]] = []
     order: list[int] = []
@@ -149,7 +190,7 @@ def run(program: Program, wire: Callable[[int, int, int], Wire], reduce_delay: f
             if i not in arrivals:
                 waiting.setdefault(-1 - i, []).append(tb)  # negative key: waiting for data
                 return
-            t = max(t, arrivals[i][-1])
+            t = max(t, *arrivals[i])
         if steps[i].type in SENDS:
             t = max(t, free.get(wire_of(i).key, 0.0))
         heapq.heappush(heap, (t, tb))
@@ -173,10 +214,20 @@ def run(program: Program, wire: Callable[[int, int, int], Wire], reduce_delay: f
             count = max(step.cnt, 1)
             end = t + count * w.occupancy
             free[w.key] = end
+            hops[i] = []
+            landed = []
+            for k in range(count):
+                times = [t + k * w.occupancy]
+                at = times[0] + w.delay
+                for hop in w.after:
+                    times.append(calendars.setdefault(hop.key, _Calendar()).book(at, hop.occupancy))
+                    at = times[-1] + hop.delay
+                hops[i].append(tuple(times))
+                landed.append(at)
             r = program.send_match[i]
             if r >= 0:
                 extra = reduce_delay if steps[r].type in REDUCING_RECVS else 0.0
-                arrivals[r] = [t + k * w.occupancy + w.delay + extra for k in range(count)]
+                arrivals[r] = [at + extra for at in landed]
                 wake(-1 - r)
         elif step.type == "re":
             end = t + reduce_delay * max(step.cnt, 1)
@@ -187,4 +238,4 @@ def run(program: Program, wire: Callable[[int, int, int], Wire], reduce_delay: f
         consider(tb)
         wake(i)
     stuck = tuple(nxt[tb] for tb in range(len(tbs)) if nxt[tb] < first[tb + 1])
-    return Trace(tuple(order), start, finish, arrivals, wires, stuck)
+    return Trace(tuple(order), start, finish, arrivals, wires, hops, stuck)

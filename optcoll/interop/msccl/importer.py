@@ -2,9 +2,11 @@
 
 The file is executed as the runtime would (``execute.run``: ASAP, one FIFO per link, the k-th
 send of a connection feeding its k-th receive) with optcoll's timed model supplying the times: a
-channel ``c`` between GPUs u and v runs on lane ``c mod k`` of the k parallel machine links u→v;
-a chunk occupies its link for α + b/B (or b/B under ``occupancy = "serialization"``) and is
-delivered α + b/B after it starts (+ γ·b when the receiver reduces). GPU g is NPU ``ranks[g]``.
+channel ``c`` between GPUs u and v runs on lane ``c mod k`` of the k parallel machine links u→v,
+or, when they share no link, on route ``c mod R`` of the R routes through switches between them
+(``routes.py``: the GPU-only view), hop by hop, each hop a transfer of the schedule; a chunk
+occupies a link for α + b/B (or b/B under ``occupancy = "serialization"``) and is delivered
+α + b/B after it starts (+ γ·b when the receiver reduces). GPU g is NPU ``ranks[g]``.
 
 A step of ``cnt`` chunks is one message in MSCCL: latency once, then cnt·b/B on the wire.
 optcoll's schedules move one chunk per transfer, so it becomes cnt transfers streamed b/B apart,
@@ -41,10 +43,11 @@ import numpy as np
 from optcoll.collectives.builtins import make_collective, make_custom
 from optcoll.collectives.collective import Collective
 from optcoll.errors import InputError
-from optcoll.interop.msccl.execute import REDUCING_RECVS, Program, Trace, Wire, run
+from optcoll.interop.msccl.execute import REDUCING_RECVS, Hop, Program, Trace, Wire, run
 from optcoll.interop.msccl.ir import RECVS, SENDS, Algo, parse_algo
 from optcoll.interop.msccl.layout import (ROOTED, Layout, chunks_from_loop, kind_of, layout_of,
                                           make_layout)
+from optcoll.interop.msccl.routes import Routes, routing_view
 from optcoll.interop.msccl.runtimes import Runtime, runtime_named
 from optcoll.interop.msccl.validate import check, infer_root, read_for_runtime
 from optcoll.instances.instance import TimeModel
@@ -69,6 +72,9 @@ class MscclImport:
     findings: tuple[str, ...]
     problems: tuple[str, ...]
     model: TimeModel = TimeModel()
+    #: The machine to verify the schedule on: the given one, its switches made plain
+    #: (``routes.routing_view``) when a connection crosses a switch.
+    machine: Machine | None = None
 
     @property
     def faithful(self) -> bool:
@@ -127,8 +133,9 @@ def import_msccl_xml(source: str | os.PathLike, machine: Machine, *, size: float
     problems = replay.problems
     if len(problems) > MAX_PROBLEMS:
         problems = problems[:MAX_PROBLEMS] + [f"... and {len(problems) - MAX_PROBLEMS} more problems"]
+    routed = any(w.after for w in wires.values())
     return MscclImport(algo, coll, schedule, tuple(rank_map), use_inplace, completion,
-                       tuple(notes), tuple(problems), model)
+                       tuple(notes), tuple(problems), model, routing_view(machine) if routed else machine)
 
 
 # -- set-up ----------------------------------------------------------------------------------------
@@ -205,18 +212,20 @@ def _wires(program: Program, machine: Machine, rank_map: list[int], chunk_bytes:
            model: TimeModel, name: str) -> dict[tuple[int, int, int], Wire]:
     timing = model.link_timing(machine, chunk_bytes)
     duration, occupancy = timing.delay, timing.busy
+    routes = Routes(machine)
     wires = {}
     for g, tid, send, recv, chan in program.tbs:
         for src, dst, role in ((g, send, f"send={send}"), (recv, g, f"recv={recv}")):
             if src < 0 or dst < 0:
                 continue
-            ids = machine.links_between(rank_map[src], rank_map[dst])
+            ids = routes.between(rank_map[src], rank_map[dst])
             if not ids:
                 raise InputError(f"gpu {g} tb {tid} ({role}, chan={chan}): machine {machine.name!r} "
-                                 f"has no link from NPU {rank_map[src]} to NPU {rank_map[dst]}",
-                                 source=name)
-            e = ids[chan % len(ids)]
-            wires[(src, dst, chan)] = Wire(e, float(occupancy[e]), float(duration[e]))
+                                 f"has no link from NPU {rank_map[src]} to NPU {rank_map[dst]}, nor a "
+                                 "route through switches only", source=name)
+            first, *rest = ids[chan % len(ids)]
+            wires[(src, dst, chan)] = Wire(first, float(occupancy[first]), float(duration[first]),
+                                           tuple(Hop(e, float(occupancy[e]), float(duration[e])) for e in rest))
     return wires
 
 
@@ -307,19 +316,24 @@ class _Replay:
             self.buf[key] = value
 
     def emit(self, i: int, values: list[Val | None]) -> None:
+        """One row per chunk and link: a route through switches gives a row per hop, only the
+        first naming the sending GPU and only the last the receiving one (and the reduce)."""
         p = self.p
         r = p.send_match[i]
         op = REDUCE if r >= 0 and p.steps[r].type in REDUCING_RECVS else COPY
         wire = self.trace.wires[i]
+        links = (wire.key, *(h.key for h in wire.after))
         dst = p.gpu_of(r) if r >= 0 else -1
         delivered: list[Val | None] = []
-        for k, value in enumerate(values):
+        for value, starts in zip(values, self.trace.hops[i]):
             if value is None:
                 delivered.append(None)  # reading nothing was reported; nothing real travels
                 continue
-            delivered.append(Val(value.chunk, value.mask, len(self.rows)))
-            self.rows.append([value.chunk, wire.key, self.trace.start[i] + k * wire.occupancy, op,
-                              p.gpu_of(i), dst, value.mask, i])
+            last = len(links) - 1
+            for h, (link, start) in enumerate(zip(links, starts)):
+                self.rows.append([value.chunk, link, start, op if h == last else COPY,
+                                  p.gpu_of(i) if h == 0 else -1, dst if h == last else -1, value.mask, i])
+            delivered.append(Val(value.chunk, value.mask, len(self.rows) - 1))
         self.sent[i] = delivered
 
     def schedule(self, **meta) -> Schedule:

@@ -39,6 +39,7 @@ class Xfer:
     arrive: float
     release: float  # start + link occupancy
     op: int
+    port: int = -1  # the link it leaves its GPU on (the first hop of its route)
 
 
 @dataclass(frozen=True)

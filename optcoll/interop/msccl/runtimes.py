@@ -5,6 +5,10 @@
   ``src/include/msccl/msccl_struct.h``, ``src/include/device.h`` and ``makefiles/common.mk``).
 - ``msccl``: the first MSCCL runtime (microsoft/msccl b23e9cd, ``src/graph/topo.cc``
   ``mscclGetAlgoFromXmlFile``; limits from ``src/include/msccl.h``).
+- ``rccl``: RCCL's MSCCL (ROCm/rccl 0cbce2a, ``src/misc/msccl/msccl_parser.cc``: the executor's
+  parser, three lines apart; ``src/include/msccl/msccl_struct.h``: at most 64 thread blocks per
+  GPU; ``src/include/device.h``: 128 channels, checked as ``chan > 128`` before indexing a
+  128-entry array, so 127 is the last that fits).
 
 Both read the file with the same hand-written reader (``reader.py``). Attributes a loader reads
 without a default are required (a missing one makes it refuse the file); ``redop`` is read by
@@ -68,12 +72,16 @@ MSCCL = Runtime(
               ("alltoall", "alltoall"), ("broadcast", "broadcast"), ("reduce", "reduce"),
               ("gather", "custom"), ("scatter", "custom"), ("custom", "custom")))
 
-RUNTIMES = {r.name: r for r in (EXECUTOR, MSCCL)}
+RCCL = Runtime(
+    "rccl", "ROCm/rccl 0cbce2a src/misc/msccl/msccl_parser.cc", EXECUTOR.required, EXECUTOR.colls,
+    EXECUTOR_STEP_TYPES, max_blocks=64, max_channels=128, spelling=EXECUTOR.spelling)
+
+RUNTIMES = {r.name: r for r in (EXECUTOR, MSCCL, RCCL)}
 
 
 def runtime_named(name: str | Runtime) -> Runtime:
     if isinstance(name, Runtime):
         return name
     if name not in RUNTIMES:
-        raise InputError(f"unknown runtime {name!r}; use {' or '.join(RUNTIMES)}", field="runtime")
+        raise InputError(f"unknown runtime {name!r}; use {', '.join(RUNTIMES)}", field="runtime")
     return RUNTIMES[name]

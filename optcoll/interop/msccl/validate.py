@@ -107,8 +107,8 @@ def _check_algo(algo: Algo, rt: Runtime, named: bool, out: list[Finding]) -> str
         if algo.min_bytes < 0 or high < 0 or algo.min_bytes > high:
             _refuse(out, rt, f"algo: need 0 <= minBytes <= maxBytes, got {algo.min_bytes} and {high}")
     elif algo.max_bytes and algo.max_bytes < algo.min_bytes:
-        _add(out, f"algo: maxBytes={algo.max_bytes} is below minBytes={algo.min_bytes} (0 means no limit)",
-             False)
+        _add(out, f"algo: maxBytes={algo.max_bytes} is below minBytes={algo.min_bytes}: no message size "
+                  "selects it (0 means no limit)")
     chans = [t.chan for g in algo.gpus for t in g.tbs]
     used = max(chans, default=-1) + 1
     if "nchannels" in algo.present and algo.nchannels != used:

@@ -1,5 +1,5 @@
 """In-switch AllReduce: every member reduces each chunk into a switch that reduces and multicasts,
-which multicasts the sum straight back (written as ``flows``, DESIGN.md section 3's reducing and
+which multicasts the sum straight back (written as ``flows``, docs/model.md §3's reducing and
 multicast switches and section 5's copy and reduce semantics).
 
 Per chunk k, in chunk order: every member sends its contribution of k into the switch (REDUCE),

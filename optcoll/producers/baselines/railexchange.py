@@ -1,5 +1,5 @@
 """Rail exchange: a direct AllReduce for machines of several nodes joined by NIC rails (written as
-``flows``, DESIGN.md section 5's copy and reduce semantics, and §2's switches that reduce and
+``flows``, docs/model.md §5's copy and reduce semantics, and §2's switches that reduce and
 multicast).
 
 Each chunk k has a home rail r = k mod R (R NIC rails per node, the nodes and rails as NCCL sees

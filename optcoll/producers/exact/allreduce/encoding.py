@@ -127,7 +127,7 @@ def build(problem: DirectProblem, horizon: int, floor: int | None = None,
     """The model of the module docstring at horizon ``horizon``; with ``floor`` < horizon it
     minimises the makespan down to ``floor``. ``orbit`` restricts it to schedules invariant under a
     symmetry (``symmetric.Orbit``): only representative chunks get variables."""
-    from ortools.sat.python import cp_model
+    from optcoll.producers.exact.toolkit.cpsat_model import CpModel
 
     # data
     H = int(horizon)
@@ -137,7 +137,7 @@ def build(problem: DirectProblem, horizon: int, floor: int | None = None,
         index.sending[int(problem.route_src[r])].append(j)
         index.arriving.setdefault((int(problem.route_dst[r]), k + int(problem.route_delay[r])), []).append(j)
     chunks = tuple(range(problem.num_chunks)) if orbit is None else orbit.representatives
-    model = DirectModel(problem, H, H if floor is None else int(floor), cp_model.CpModel(), cand, chunks)
+    model = DirectModel(problem, H, H if floor is None else int(floor), CpModel(), cand, chunks)
     for c in chunks:
         _variables(model, index, c)
         _carrying(model, index, c)
@@ -198,7 +198,8 @@ def _carrying(model: DirectModel, index: _Index, c: int) -> None:
 
 def _delivering(model: DirectModel, index: _Index, c: int) -> None:
     """At each (node, epoch): reductions or one copy, never both; a copy replaces the partial sum,
-    a reduction adds a disjoint one (no contribution counted twice); nothing arriving keeps it."""
+    a reduction adds a disjoint one (no contribution counted twice); nothing arriving keeps it.
+    With ``reduce_only`` (SCCL's rules) a copy may only fill an empty partial."""
     cp, holds = model.cp, model.holds
     for v in range(model.problem.num_nodes):
         for t in range(1, model.horizon + 1):
@@ -220,6 +221,8 @@ def _delivering(model: DirectModel, index: _Index, c: int) -> None:
                 cp.add(now <= before + got)
                 cp.add(now <= got + 1 - cin)
                 cp.add(before + got <= 1 + cin)
+                if model.problem.reduce_only:
+                    cp.add(before + cin <= 1)
 
 
 def _credit(model: DirectModel, index: _Index, c: int) -> None:

@@ -1,8 +1,8 @@
 """The direct AllReduce problem in integer epochs: who keeps partial sums, which routes join them,
-and what each route occupies (DESIGN.md sections 3 and 5; issue 13).
+and what each route occupies (docs/model.md §3 and §5; issue 13).
 
 Partial sums live at *stateful* nodes: NPUs, and switches that reduce or multicast (they keep
-what arrives, DESIGN.md section 3). Plain switches keep nothing of their own: they forward each
+what arrives, docs/model.md §3). Plain switches keep nothing of their own: they forward each
 arrival once, in order. Here a plain switch forwards every arrival at the instant it arrives, so a
 transfer runs along a *route*: a stateful node, zero or more plain switches, a stateful node, each
 hop starting as the previous one delivers. That is a restriction of the timed model (a plain
@@ -33,7 +33,7 @@ from optcoll.collectives.collective import Collective
 from optcoll.instances.instance import Instance
 from optcoll.machines.machine import Machine
 from optcoll.producers.base import NotApplicable
-from optcoll.producers.exact.timed.grid import MAX_EPOCHS_PER_LINK, TOLERANCE, exact_unit
+from optcoll.producers.exact.toolkit.epochs import MAX_EPOCHS_PER_LINK, TOLERANCE, exact_unit
 from optcoll.verify.stepmodel import link_weights
 
 #: Routes may pass at most this many plain switches.
@@ -66,6 +66,7 @@ class DirectProblem:
     rounding: str  # "exact", "up" or "steps"
     restrictions: tuple[str, ...]
     ports: tuple[int | None, int | None] = (None, None)  # (sends, receives) per NPU per epoch; None: any
+    reduce_only: bool = False  # SCCL's combining rules: a copy never replaces a partial (TimeModel.combining)
 
     @property
     def num_chunks(self) -> int:
@@ -141,7 +142,7 @@ def members_of(collective: Collective) -> np.ndarray:
 
 
 def _stateful(machine: Machine, hop_by_hop: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(stateful node ids, can reduce, credit-limited) per DESIGN.md section 3's switch options;
+    """(stateful node ids, can reduce, credit-limited) per docs/model.md §3's switch options;
     ``hop_by_hop``: plain switches too (neither reducing nor credit-limited), so that every route
     is one link group."""
     nodes, reduce, credit = [], [], []
@@ -281,4 +282,4 @@ def step_problem(instance: Instance) -> DirectProblem:
     if ports != (None, None) and problem.restrictions:
         raise NotApplicable("the direct AllReduce model takes port limits only on machines without plain "
                             "switches")
-    return replace(problem, ports=ports)
+    return replace(problem, ports=ports, reduce_only=instance.model.combining == "reduce-only")

@@ -1,4 +1,4 @@
-"""Exact solvers in the SCCL-style step model (DESIGN.md section 5): a linear encoding for CP-SAT
+"""Exact solvers in the SCCL-style step model (docs/model.md §5): a linear encoding for CP-SAT
 and MIP solvers and an independent z3 encoding, least cost and least steps with proofs, the
 (S, R/C) Pareto front, the multicast flow-LP rounds bound, and inversion for reductions."""
 from optcoll.producers.exact.step.api import SOLVERS, pareto_front, solve_step

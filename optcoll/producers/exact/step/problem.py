@@ -1,4 +1,4 @@
-"""The step-model problem (DESIGN.md section 5) in the form every step encoding shares.
+"""The step-model problem (docs/model.md §5) in the form every step encoding shares.
 
 Parallel links between one ordered pair are aggregated into one *edge* whose capacity per round is
 the sum of their relative bandwidths w = B / B_min (which must be integers); schedules are mapped

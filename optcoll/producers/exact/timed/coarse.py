@@ -1,4 +1,4 @@
-"""Coarse epochs for machines whose fine time-expanded model is too big (DESIGN.md section 6).
+"""Coarse epochs for machines whose fine time-expanded model is too big (docs/model.md §6).
 
 The fine model has a variable per (chunk, link, epoch) with epochs of about one transfer, so a
 switch with N ports and N chunks needs ~N epochs and ~N³ variables (a 256-port switch: over

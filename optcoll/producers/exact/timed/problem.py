@@ -1,7 +1,7 @@
 """The timed-model problem in solver terms: links with durations, nodes with copy rights, chunks.
 
 Every exact timed formulation (time-expanded or continuous) and the greedy fallback read this one
-description, so the semantics of DESIGN.md section 5 live in one place:
+description, so the semantics of docs/model.md §5 live in one place:
 
 * a transfer of chunk c on link e starting at t needs the sender to hold c at t and delivers at
   t + ``delay[e]``; the link is busy for ``[t, t + busy[e])`` (α + b/B, or b/B under

@@ -17,9 +17,11 @@ from pathlib import Path
 from optcoll.bounds import best_lower_bound
 from optcoll.errors import InputError
 from optcoll.instances.budget import Budget
+from optcoll.instances.clock import Clock, clock_for
 from optcoll.instances.instance import Instance
 from optcoll.producers import compose
 from optcoll.producers.base import NotApplicable
+from optcoll.producers.exact.allreduce.timed import direct_phase
 from optcoll.producers.exact.memory import ModelTooLarge, require_fits
 from optcoll.producers.exact.timed import coarse, continuous, expanded
 from optcoll.producers.exact.timed.grid import MAX_UNITS_PER_LINK, Grid, choose_grids, fine_grid, seconds_grid
@@ -30,9 +32,9 @@ from optcoll.producers.exact.timed.reverse import essential, from_schedule, to_s
 from optcoll.producers.exact.timed.search import search
 from optcoll.producers.exact.timed.star import shift_transfers
 from optcoll.producers.exact.timed.stitch import allgather_holders, stitched
-from optcoll.producers.exact.toolkit import Clock, check_solver, export, solver_version
+from optcoll.producers.exact.timed.symmetry import rank_group_links
+from optcoll.producers.exact.toolkit import check_solver, export, solver_version
 from optcoll.producers.exact.toolkit.allreduce import compose_allreduce
-from optcoll.producers.exact.toolkit.backends import settled
 from optcoll.producers.registry import IMPLEMENTS, get_synthesizer
 from optcoll.results.outcome import SolverOutcome
 from optcoll.schedules.schedule import Schedule
@@ -148,8 +150,8 @@ def solve_timed(instance: Instance, *, solver: str = "cpsat", quantum: float | N
                 time_limit: float | None = None, threads: int | None = None, seed: int | None = None,
                 hint: Schedule | None = None, progress: Progress | None = None, formulation: str = "auto",
                 max_memory: int | None = None, budget: Budget | None = None,
-                structured: bool = True) -> SolverOutcome:
-    """The optimal makespan in the timed model (DESIGN.md sections 5-6), or the best schedule
+                structured: bool = True, clock: Clock | None = None) -> SolverOutcome:
+    """The optimal makespan in the timed model (docs/model.md §5-§6), or the best schedule
     found and a proven lower bound when time runs out or Ctrl-C is pressed.
 
     ``quantum`` (seconds) overrides the time-expanded grid; by default the exact common unit of
@@ -170,17 +172,18 @@ def solve_timed(instance: Instance, *, solver: str = "cpsat", quantum: float | N
     ``structured=False`` skips the schedules built from the machine's structure (shift schedule,
     stitched rails, the AllReduce starts of ``STRUCTURED_STARTS``), to measure the solver from the
     greedies alone (and to solve ReduceScatter then AllGather where such a start answers at once).
+    ``clock``: the job's running clock (``run.exact``), which then holds the limits (the keyword
+    limits must be left unset).
     """
-    budget = (budget or instance.budget).overridden(time_limit=time_limit, threads=threads, seed=seed,
-                                                    max_memory=max_memory)
-    check_solver(solver, budget.work_limit)
+    clock = clock_for(budget or instance.budget, clock, time_limit=time_limit, threads=threads, seed=seed,
+                      max_memory=max_memory)
+    check_solver(solver, clock.budget.work_limit)
     if formulation not in FORMULATIONS:
         raise InputError(f"unknown formulation {formulation!r}; use one of {', '.join(FORMULATIONS)}",
                          field="formulation")
     if not instance.collective.equal_chunks:
         raise NotApplicable(f"the exact timed model cuts time for equal chunks; {instance.collective.kind}'s "
                             "chunks differ in size")
-    clock = Clock(budget)
     if instance.collective.kind == "allreduce":
         def part(sub: Instance, part_clock: Clock) -> SolverOutcome:
             return _Run(sub, solver, part_clock, _Trace(clock.start, progress)).solve(quantum, None, formulation)
@@ -330,8 +333,7 @@ class _Run:
         part = self.clock.part(STITCH_SHARE)
 
         def solve_rail(sub: Instance) -> Schedule:
-            budget = self.clock.budget.overridden(time_limit=max(part.left(), 1e-3))
-            out = _Run(sub, self.solver, Clock(budget), _Trace(time.perf_counter(), None)).solve(None, None, "auto")
+            out = _Run(sub, self.solver, part, _Trace(time.perf_counter(), None)).solve(None, None, "auto")
             self.notes.append(f"rail sub-problem ({sub.machine.num_npus} NPUs): {out.status}, "
                               f"{format_time(compose.makespan(out.schedule, sub))}")
             return out.schedule
@@ -431,8 +433,7 @@ def _continuous(problem: TimedProblem, grid: Grid, first: Transfers, floor: int,
 
     if clock.left() <= 0:
         return None, None
-    res = settled(clock, continuous.solve(model, time_limit=clock.left(), threads=budget.threads, seed=budget.seed,
-                                          progress=progress, work_limit=clock.work_left()))
+    res = continuous.solve(model, clock, progress=progress)
     notes.append(f"continuous model ({len(model.candidates)} optional transfers, unit {grid.quantum:g} s): "
                  f"{res.status} ({res.wall:.2f} s)")
     found = model.decode(res.values) if res.values is not None else None
@@ -490,17 +491,11 @@ def _allreduce(instance: Instance, solver: str, clock: Clock, composed: SolverOu
         schedule, made, name = start
         notes.append(f"the {name} schedule ({format_time(made)}) beats ReduceScatter then AllGather")
     if (bound is None or made > bound * (1 + TIME_TOLERANCE)) and not clock.interrupted and solver == "cpsat":
-        from optcoll.producers.exact.allreduce.timed import direct_phase  # it builds on this package
-
-        budget = clock.budget
-        direct = direct_phase(instance, schedule, made, bound or 0.0, clock.end, budget.threads, budget.seed,
-                              budget.max_memory, clock.work_left())
-        clock.spend_work(direct.work)
+        direct = direct_phase(instance, schedule, made, bound or 0.0, clock,
+                              lambda phase: rank_group_links(instance, phase))
         params.update(clock.work_params())
         notes += direct.notes
         params["direct"] = direct.params
-        if direct.interrupted:
-            clock.interrupt()
         params["interrupted"] = clock.interrupted
         if direct.schedule is not None and compose.makespan(direct.schedule, instance) < made * (1 - TIME_TOLERANCE):
             schedule, made = direct.schedule, compose.makespan(direct.schedule, instance)

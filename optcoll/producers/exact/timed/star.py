@@ -1,4 +1,4 @@
-"""The shift schedule of one switch (DESIGN.md §6: a constructive schedule that meets the ingress
+"""The shift schedule of one switch (docs/model.md §6: a constructive schedule that meets the ingress
 bound, so a proof needs no time-expanded model however many NPUs hang off the switch).
 
 On a star, every NPU has one link up to the switch and one down from it. In round r = 1..N−1 NPU

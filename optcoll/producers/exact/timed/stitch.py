@@ -1,4 +1,4 @@
-"""Symmetry decomposition for servers joined by rails (issue 16; DESIGN.md §6: a verified
+"""Symmetry decomposition for servers joined by rails (issue 16; docs/model.md §6: a verified
 schedule whose gap to the global bound is proven, not a claim of optimality).
 
 Servers are the connected groups of NPUs over the fastest links (all of one size, at least two);

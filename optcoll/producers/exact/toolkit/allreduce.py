@@ -2,8 +2,8 @@
 
 The exact models solve combining collectives with one destination per chunk by inversion, and
 AllReduce (every rank a destination of every chunk) as the ReduceScatter and AllGather parts
-(``split_allreduce``), each solved exactly, concatenated. What the result claims (DESIGN.md
-section 6), in both the timed and the step model:
+(``split_allreduce``), each solved exactly, concatenated. What the result claims (docs/model.md
+§6), in both the timed and the step model:
 
 * **Lower bound**: every AllReduce schedule is a ReduceScatter schedule, and the transfers that
   carry rank i's own contribution to chunk i onward form an AllGather schedule, so either part's
@@ -24,8 +24,8 @@ from collections.abc import Callable
 from typing import Any
 
 from optcoll.collectives.builtins import split_allreduce
+from optcoll.instances.clock import Clock
 from optcoll.instances.instance import Instance
-from optcoll.producers.exact.toolkit.clock import Clock
 from optcoll.results.outcome import SolverOutcome
 from optcoll.schedules.schedule import Schedule
 

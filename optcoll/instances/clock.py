@@ -1,9 +1,12 @@
-"""The limits of one exact solve while it runs (DESIGN.md section 6: a time limit or Ctrl-C ends
-a solve with the best schedule so far and the bound proven so far).
+"""The limits of one job while it runs (docs/model.md §6: a time limit or Ctrl-C ends a solve
+with the best schedule so far and the bound proven so far): the one limits object.
 
-A ``Clock`` is made from the solve's ``Budget`` when the solve starts, so everything the solve
-does — greedy starts, symmetry detection, model building, every solver call — counts against one
-wall-clock limit. Phases take a share of the time and the work left (``part``); work they spend
+A ``Clock`` is made from the job's ``Budget`` when the job starts (the command line, a sweep's
+job, ``run.exact``) and travels whole down to every solver call, so everything the job does —
+bounds, greedy starts, symmetry detection, model building, every solver call — counts against
+one wall-clock limit; nothing below the job unpacks it into loose numbers. It lives beside
+``Budget`` in ``instances`` so that the bounds, the verifier's callers and every producer can
+check it (cooperative deadlines: a phase that sees ``expired`` stops with what it has). Phases take a share of the time and the work left (``part``); work they spend
 is spent on every clock above them, and they share the interrupt flag, so a Ctrl-C seen in one
 phase ends them all.
 
@@ -14,17 +17,24 @@ point on any machine use it instead of seconds.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 from optcoll.instances.budget import Budget
 
+#: Where a clock reads the time (``time.perf_counter``; tests pass a fake one).
+TimeSource = Callable[[], float]
+
 
 class Clock:
-    """Wall-clock end, CP-SAT work left and the interrupt flag of one solve (module docstring)."""
+    """Wall-clock end, CP-SAT work left and the interrupt flag of one job (module docstring).
+
+    ``now`` reads the time (default ``time.perf_counter``); a phase reads its parent's."""
 
     def __init__(self, budget: Budget, start: float | None = None, *, end: float | None = None,
-                 parent: "Clock | None" = None, work: float | None = None):
+                 parent: "Clock | None" = None, work: float | None = None, now: TimeSource | None = None):
         self.budget = budget
-        self.start = time.perf_counter() if start is None else start
+        self.now: TimeSource = now or (parent.now if parent is not None else time.perf_counter)
+        self.start = self.now() if start is None else start
         self.end = self.start + budget.time_limit if end is None else end
         self._parent = parent
         self._work_left = budget.work_limit if parent is None else work
@@ -45,13 +55,17 @@ class Clock:
 
     # -- time and work ----------------------------------------------------------------------------
     def elapsed(self) -> float:
-        return time.perf_counter() - self.start
+        return self.now() - self.start
 
     def left(self) -> float:
         """Seconds left (0 once interrupted or out of work)."""
         if self.interrupted or self.work_left() == 0.0:
             return 0.0
-        return max(0.0, self.end - time.perf_counter())
+        return max(0.0, self.end - self.now())
+
+    def expired(self) -> bool:
+        """No time or work left, or interrupted: a phase that checks this stops with what it has."""
+        return self.left() <= 0.0
 
     def work_left(self) -> float | None:
         """CP-SAT deterministic time left to this clock, or None without a work limit."""
@@ -90,13 +104,26 @@ class Clock:
         per-question limit); None: this clock itself."""
         if seconds is None:
             return self
-        now = time.perf_counter()
+        now = self.now()
         return Clock(self.budget, now, end=min(self.end, now + seconds), parent=self, work=self.work_left())
 
-    def part(self, share: float) -> "Clock":
-        """A phase that may use ``share`` of the time and of the work left now; it shares the
-        interrupt, and what it spends is spent here too."""
-        now = time.perf_counter()
-        work = self.work_left()
+    def part(self, share: float, *, work: float | None = None) -> "Clock":
+        """A phase that may use ``share`` of the time and of the work left now (``work``: that
+        much work instead, never more than is left here); it shares the interrupt, and what it
+        spends is spent here too."""
+        now = self.now()
+        left = self.work_left()
         return Clock(self.budget, now, end=now + max(0.0, self.end - now) * share, parent=self,
-                     work=None if work is None else work * share)
+                     work=None if left is None else left * share if work is None else work)
+
+
+def clock_for(budget: Budget, clock: Clock | None = None, **overrides: object) -> Clock:
+    """The clock a solver entry runs under: ``clock`` when the caller's job already runs one
+    (then it holds every limit, and ``overrides`` must all be None), else a new clock started now
+    from ``budget`` with the fields in ``overrides`` replaced (the Python API's keywords)."""
+    if clock is None:
+        return Clock(budget.overridden(**overrides))
+    given = sorted(name for name, value in overrides.items() if value is not None)
+    if given:
+        raise TypeError(f"a running clock holds the limits; leave {', '.join(given)} unset")
+    return clock

@@ -8,7 +8,7 @@ import pytest
 
 from optcoll.machines import generators as g
 from optcoll.machines.catalog import load_machine
-from optcoll.machines.draw import draw_machine
+from optcoll.reports.drawing import draw_machine
 
 SVG = "{http://www.w3.org/2000/svg}"
 

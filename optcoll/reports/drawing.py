@@ -88,18 +88,10 @@ def machine_figure(machine: Machine, title: str | None = None) -> Figure:
     """The drawing as a matplotlib Figure (for other formats or embedding in reports)."""
     xy = _layout(machine)
     unit = _unit(xy)
-    # Group links by unordered node pair and bandwidth: (u, v, bw) -> [links u->v, links v->u].
-    groups: dict[tuple[int, int, float], list[int]] = {}
-    for u, v, bw in zip(machine.link_src.tolist(), machine.link_dst.tolist(),
-                        machine.link_bandwidth.tolist()):
-        key = (min(u, v), max(u, v), bw)
-        groups.setdefault(key, [0, 0])[0 if u < v else 1] += 1
-    lengths = [float(np.hypot(*(xy[v] - xy[u]))) for u, v, _ in groups]
-    blocked = _blocked(xy, [(u, v) for u, v, _ in groups], 0.3 * unit)
+    groups = _cables(machine)
     bandwidths = sorted({bw for _, _, bw in groups})
     colour = {bw: _COLOURS[i] if len(bandwidths) <= len(_COLOURS) else "#555555"
               for i, bw in enumerate(bandwidths)}
-
     span = np.ptp(xy, axis=0) / unit if len(xy) > 1 else np.zeros(2)
     inch = min(0.75, 28.0 / max(1.0, float(span.max())))  # inches per unit, figure at most ~30 in
     width, height = (float(s) * inch + 1.5 for s in span)
@@ -108,8 +100,36 @@ def machine_figure(machine: Machine, title: str | None = None) -> Figure:
     ax = fig.add_subplot()
     ax.set_aspect("equal")
     ax.axis("off")
+    segments = _draw_links(ax, xy, unit, groups, colour)
+    _draw_nodes(ax, machine, xy, unit, node_pt)
+    if 1 < len(bandwidths) <= len(_COLOURS):
+        ax.legend(handles=[Line2D([], [], color=colour[bw], label=bandwidth_text(bw)) for bw in bandwidths],
+                  loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=7, frameon=False)
+    heading = title if title is not None else machine.name
+    if title is None and machine.description:
+        heading += "\n" + "\n".join(textwrap.wrap(machine.description, 90))
+    ax.set_title(heading, fontsize=8)
+    extent = np.vstack([xy, *segments])
+    pad = 0.6 * unit
+    ax.set_xlim(extent[:, 0].min() - pad, extent[:, 0].max() + pad)
+    ax.set_ylim(extent[:, 1].min() - pad, extent[:, 1].max() + pad)
+    return fig
 
-    annotate = len(groups) <= _MAX_ANNOTATED_EDGES
+
+def _cables(machine: Machine) -> dict[tuple[int, int, float], list[int]]:
+    """Links by unordered node pair and bandwidth: (u, v, bw) -> [links u->v, links v->u]."""
+    groups: dict[tuple[int, int, float], list[int]] = {}
+    for u, v, bw in zip(machine.link_src.tolist(), machine.link_dst.tolist(),
+                        machine.link_bandwidth.tolist()):
+        groups.setdefault((min(u, v), max(u, v), bw), [0, 0])[0 if u < v else 1] += 1
+    return groups
+
+
+def _draw_links(ax, xy: np.ndarray, unit: float, groups: dict[tuple[int, int, float], list[int]],
+                colour: dict[float, str]) -> list[np.ndarray]:
+    """One line per balanced cable, one bent arrow per direction otherwise; the curves drawn."""
+    lengths = [float(np.hypot(*(xy[v] - xy[u]))) for u, v, _ in groups]
+    blocked = _blocked(xy, [(u, v) for u, v, _ in groups], 0.3 * unit)
     segments, widths, colours, marks, heads = [], [], [], [], []
     for (u, v, bw), length, detour in zip(groups, lengths, blocked):
         forward, backward = groups[(u, v, bw)]
@@ -130,39 +150,31 @@ def machine_figure(machine: Machine, title: str | None = None) -> Figure:
             if forward != backward:
                 heads.append((curve[len(curve) // 2 + 1], middle, colour[bw]))
     ax.add_collection(LineCollection(segments, linewidths=widths, colors=colours, zorder=1))
-    if annotate:
+    if len(groups) <= _MAX_ANNOTATED_EDGES:
         for (x, y), text in marks:
             ax.text(x, y, text, fontsize=6, ha="center", va="center", zorder=2,
                     bbox={"boxstyle": "round,pad=0.1", "fc": "white", "ec": "none", "alpha": 0.8})
         for tip, tail, c in heads:
             ax.annotate("", xy=tip, xytext=tail, zorder=2,
                         arrowprops={"arrowstyle": "-|>", "color": c, "lw": 1, "mutation_scale": 9})
+    return segments
 
+
+def _draw_nodes(ax, machine: Machine, xy: np.ndarray, unit: float, node_pt: float) -> None:
+    """NPUs as circles, switches as squares, labels where there are few enough to read."""
     n = machine.num_npus
     ax.scatter(xy[:n, 0], xy[:n, 1], s=node_pt**2, marker="o", c="#f2f2f2", edgecolors="#222222",
                linewidths=1, zorder=3)
     if machine.switches:
         ax.scatter(xy[n:, 0], xy[n:, 1], s=(1.3 * node_pt) ** 2, marker="s", c="#ffe9a8",
                    edgecolors="#222222", linewidths=1, zorder=3)
-    if machine.num_nodes <= _MAX_LABELLED_NODES:
-        for v in range(machine.num_nodes):
-            label = machine.label(v)
-            size = min(8.0, 1.7 * node_pt / max(3, len(label)))
-            if v >= n:  # switch names are long: write them beside the square
-                ax.text(xy[v, 0], xy[v, 1] - 0.45 * unit, label, fontsize=min(7.0, node_pt / 3),
-                        ha="center", va="top", zorder=4)
-            elif size >= 3:
-                ax.text(xy[v, 0], xy[v, 1], label, fontsize=size, ha="center", va="center", zorder=4)
-
-    if 1 < len(bandwidths) <= len(_COLOURS):
-        ax.legend(handles=[Line2D([], [], color=colour[bw], label=bandwidth_text(bw)) for bw in bandwidths],
-                  loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=7, frameon=False)
-    heading = title if title is not None else machine.name
-    if title is None and machine.description:
-        heading += "\n" + "\n".join(textwrap.wrap(machine.description, 90))
-    ax.set_title(heading, fontsize=8)
-    extent = np.vstack([xy, *segments])
-    pad = 0.6 * unit
-    ax.set_xlim(extent[:, 0].min() - pad, extent[:, 0].max() + pad)
-    ax.set_ylim(extent[:, 1].min() - pad, extent[:, 1].max() + pad)
-    return fig
+    if machine.num_nodes > _MAX_LABELLED_NODES:
+        return
+    for v in range(machine.num_nodes):
+        label = machine.label(v)
+        size = min(8.0, 1.7 * node_pt / max(3, len(label)))
+        if v >= n:  # switch names are long: write them beside the square
+            ax.text(xy[v, 0], xy[v, 1] - 0.45 * unit, label, fontsize=min(7.0, node_pt / 3),
+                    ha="center", va="top", zorder=4)
+        elif size >= 3:
+            ax.text(xy[v, 0], xy[v, 1], label, fontsize=size, ha="center", va="center", zorder=4)

@@ -1,0 +1,82 @@
+"""The calibrated machine: the same graph with what a runtime achieves on each link.
+
+A ``CalibratedMachine`` is its own type (never a ``Machine`` a bound could be computed on): the
+physical model's links rated by ``optcoll.machines.calibration`` for one protocol. Links inside a
+node (its NVLinks or Infinity Fabric, and its NVSwitch) get the generation's link efficiency and
+the protocol's NVLink step latency, split over the hops of one GPU-to-GPU step (two through a
+switch); the other links (NICs, leaves, spine) the network efficiency and step latency, split the
+same way. Schedules that reduce in a switch (NVLS) run its links at the generation's NVLS
+efficiency. Every link's bandwidth also carries the protocol's payload efficiency. The time model
+is ``serialization``: α is pipelined propagation (one step latency per hop), a link is busy only
+while it moves bytes.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from functools import cached_property
+
+import numpy as np
+
+from optcoll.instances.instance import TimeModel
+from optcoll.machines.calibration import NET_EFFICIENCY, Generation, Protocol
+from optcoll.machines.machine import Machine
+from optcoll.producers.baselines.nccl.topology import NcclTopology, nccl_topology
+
+TIME_MODEL = TimeModel(occupancy="serialization")
+
+
+@dataclass(frozen=True, eq=False)
+class CalibratedMachine:
+    """A physical machine rated for one protocol of one GPU generation (module docstring)."""
+
+    physical: Machine
+    generation: Generation
+    protocol: Protocol
+    innetwork: bool  # links of reducing switches at NVLS efficiency
+
+    @cached_property
+    def topology(self) -> NcclTopology:
+        return nccl_topology(self.physical, list(self.physical.npus))
+
+    @cached_property
+    def scale_up(self) -> np.ndarray:
+        """Per link: inside one node (its members and its fabric switch)."""
+        m = self.physical
+        node_of = np.full(m.num_nodes, -1)
+        for i, node in enumerate(self.topology.nodes):
+            node_of[list(node)] = i
+            if self.topology.fabrics[i] is not None:
+                node_of[self.topology.fabrics[i]] = i
+        a, b = node_of[m.link_src], node_of[m.link_dst]
+        return (a >= 0) & (a == b)
+
+    @cached_property
+    def machine(self) -> Machine:
+        m, p, g = self.physical, self.protocol, self.generation
+        switch_end = np.array([m.is_switch(int(u)) or m.is_switch(int(v))
+                               for u, v in zip(m.link_src, m.link_dst)], dtype=bool)
+        both_switch = np.array([m.is_switch(int(u)) and m.is_switch(int(v))
+                                for u, v in zip(m.link_src, m.link_dst)], dtype=bool)
+        up = self.scale_up
+        efficiency = np.where(up, g.link_efficiency.value, NET_EFFICIENCY.value) * p.payload.value
+        step = np.where(up, p.step_nvlink_us.value, p.step_net_us.value) * 1e-6
+        latency = np.where(both_switch, 0.0, np.where(switch_end, step / 2, step))
+        bandwidth = m.link_bandwidth * efficiency
+        if self.innetwork and g.nvls_efficiency.value > 0:
+            reducing = np.array([any(m.is_switch(int(x)) and m.switch(int(x)).reduce for x in (u, v))
+                                 for u, v in zip(m.link_src, m.link_dst)], dtype=bool)
+            bandwidth = np.where(reducing, bandwidth * g.nvls_efficiency.value, bandwidth)
+        if p.name == "ll":  # NCCL caps LL's bus bandwidth per GPU (llMaxBws): spread over its links
+            bandwidth = self._capped(bandwidth, g.ll_max_busbw.value * 1e9)
+        return replace(m, link_latency=latency, link_bandwidth=bandwidth,
+                       name=f"{m.name} [calibrated {g.name}/{p.name}{'/nvls' if self.innetwork else ''}]")
+
+    def _capped(self, bandwidth: np.ndarray, per_npu: float) -> np.ndarray:
+        m = self.physical
+        out = bandwidth.copy()
+        for v in m.npus:
+            for links in (m.out_links[v], m.in_links[v]):
+                total = float(out[links].sum())
+                if total > per_npu:
+                    out[links] *= per_npu / total
+        return out

@@ -1,0 +1,135 @@
+"""``optcoll expect``: what a machine should measure, per message size (docs/model.md §8)."""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import click
+
+from optcoll.cli.limits import SIZES
+from optcoll.cli.output import echo, emit_json, json_option
+from optcoll.errors import InputError
+from optcoll.units import format_size, format_time, parse_size
+
+KINDS = ("allreduce", "allgather", "reducescatter", "alltoall")
+ALGORITHMS = ("ring", "tree", "nvls", "nvls_tree", "pat")
+
+
+def _measured(ref: str | None, kind: str, machine: str):
+    if ref is None:
+        return None
+    from optcoll.interop.measurements import find
+    from optcoll.interop.nccltests import read_sweep
+
+    if Path(ref).suffix == ".toml" or "/" not in ref and not Path(ref).exists():
+        entry = find(ref)
+        if entry.collective != kind:
+            raise InputError(f"measurement {entry.name} is of {entry.collective}, not {kind}", field="--measured")
+        return dict(entry.points)
+    sweep = read_sweep(ref, kind)
+    return {row.size: row.best_time for row in sweep.rows}
+
+
+def expect_rows(machine: str, kind: str, sizes: list[int], algorithm: str | None, gpu: str | None,
+                measured: dict[int, float] | None):
+    from optcoll.analysis.expect.predict import context, row
+    from optcoll.machines.calibration import generation_of
+    from optcoll.machines.catalog import load_machine
+
+    ctx = context(load_machine(machine), generation_of(Path(machine).stem, gpu))
+    return [row(ctx, kind, s, algorithm, (measured or {}).get(s)) for s in sizes]
+
+
+def _ranks(machine: str) -> int:
+    from optcoll.machines.catalog import load_machine
+
+    return load_machine(machine).num_npus
+
+
+def _table(rows) -> str:
+    from optcoll.text.table import table
+
+    body = []
+    for r in rows:
+        meas = (f"{format_time(r.measured)} ({r.best.seconds / r.measured:.2f} best, "
+                f"{r.bound / r.measured:.2f} bound)") if r.measured else "-"
+        body.append([format_size(r.size), format_time(r.bound),
+                     f"{format_time(r.best.seconds)} {r.best.producer}/{r.best.protocol} C={r.best.chunks}"
+                     + (" (C capped)" if r.best.capped else ""),
+                     f"{r.nccl.algorithm}/{r.nccl.protocol} x{r.nccl.channels} C={r.nccl.chunks}",
+                     format_time(r.nccl.seconds), f"{r.headroom:.2f}", meas])
+    return table(["size", "bound (physical)", "best verified (calibrated)", "NCCL choice", "NCCL time",
+                  "headroom", "measured"], body)
+
+
+def _write(out: Path, machine: str, kind: str, rows, measured_label: str | None) -> None:
+    ranks = _ranks(machine)
+    from optcoll.fileio import write_text_atomic as write_text
+    from optcoll.reports.plots import expect_plot
+
+    stem = out / f"{Path(machine).stem}-{kind}"
+    write_text(f"{stem}.json", json.dumps([r.to_dict() for r in rows], indent=1) + "\n")
+    write_text(f"{stem}.md", f"# {Path(machine).stem} {kind}\n\n```\n{_table(rows)}\n```\n")
+    write_text(f"{stem}.svg", expect_plot(rows, kind, f"{Path(machine).stem} {kind}", ranks, measured_label))
+
+
+@click.command("expect")
+@click.argument("machine", required=False)
+@click.option("--collective", "kind", default="allreduce", show_default=True,
+              help=f"The collective: {', '.join(KINDS)}.")
+@click.option("--sizes", type=SIZES, default="1KiB:8GiB", show_default=True,
+              help="A:B (powers of two), or a comma list such as 4KiB,1MiB,1073741824 (bare = bytes).")
+@click.option("--algorithm", default=None,
+              help=f"Predict NCCL with this algorithm forced (NCCL_ALGO): {', '.join(ALGORITHMS)}.")
+@click.option("--measured", default=None, help="An nccl-tests output file or a collection entry name.")
+@click.option("--gpu", default=None, help="GPU generation of a machine outside the catalog.")
+@click.option("--plot", default=None, type=click.Path(dir_okay=False), help="Write the busbw-vs-size SVG here.")
+@click.option("--all", "every", is_flag=True, help="Every calibrated catalog machine and collective.")
+@click.option("-o", "--out", default=None, type=click.Path(file_okay=False), help="Folder for --all.")
+@json_option
+def expect(machine, kind, sizes, algorithm, measured, gpu, plot, every, out, as_json) -> None:
+    """Per size: physical bound, best verified schedule and NCCL's choice in the calibrated model."""
+    size_list = list(sizes)
+    if kind not in KINDS:
+        raise InputError(f"{kind!r} is not one of {', '.join(KINDS)}", field="--collective")
+    if algorithm is not None and algorithm not in ALGORITHMS:
+        raise InputError(f"{algorithm!r} is not one of {', '.join(ALGORITHMS)}", field="--algorithm")
+    if every:
+        _expect_all(Path(out or "reports/expect"), size_list)
+        return
+    if machine is None:
+        raise InputError("name a MACHINE (or --all)", field="MACHINE")
+    points = _measured(measured, kind, machine)
+    rows = expect_rows(machine, kind, size_list, algorithm, gpu, points)
+    if plot:
+        from optcoll.fileio import write_text_atomic as write_text
+        from optcoll.reports.plots import expect_plot
+
+        write_text(plot, expect_plot(rows, kind, f"{Path(machine).stem} {kind}", _ranks(machine), measured))
+    if as_json:
+        emit_json([r.to_dict() for r in rows])
+    else:
+        echo(_table(rows))
+
+
+def _expect_all(out: Path, sizes: list[int]) -> None:
+    from optcoll.interop.measurements import collection
+    from optcoll.machines.calibration import catalog_machines
+
+    out.mkdir(parents=True, exist_ok=True)
+    entries = collection()
+    for machine in catalog_machines():
+        for kind in KINDS:
+            entry = next((e for e in entries if e.machine == machine and e.collective == kind), None)
+            forced = entry.algorithm if entry and entry.algorithm != "default" else None
+            try:
+                rows = expect_rows(machine, kind, sizes, forced, None, dict(entry.points) if entry else None)
+            except InputError as exc:
+                echo(f"{machine} {kind}: skipped: {exc}", err=True)
+                continue
+            _write(out, machine, kind, rows, entry.name if entry else None)
+            echo(f"{machine} {kind}: {len(rows)} sizes", err=True)
+
+
+COMMANDS = [expect]

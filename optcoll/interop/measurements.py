@@ -1,0 +1,145 @@
+"""Published nccl-tests / rccl-tests measurements as data: the ``measurements/`` collection.
+
+One TOML file per measured sweep::
+
+    [measurement]
+    machine = "dgxh100"          # a catalog model (optcoll model list)
+    collective = "allreduce"
+    ranks = 8
+    library = "NCCL"             # or RCCL
+    version = "2.18.5"
+    algorithm = "nvls"           # what the run forced (NCCL_ALGO), or "default": the library chose
+    protocol = "simple"          # NCCL_PROTO if forced, or "default"
+    run = "in-place"             # which column: in-place, out-of-place or best (the faster)
+    role = "fit"                 # fit: calibration uses it; holdout: only checks predictions
+    [source]
+    url = "..."                  # where the numbers are published, at a commit
+    commit = "..."
+    [data]
+    file = "raw/x.txt"           # a raw nccl-tests output (``nccltests``), or
+    busbw = [[1024, 0.07], ...]  # a published table: bytes, bus bandwidth in GB/s
+
+Times come from the table the same way nccl-tests derives its bandwidths
+(``nccltests.busbw_factor``): time = size / (busbw / factor).
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from optcoll.bundled import bundled_dir
+from optcoll.errors import InputError
+from optcoll.inputfiles import known_keys, read_toml
+from optcoll.interop.nccltests import busbw_factor, read_sweep
+
+_TOP = ("measurement", "source", "data")
+_MEASUREMENT = ("machine", "collective", "ranks", "library", "version", "algorithm", "protocol", "run",
+                "role", "system")
+_SOURCE = ("url", "repository", "commit", "note")
+_DATA = ("file", "busbw")
+RUNS = ("in-place", "out-of-place", "best")
+ROLES = ("fit", "holdout")
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One published sweep: where it ran, what it forced, and (bytes, seconds) per size."""
+
+    name: str
+    machine: str
+    collective: str
+    ranks: int
+    library: str
+    version: str
+    algorithm: str
+    protocol: str
+    role: str
+    url: str
+    points: tuple[tuple[int, float], ...]
+
+    def describe(self) -> str:
+        forced = f"{self.algorithm}/{self.protocol}"
+        return (f"{self.name}: {self.library} {self.version} {self.collective} on {self.machine} "
+                f"({forced}, {len(self.points)} sizes; {self.url})")
+
+    def time_at(self, size: int) -> float | None:
+        return next((t for s, t in self.points if s == size), None)
+
+
+def measurements_dir() -> Path:
+    return bundled_dir("measurements")
+
+
+def _field(table: dict, key: str, where: str, source: str) -> str:
+    value = table.get(key)
+    if not isinstance(value, str) or not value:
+        raise InputError("missing or not a string", source=source, field=f"{where}.{key}")
+    return value
+
+
+def _points(path: Path, data: dict, collective: str, ranks: int, run: str) -> tuple[tuple[int, float], ...]:
+    source = str(path)
+    if ("file" in data) == ("busbw" in data):
+        raise InputError("give exactly one of data.file (an nccl-tests output) and data.busbw (a table)",
+                         source=source, field="data")
+    if "file" in data:
+        sweep = read_sweep(path.parent / _field(data, "file", "data", source), collective)
+        pick = {"in-place": lambda r: r.in_time_us, "out-of-place": lambda r: r.out_time_us,
+                "best": lambda r: r.best_time * 1e6}[run]
+        return tuple((row.size, pick(row) * 1e-6) for row in sweep.rows if pick(row) is not None)
+    factor = busbw_factor(collective, ranks)
+    points = []
+    for i, item in enumerate(data["busbw"]):
+        if (not isinstance(item, list) or len(item) != 2 or not isinstance(item[0], int)
+                or not isinstance(item[1], (int, float)) or item[0] <= 0 or item[1] <= 0):
+            raise InputError("each entry is [bytes (integer), busbw in GB/s (positive)]", source=source,
+                             field=f"data.busbw[{i}]")
+        points.append((item[0], item[0] / (item[1] * 1e9 / factor)))
+    return tuple(points)
+
+
+def load_measurement(path: str | os.PathLike) -> Measurement:
+    """One collection entry (module docstring); ``InputError`` naming file and field."""
+    path = Path(path)
+    source = str(path)
+    data = read_toml(path)
+    known_keys(data, "", _TOP, source, sections=True)
+    meta = data.get("measurement", {})
+    known_keys(meta, "measurement", _MEASUREMENT, source)
+    known_keys(data.get("source", {}), "source", _SOURCE, source)
+    known_keys(data.get("data", {}), "data", _DATA, source)
+    ranks = meta.get("ranks")
+    if not isinstance(ranks, int) or ranks < 2:
+        raise InputError("must be an integer of at least 2", source=source, field="measurement.ranks")
+    run = meta.get("run", "best")
+    if run not in RUNS:
+        raise InputError(f"one of {', '.join(RUNS)}", source=source, field="measurement.run")
+    role = meta.get("role", "holdout")
+    if role not in ROLES:
+        raise InputError(f"one of {', '.join(ROLES)}", source=source, field="measurement.role")
+    collective = _field(meta, "collective", "measurement", source)
+    return Measurement(path.stem, _field(meta, "machine", "measurement", source), collective, ranks,
+                       _field(meta, "library", "measurement", source),
+                       _field(meta, "version", "measurement", source),
+                       meta.get("algorithm", "default").lower(), meta.get("protocol", "default").lower(),
+                       role, _field(data.get("source", {}), "url", "source", source),
+                       _points(path, data.get("data", {}), collective, ranks, run))
+
+
+def collection(directory: str | os.PathLike | None = None) -> list[Measurement]:
+    """Every entry of the collection (the bundled ``measurements/`` by default), by name."""
+    folder = Path(directory) if directory is not None else measurements_dir()
+    return [load_measurement(p) for p in sorted(folder.glob("*.toml"))]
+
+
+def find(name: str) -> Measurement:
+    """A collection entry by name, or a file path to one."""
+    path = Path(name)
+    if path.suffix == ".toml" and path.is_file():
+        return load_measurement(path)
+    candidate = measurements_dir() / f"{name}.toml"
+    if not candidate.is_file():
+        known = ", ".join(p.stem for p in sorted(measurements_dir().glob("*.toml")))
+        raise InputError(f"no measurement named {name!r}; known: {known}")
+    return load_measurement(candidate)

@@ -1,0 +1,171 @@
+"""The calibrated yardstick's numbers (docs/model.md §8): what NCCL/RCCL achieve, not what links can do.
+
+Physical numbers (the model files) bound; these predict. They never enter a machine model: they
+live here, each with its source, and ``optcoll.analysis.expect.calibrated`` builds a separate
+``CalibratedMachine`` from them, a type the bounds never see. Every number is one of:
+
+* ``nccl``: read from NCCL 2.30.7 (github.com/NVIDIA/nccl, commit 5067397c), file named;
+* ``fitted``: fitted to the collection's ``role = "fit"`` measurements (named), one value per link
+  or switch generation, GPU generation or protocol, never per size or machine.
+
+Parameters per GPU generation (``GENERATIONS``) and per protocol (``PROTOCOLS``); a machine is
+mapped to its GPU generation by ``generation_of`` (a fact about the hardware, not a fit).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from optcoll.errors import InputError
+
+NCCL = "NCCL 2.30.7 (github.com/NVIDIA/nccl 5067397c)"
+
+
+@dataclass(frozen=True)
+class Calibrated:
+    """One calibrated number: value, unit and where it comes from (never a nominal figure)."""
+
+    value: float
+    unit: str
+    source: str
+
+    def describe(self) -> str:
+        return f"{self.value:g} {self.unit} (calibrated: {self.source})"
+
+
+def nccl(value: float, unit: str, where: str) -> Calibrated:
+    return Calibrated(value, unit, f"{NCCL} {where}")
+
+
+def fitted(value: float, unit: str, to: str) -> Calibrated:
+    return Calibrated(value, unit, f"fitted to {to}")
+
+
+@dataclass(frozen=True)
+class Generation:
+    """What a GPU generation's runtime achieves on its scale-up fabric."""
+
+    name: str
+    #: Effective / nominal rate of one scale-up link (NCCL's per-NVLink bandwidth over 25 or 50 GB/s).
+    link_efficiency: Calibrated
+    #: NVLS (in-switch reduction) throughput / the links' effective rate; 0 = no NVLS.
+    nvls_efficiency: Calibrated
+    #: NCCL's cap on LL bus bandwidth in one node (llMaxBws[.][0]), GB/s.
+    ll_max_busbw: Calibrated
+    #: Channels (CTAs) NCCL runs ring/tree on at full size, and NVLS channels.
+    channels: int
+    nvls_channels: int
+
+
+_TOPO = "src/graph/topo.h"
+_TUNING = "src/graph/tuning.cc"
+GENERATIONS: dict[str, Generation] = {
+    "volta": Generation("volta", nccl(20.0 / 25.0, "x", f"{_TOPO} SM70_NVLINK_BW 20 GB/s per NVLink2 (25 GB/s)"),
+                        nccl(0.0, "x", f"{_TUNING} nvlsEfficiency[Volta]"),
+                        nccl(39.0, "GB/s", f"{_TUNING} llMaxBws[Volta][N1]"), 12, 0),
+    "ampere": Generation("ampere", nccl(20.0 / 25.0, "x", f"{_TOPO} SM80_NVLINK_BW 20 GB/s per NVLink3 (25 GB/s)"),
+                         nccl(0.0, "x", f"{_TUNING} nvlsEfficiency[Ampere]"),
+                         nccl(87.7, "GB/s", f"{_TUNING} llMaxBws[Ampere][N1]"), 24, 0),
+    "hopper": Generation("hopper", nccl(20.6 / 25.0, "x", f"{_TOPO} SM90_NVLINK_BW 20.6 GB/s per NVLink4 (25 GB/s)"),
+                         nccl(0.85, "x", f"{_TUNING} nvlsEfficiency[Hopper]"),
+                         nccl(141.0, "GB/s", f"{_TUNING} llMaxBws[Hopper][N1]"), 32, 16),
+    "blackwell": Generation("blackwell", nccl(40.1 / 50.0, "x", f"{_TOPO} SM100_NVLINK_BW 40.1 GB/s per NVLink5 (50 GB/s)"),
+                            nccl(0.74, "x", f"{_TUNING} nvlsEfficiency[Blackwell]"),
+                            nccl(282.0, "GB/s", f"{_TUNING} llMaxBws[Blackwell][N1]"), 32, 24),
+    # RCCL on MI300X: Infinity Fabric links; no NVLS. Link efficiency fitted (RCCL prints no per-link
+    # constant of this kind); LL cap taken as NCCL's for its contemporary (Hopper).
+    "cdna3": Generation("cdna3", fitted(0.79, "x", "mi300x-allreduce-rccl-aac8 (sizes >= 256 MiB)"),
+                        Calibrated(0.0, "x", "MI300X has no in-switch reduction"),
+                        nccl(141.0, "GB/s", f"{_TUNING} llMaxBws[Hopper][N1], taken for MI300X"), 16, 0),
+}
+
+#: Effective / nominal rate of a network link (NCCL's NET_BW 12 GB/s per 100 Gbit/s, 12.5 GB/s).
+NET_EFFICIENCY = nccl(12.0 / 12.5, "x", f"{_TOPO} NET_BW 12 GB/s for a 100 Gbit/s NIC")
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """NCCL's LL, LL128 and Simple: payload efficiency, per-step latencies and pipelining unit."""
+
+    name: str
+    #: Payload / bytes on the wire (LL: 8 of 16 bytes; LL128: NCCL's 0.92 for 120/128).
+    payload: Calibrated
+    #: Per ring step (one GPU to the next), NVLink and network, µs: hwLatencies[.][RING][p].
+    step_nvlink_us: Calibrated
+    step_net_us: Calibrated
+    #: Per-call base latency, µs: baseLatencies[RING][p] (plus a fitted launch term, see BASE).
+    base_us: Calibrated
+    #: Bytes a channel pipelines at once (its FIFO step, a Simple slice): the unit of C.
+    chunk_bytes: Calibrated
+    #: NCCL's per-thread work threshold that trims channels for small sizes (comm.h).
+    thread_threshold: int
+    max_threads: int
+
+
+PROTOCOLS: dict[str, Protocol] = {
+    "ll": Protocol("ll", nccl(0.5, "x", f"{_TUNING} ring LL busBw * .5"),
+                   nccl(0.6, "us", f"{_TUNING} hwLatencies[NVLINK][RING][LL]"),
+                   nccl(2.7, "us", f"{_TUNING} hwLatencies[NET][RING][LL]"),
+                   nccl(6.6, "us", f"{_TUNING} baseLatencies[RING][LL]"),
+                   nccl(32768, "B", "src/device/primitives.h: LL step = buffSize/NCCL_STEPS/2 = 512 KiB/8/2"),
+                   8 * 8, 512),
+    "ll128": Protocol("ll128", nccl(0.92, "x", f"{_TUNING} ring LL128 busBw * 0.92 (120/128)"),
+                      nccl(1.9, "us", f"{_TUNING} hwLatencies[NVLINK][RING][LL128]"),
+                      nccl(4.0, "us", f"{_TUNING} hwLatencies[NET][RING][LL128]"),
+                      nccl(14.0, "us", f"{_TUNING} baseLatencies[RING][LL128]"),
+                      nccl(576000, "B", "src/device/primitives.h: LL128 step = 614400 B * 120/128"),
+                      8, 640),
+    "simple": Protocol("simple", nccl(1.0, "x", "Simple moves payload only"),
+                       nccl(3.4, "us", f"{_TUNING} hwLatencies[NVLINK][RING][Simple]"),
+                       nccl(14.0, "us", f"{_TUNING} hwLatencies[NET][RING][Simple]"),
+                       nccl(8.4, "us", f"{_TUNING} baseLatencies[RING][Simple]"),
+                       nccl(1048576, "B", "src/include/collectives.h: slice = stepSize 512 KiB * ALLREDUCE_SLICESTEPS 2"),
+                       64, 512),
+}
+
+#: NVLS: the per-call latency NCCL charges (hwLatencies[NVLINK][NVLS][Simple], no base) and its
+#: pipelining unit (nvlsChunkSize 128 KiB, cut to 64/32/16 KiB for small buffers in calcCollChunking).
+NVLS_CALL_US = nccl(25.0, "us", f"{_TUNING} hwLatencies[NVLINK][NVLS][Simple]")
+NVLS_CHUNK_BYTES = nccl(131072, "B", "src/init.cc nvlsChunkSize default 128 KiB")
+
+#: A launch and completion cost per call on top of NCCL's own latencies, which nccl-tests' timer
+#: (cudaEvent around the call, averaged) includes and NCCL's tuner model leaves out.
+LAUNCH_US = fitted(4.0, "us", "dgxh100-allreduce-nvls-azure and dgxa100-allreduce-azure (sizes <= 64 KiB)")
+
+#: The machines of the catalog and their GPU generation (a hardware fact, not a fit). A cluster
+#: mixing generations runs at its oldest one's tuning, as NCCL does (minCompCap).
+_CATALOG = {"dgx1": "volta", "dgx1_nvlink_down": "volta", "dgx2": "volta", "dgxa100": "ampere",
+            "nvswitch8": "ampere", "cluster2x8": "ampere", "perlmutter": "ampere",
+            "hetero-dgxa100-dgxh100-rail-2x8": "ampere", "dgxh100": "hopper", "dgxh200": "hopper",
+            "dgxh100-rail-2x8": "hopper", "dgxh100-rail-4x8": "hopper", "dgxh100-rail-16x8": "hopper",
+            "dgxh100-rail-64x8": "hopper", "dgxb200": "blackwell", "gb200-nvl72": "blackwell",
+            "mi300x": "cdna3"}
+
+
+def generation_of(machine_name: str, override: str | None = None) -> Generation:
+    """The GPU generation of a catalog machine, or ``override`` (``--gpu``) for any machine."""
+    name = override or _CATALOG.get(machine_name)
+    if name is None:
+        raise InputError(f"no calibration for machine {machine_name!r}: name its GPU generation "
+                         f"(--gpu {'|'.join(GENERATIONS)})")
+    if name not in GENERATIONS:
+        raise InputError(f"unknown GPU generation {name!r}; one of {', '.join(GENERATIONS)}", field="gpu")
+    return GENERATIONS[name]
+
+
+def catalog_machines() -> list[str]:
+    """The NVIDIA and AMD catalog machines the calibration covers, by name."""
+    return sorted(_CATALOG)
+
+
+def all_numbers() -> list[tuple[str, Calibrated]]:
+    """Every calibrated number with its name, for reports that list their sources."""
+    out: list[tuple[str, Calibrated]] = []
+    for g in GENERATIONS.values():
+        out += [(f"{g.name}.link_efficiency", g.link_efficiency), (f"{g.name}.nvls_efficiency", g.nvls_efficiency),
+                (f"{g.name}.ll_max_busbw", g.ll_max_busbw)]
+    for p in PROTOCOLS.values():
+        out += [(f"{p.name}.payload", p.payload), (f"{p.name}.step_nvlink", p.step_nvlink_us),
+                (f"{p.name}.step_net", p.step_net_us), (f"{p.name}.base", p.base_us),
+                (f"{p.name}.chunk", p.chunk_bytes)]
+    return out + [("net.efficiency", NET_EFFICIENCY), ("nvls.call", NVLS_CALL_US),
+                  ("nvls.chunk", NVLS_CHUNK_BYTES), ("launch", LAUNCH_US)]

@@ -1,0 +1,129 @@
+"""The nccl-tests / rccl-tests parser on real outputs (data/README.md, measurements/raw/) and on
+broken ones, and the measurements collection against the physical bounds."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from optcoll.cli.main import cli
+from optcoll.errors import InputError
+from optcoll.interop.measurements import collection
+from optcoll.interop.nccltests import busbw_factor, parse, read_sweep
+
+DATA = Path(__file__).parent / "data"
+RAW = Path(__file__).parents[2] / "measurements" / "raw"
+REAL = sorted(DATA.glob("*.txt")) + sorted(RAW.glob("*.txt"))
+
+
+def test_at_least_five_real_outputs_parse_with_every_row():
+    assert len(REAL) >= 5
+    counts = {p.name: len(read_sweep(p).rows) for p in REAL}
+    assert counts["mi300x-allreduce-rccl-aac8.txt"] == 31
+    assert counts["mi300x-2node-allreduce-rccl-2.22.3.txt"] == 32
+    assert counts["a100-sendrecv-li-plus.txt"] == 4
+
+
+def test_header_facts_are_read():
+    sweep = read_sweep(DATA / "h100-2node-a3mega-allreduce.txt")
+    assert (sweep.collective, sweep.ranks, sweep.avg_busbw) == ("allreduce", 16, 70.742)
+    rccl = read_sweep(DATA / "mi300x-2node-allreduce-rccl-2.22.3.txt")
+    assert rccl.ranks == 16 and any("RCCL version : 2.22.3" in v for v in rccl.versions)
+    assert read_sweep(DATA / "mi355x-2node-allreduce-rccl-2.26.6.txt").avg_busbw is None
+    sendrecv = read_sweep(DATA / "a100-sendrecv-li-plus.txt")
+    assert sendrecv.collective == "sendrecv" and sendrecv.rows[-1].in_busbw == 195.56
+
+
+@pytest.mark.parametrize("path", REAL, ids=lambda p: p.name)
+def test_printed_busbw_is_algbw_times_the_collective_factor(path):
+    sweep = read_sweep(path)
+    factor = busbw_factor(sweep.collective or "allreduce", sweep.ranks or 8)
+    for row in sweep.rows:
+        if row.out_algbw >= 1.0:  # two printed decimals: small values are too coarse to compare
+            assert row.out_busbw == pytest.approx(row.out_algbw * factor, rel=0.01, abs=0.02)
+            assert row.out_algbw == pytest.approx(row.size / row.out_time_us / 1e3, rel=0.01)
+
+
+def test_busbw_factors_follow_nccl_tests_performance_md():
+    assert busbw_factor("allreduce", 8) == 2 * 7 / 8
+    assert busbw_factor("allgather", 8) == busbw_factor("reducescatter", 8) == busbw_factor("alltoall", 8) == 7 / 8
+    assert busbw_factor("broadcast", 8) == 1.0
+
+
+GOOD = (DATA / "a100-sendrecv-li-plus.txt").read_text()
+
+
+@pytest.mark.parametrize("text, words", [
+    (GOOD.replace("  1073741824     268435456     float     sum      -1   5503.4  195.10  195.10      0   5490.5",
+                  "  1073741824     268435456     float     sum      -1   5503.4  195.10"), "line 9: a result row has"),
+    (GOOD.replace("   134217728", "   13421x728"), "line 6: size '13421x728'"),
+    (GOOD.replace("1211.2", "fast"), "line 6: out-of-place time 'fast' is not a number"),
+    ("", "holds no nccl-tests result row"),
+    ("# nothing but comments\n#\n", "holds no nccl-tests result row"),
+])
+def test_broken_outputs_name_file_and_line(text, words):
+    with pytest.raises(InputError) as err:
+        parse(text, "x.txt")
+    assert words in str(err.value) and str(err.value).startswith("x.txt")
+
+
+def test_another_collective_than_asked_is_refused():
+    with pytest.raises(InputError, match="is an nccl-tests output of sendrecv, not of allreduce"):
+        read_sweep(DATA / "a100-sendrecv-li-plus.txt", "allreduce")
+
+
+def _cli(*args: str):
+    result = CliRunner().invoke(cli, list(args))
+    return result.exit_code, result.output
+
+
+@pytest.mark.parametrize("make, words", [
+    (lambda p: p.write_text(""), "holds no nccl-tests result row"),
+    (lambda p: p.write_text(GOOD.replace("   134217728", "   abc", 1)), "line 6"),
+    (lambda p: os.mkfifo(p), "is a FIFO"),
+])
+def test_cli_bad_measured_file_is_one_line_and_exit_2(tmp_path, make, words):
+    path = tmp_path / "m.txt"
+    make(path)
+    code, output = _cli("expect", "dgxh100", "--sizes", "1MiB", "--collective", "allgather",
+                        "--measured", str(path))
+    assert code == 2 and words in output and str(path) in output and len(output.strip().splitlines()) == 1
+
+
+def test_a_file_over_the_input_cap_is_refused_without_reading_it(tmp_path, monkeypatch):
+    path = tmp_path / "big.txt"
+    with open(path, "wb") as handle:  # sparse: 2 GiB on paper, nothing on disk
+        handle.truncate(2 << 30)
+    code, output = _cli("expect", "dgxh100", "--sizes", "1MiB", "--measured", str(path))
+    assert code == 2 and str(path) in output and "OPTCOLL_MAX_INPUT_BYTES" in output
+
+
+def test_expect_json_rows_carry_bound_best_nccl_and_measured():
+    import json
+
+    code, output = _cli("expect", "dgxh100", "--sizes", "4KiB,1073741824", "--algorithm", "nvls",
+                        "--measured", "dgxh100-allreduce-nvls-azure", "--json")
+    assert code == 0, output
+    rows = json.loads(output)
+    assert [r["size"] for r in rows] == [4096, 1 << 30]
+    for r in rows:
+        assert r["nccl"]["algorithm"] == "nvls" and r["nccl"]["protocol"] == "simple"
+        assert r["bound"] <= r["best"]["time"] <= r["nccl"]["time"] * 1.0000001
+        assert r["bound"] <= r["measured"]
+
+
+@pytest.mark.slow  # about three minutes: every bound at 3 values of C for ~90 measured sizes
+def test_no_measurement_is_faster_than_the_physical_bound():
+    """docs/model.md §8: a measurement below a physical bound means the machine model is wrong."""
+    from optcoll.analysis.expect.predict import physical_bound
+    from optcoll.machines.catalog import load_machine
+
+    for entry in collection():
+        machine = load_machine(entry.machine)
+        for size, seconds in entry.points:
+            if size < 1024:
+                continue
+            bound, name = physical_bound(machine, entry.collective, size)
+            assert bound <= seconds, f"{entry.name} at {size} B: {name} bound {bound} > measured {seconds}"
