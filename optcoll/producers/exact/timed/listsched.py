@@ -49,7 +49,7 @@ class Calendar:
 
     def __init__(self, problem: TimedProblem, grid: Grid):
         self.problem, self.grid = problem, grid
-        self.links = [Runs() if c == 1 else Windows(c) for c in grid.capacity.tolist()]
+        self.links = [Runs(float(b)) if c == 1 else Windows(c) for c, b in zip(grid.capacity.tolist(), grid.busy.tolist())]
         self.send = [Windows(problem.send_ports) if problem.send_ports and problem.port_limited[v] else None
                      for v in range(problem.num_nodes)]
         self.recv = [Windows(problem.recv_ports) if problem.recv_ports and problem.port_limited[v] else None
