@@ -11,8 +11,8 @@ What is shared, so that the two paths cannot drift apart in what they decide or 
 * the rules: node roles (``events.role``), starts in (start, transfer id) order, each after every
   delivery up to its start + eps, deliveries in (arrival, transfer id) order, the checks of one
   start in ``problem.PRIORITY`` order, and chunk-by-chunk simulation as in the batched event
-  engine (values of different chunks never meet; link occupancy and port limits come from
-  ``timing.py`` over the whole problem);
+  engine (values of different chunks never meet; port limits come from ``timing.py`` over the
+  whole problem, link occupancy from ``timing.link_overlap``'s rule run compiled here);
 * the verdict across chunks: ``events.met_before`` orders the chunks' first violations and
   timing's, exactly as the batched event engine does;
 * every word: the kernel only says which transfer of which chunk goes wrong first and how (a
@@ -20,7 +20,8 @@ What is shared, so that the two paths cannot drift apart in what they decide or 
   the same transfer and kind, or the run stops with an internal error rather than guess. A
   failed postcondition is described the same way, from a replay of the first failing chunk.
 
-Memory: the problem's columns, one index array over the transfers (grouped by chunk) and, per
+Memory: the problem's columns, one index array over the transfers (grouped by chunk, later by
+link for the overlap check) and, per
 chunk, a row per node holding it, per transfer in flight or queued at a switch, and per last
 delivery (for the ambiguous-arrival check): a few MiB for a 4096-NPU chunk.
 """
@@ -36,7 +37,7 @@ from optcoll.schedules.schedule import COPY, REDUCE
 from optcoll.verify import events, findings
 from optcoll.verify.events import BUFFER, CREDIT, FIFO
 from optcoll.verify.problem import BATCH_TRANSFERS, PRIORITY, Finding, Outcome, Problem, within
-from optcoll.verify.timing import link_overlap, port_overflow
+from optcoll.verify.timing import overlap_finding, port_overflow
 
 #: Violation codes of the kernel and the kind each stands for; launch kinds are ordered at the
 #: transfer's start, delivery kinds at its arrival.
@@ -385,6 +386,31 @@ def _simulate(order, ptr, ids, start, arrive, src, dst, op, via, role, reduce_ok
         pool.top[:] = 0
 
 
+@njit(cache=True)
+def _first_overlap(link, start, occ_end, ids, num_links, eps) -> int:
+    """``timing.link_overlap``'s rule: the first position, in (start, id) order, whose link is
+    still busy with the transfer before it on that link in (start, id) order; -1 for none. One
+    counting sort by link and a small sort per link, instead of sorts over batches of links."""
+    order, ptr = _group(link, num_links)
+    best = -1
+    for e in range(num_links):
+        group = order[ptr[e]:ptr[e + 1]]  # ascending positions: ids ascending too
+        if group.size < 2:
+            continue
+        by_start = group[np.argsort(start[group], kind="mergesort")]  # (start, id) order
+        for k in range(1, by_start.size):
+            a, b = by_start[k - 1], by_start[k]
+            if occ_end[a] > start[b] + eps and (
+                    best < 0 or start[b] < start[best] or (start[b] == start[best] and ids[b] < ids[best])):
+                best = b
+    return best
+
+
+def _link_overlap(p: Problem) -> Finding | None:
+    j = _first_overlap(p.link, p.start, p.occ_end, p.ids, p.machine.num_links, float(p.eps))
+    return None if j < 0 else overlap_finding(p, j)
+
+
 def run(p: Problem, batch: int = BATCH_TRANSFERS) -> Outcome:
     """The event engine's outcome, computed chunk by chunk in compiled code (module docstring)."""
     pre, post = p.collective.pre, p.collective.post
@@ -409,7 +435,7 @@ def run(p: Problem, batch: int = BATCH_TRANSFERS) -> Outcome:
     del order
     # The first violation met, scanned as the batched event engine scans its parts: the chunks
     # in order, then link occupancy and port limits. Chunks are keyed by the kernel's codes.
-    shared = [] if p.step_model else [link_overlap(p, batch), port_overflow(p, "send", batch),
+    shared = [] if p.step_model else [_link_overlap(p), port_overflow(p, "send", batch),
                                       port_overflow(p, "recv", batch)]
     candidates: list[tuple[events.Key, int | Finding]] = []
     for c in np.flatnonzero(kind).tolist():

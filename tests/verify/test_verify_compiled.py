@@ -144,6 +144,30 @@ def test_step_model_schedules(seed):
         assert_same(machine, coll, mutant, TimeModel())
 
 
+@SETTINGS
+@given(seeds)
+def test_link_overlap_compiled_finds_the_transfer_timing_finds(seed):
+    """The compiled overlap check and ``timing.link_overlap`` (sorts over batches of links) name
+    the same first transfer, on schedules with many overlaps, ties in start and small batches."""
+    from optcoll.verify import compiled
+    from optcoll.verify.problem import prepare
+    from optcoll.verify.timing import link_overlap
+
+    rng = random.Random(seed)
+    machine = random_machine(rng, switches="any")
+    coll = random_collective(rng, machine)
+    model = random_model(rng)
+    b = ScheduleBuilder(machine)
+    for _ in range(rng.randint(0, 40)):
+        b.add(rng.randrange(coll.num_chunks), rng.randrange(machine.num_links), rng.randrange(12) * 1e-6)
+    problem, _ = prepare(machine, coll, b.build(), model, None)
+    want = link_overlap(problem, rng.choice([1, 3, 1 << 20]))
+    got = compiled._link_overlap(problem)
+    assert (got is None) == (want is None)
+    if want is not None:
+        assert got.violation == want.violation
+
+
 def test_plain_switch_forwards_arrivals_in_order_in_both_paths():
     """A plain switch holds one copy per arrival and forwards each once: a third send of two
     arrivals is a switch-forward violation, named the same way."""
