@@ -60,18 +60,36 @@ def _narrow(values: np.ndarray) -> np.ndarray:
     return values.astype(np.uint64)
 
 
+def _used(link: np.ndarray, machine: Machine) -> np.ndarray:
+    """The links used, in id order (ids within the machine): a count, not a sort (np.unique
+    took 2 s at 3·10⁷ transfers, on save and on load)."""
+    return np.flatnonzero(np.bincount(link, minlength=machine.num_links))
+
+
+def _distinct(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(values, return_inverse=True)``, in one pass when ``values`` are in order
+    already, as producers list transfers (sorting 3·10⁷ start times took 3 s of a 9 s save)."""
+    if values.size and bool(np.all(values[1:] >= values[:-1])):
+        new = np.empty(values.size, dtype=bool)
+        new[0] = True
+        np.not_equal(values[1:], values[:-1], out=new[1:])
+        return values[new], np.cumsum(new) - 1
+    values, index = np.unique(values, return_inverse=True)
+    return values, index.ravel()
+
+
 def schedule_to_npz(schedule: Schedule, machine: Machine) -> bytes:
     """The compact form's bytes (deterministic: same schedule, same bytes)."""
     header = {**schedule_header(schedule, machine), "encoding": ENCODING, "transfers": len(schedule)}
-    used = np.unique(schedule.link)
+    used = _used(schedule.link, machine)
     columns: dict[str, np.ndarray] = {
         "header": np.frombuffer(json.dumps(header).encode(), dtype=np.uint8),
         "chunk": _narrow(schedule.chunk), "link": _narrow(schedule.link), "op": schedule.op.astype(np.uint8),
         "link_ends": _narrow(np.stack([used, machine.link_src[used], machine.link_dst[used]], axis=1)),
     }
     if schedule.rounds is None:
-        values, index = np.unique(schedule.start, return_inverse=True)
-        columns["start_values"], columns["start_index"] = values.astype(np.float64), _narrow(index.ravel())
+        values, index = _distinct(schedule.start)
+        columns["start_values"], columns["start_index"] = values.astype(np.float64), _narrow(index)
     if schedule.rounds is not None or schedule.step.any():
         columns["step"] = _narrow(schedule.step)
     if schedule.via is not None:
@@ -233,7 +251,7 @@ def _check_links(members: _Members, link: np.ndarray, machine: Machine) -> None:
         raise InputError(f"link {int(link[i])} does not exist in machine {machine.name!r} ({machine.num_links} "
                          f"links)", source=members.name, field=f"link[{i}]")
     ends = members.read("link_ends", "u", None, width=3).astype(np.int64)
-    used = np.unique(link)
+    used = _used(link, machine)
     if ends.shape[0] != used.size or not np.array_equal(ends[:, 0], used):
         raise InputError("must list each link the schedule uses once, in id order", source=members.name,
                          field="link_ends")
