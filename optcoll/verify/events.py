@@ -1,4 +1,5 @@
-"""The event engine: any collective, any switch; the reference the vectorised engine is tested against.
+"""The event engine: any collective, any switch; the reference the vectorised and compiled paths are
+tested against (docs/model.md §5.5).
 
 Starts are taken in (start, transfer id) order; before a start at t every delivery at or before
 t (within tolerance) is applied, so a chunk arriving at exactly t can be forwarded at t.
