@@ -134,3 +134,26 @@ def test_job_key_depends_on_the_code_that_runs_it(tmp_path, monkeypatch):
     before = job.key
     monkeypatch.setattr(jobs, "source_digest", lambda: provenance.source_digest(edited))
     assert job.key != before
+
+
+def test_a_cached_schedule_keeps_the_arrivals_its_switch_sends_name(tmp_path):
+    """The cache stores schedules compact: a rail exchange's named forwards (via) come back, and
+    the schedule verifies at its recorded time only with them (without: ambiguous-forward)."""
+    import dataclasses
+
+    from optcoll.schedules.files import load_schedule
+    from optcoll.truth.stored import load_truth
+    from optcoll.verify import verify
+
+    spec = find_suite("standard").spec("cluster2x8-allreduce-c1")
+    truth, _ = load_truth(spec)
+    inst = spec.instance
+    schedule = load_schedule(spec.path.parent / truth.schedule, inst.machine)
+    cache = ResultCache(tmp_path / "c")
+    key = "ab" + "1" * 62
+    cache.put(key, {"status": "ok"}, schedule_to_npz(schedule, inst.machine))
+    back = cache.schedule(key, inst.machine)
+    assert schedule_to_dict(back, inst.machine) == schedule_to_dict(schedule, inst.machine)
+    assert verify(inst.machine, inst.collective, back, inst.model).time == truth.best.value
+    unnamed = verify(inst.machine, inst.collective, dataclasses.replace(back, via=None), inst.model)
+    assert unnamed.violation.kind == "ambiguous-forward"
