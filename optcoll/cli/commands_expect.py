@@ -44,7 +44,7 @@ def expect_context(machine: str, gpu: str | None):
 def expect_rows(machine: str, kind: str, sizes: list[int], algorithm: str | None, gpu: str | None,
                 measured: dict[int, float] | None, tuned: bool = False, ctx=None):
     """The rows in ascending size, on one ``Context`` (the search reuses smaller sizes' runs)."""
-    from optcoll.analysis.expect.predict import row
+    from optcoll.analysis.expect.rows import row
 
     ctx = ctx or expect_context(machine, gpu)
     return [row(ctx, kind, s, algorithm, (measured or {}).get(s), tuned) for s in sorted(sizes)]

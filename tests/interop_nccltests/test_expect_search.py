@@ -8,6 +8,7 @@ import pytest
 from optcoll.analysis.expect import predict as P
 from optcoll.analysis.expect.bound import bound_curve
 from optcoll.analysis.expect.rccl import loaded, rccl_choice, selected
+from optcoll.analysis.expect.rows import runtime_choice
 from optcoll.collectives.builtins import make_collective
 from optcoll.instances.instance import Instance
 from optcoll.machines.calibration import generation_of
@@ -70,8 +71,9 @@ def test_rccl_selects_each_file_inside_its_own_range_and_falls_back_outside():
 
 def test_rccls_choice_on_mi300x_is_its_msccl_file_unless_an_algorithm_is_forced():
     ctx = _context("mi300x")
-    own = P.nccl_choice(ctx, "allreduce", 65536)
+    own = runtime_choice(ctx, "allreduce", 65536)
     assert own.producer == "rccl-msccl" and own.algorithm.startswith("allreduce-allpairs-8n-ll-32tb")
     assert own.protocol == "ll" and own.seconds == rccl_choice(ctx, "allreduce", 65536).seconds
-    assert P.nccl_choice(ctx, "allreduce", 65536, "ring").producer == "nccl-ring"
-    assert P.nccl_choice(ctx, "allreduce", 64 << 20).producer == "nccl-ring"
+    assert runtime_choice(ctx, "allreduce", 65536, "ring").producer == "nccl-ring"
+    assert runtime_choice(ctx, "allreduce", 64 << 20).producer == "nccl-ring"
+    assert P.nccl_choice(ctx, "allreduce", 65536).producer != "rccl-msccl"  # NCCL's own model has no files

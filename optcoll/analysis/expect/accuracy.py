@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from optcoll.analysis.expect.predict import Choice, context, nccl_choice
+from optcoll.analysis.expect.predict import Choice, context
+from optcoll.analysis.expect.rows import runtime_choice
 from optcoll.interop.measurements import Measurement
 from optcoll.machines.calibration import generation_of
 from optcoll.machines.catalog import load_machine
@@ -42,7 +43,7 @@ def points(entry: Measurement) -> list[Point]:
     """The prediction of what the entry ran (its forced algorithm, else the library's own choice)."""
     ctx = context(load_machine(entry.machine), generation_of(entry.machine))
     forced = entry.algorithm if entry.algorithm != "default" else None
-    return [Point(size, seconds, nccl_choice(ctx, entry.collective, size, forced))
+    return [Point(size, seconds, runtime_choice(ctx, entry.collective, size, forced))
             for size, seconds in sorted(entry.points) if size >= KIB]
 
 

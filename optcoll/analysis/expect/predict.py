@@ -153,15 +153,8 @@ def _run(ctx: Context, kind: str, size: int, producer: str, algorithm: str, prot
 
 
 def nccl_choice(ctx: Context, kind: str, size: int, algorithm: str | None = None) -> Choice:
-    """NCCL's pick (its own cost model) and its time in the calibrated model; on RCCL with its
-    MSCCL algorithms on (``rccl``), the file RCCL runs at this size, unless ``algorithm`` forces
-    one of NCCL's."""
-    if algorithm is None and ctx.generation.msccl:
-        from optcoll.analysis.expect.rccl import rccl_choice
-
-        own = rccl_choice(ctx, kind, size)
-        if own is not None:
-            return own
+    """NCCL's pick (its own cost model; ``algorithm`` forces one) and its time in the calibrated
+    model. What the machine's runtime runs (RCCL's MSCCL files first) is ``rows.runtime_choice``."""
     picks = estimates(kind, size, ctx.nccl, algorithm)
     if not picks:
         raise InputError(f"NCCL runs no {algorithm or 'algorithm'} for {kind} on {ctx.physical.name}",
@@ -255,38 +248,3 @@ def physical_bound(physical: Machine, kind: str, size: int) -> tuple[float, str]
     """A lower bound valid for every chunking (``bound.bound_curve``): the bandwidth bounds whose
     value does not change with C (cuts, volumes), or the latency bound of a vanishing chunk."""
     return bound_curve(physical, kind).at(size)
-
-
-@dataclass(frozen=True)
-class Row:
-    size: int
-    bound: float
-    bound_name: str
-    best: Choice
-    nccl: Choice
-    measured: float | None = None
-    #: The fastest of what NCCL runs (``nccl_best``), when asked for (a tuner table's entry).
-    tuned: Choice | None = None
-
-    @property
-    def headroom(self) -> float:
-        return self.nccl.seconds / self.best.seconds
-
-    def to_dict(self) -> dict:
-        out = {"size": self.size, "bound": self.bound, "bound_name": self.bound_name,
-               "best": self.best.to_dict(), "nccl": self.nccl.to_dict(), "headroom": self.headroom,
-               "measured": self.measured}
-        if self.tuned is not None:
-            out["nccl_tuned"] = self.tuned.to_dict()
-        if self.measured is not None:
-            out["measured_of_best"] = self.best.seconds / self.measured
-            out["measured_of_bound"] = self.bound / self.measured
-        return out
-
-
-def row(ctx: Context, kind: str, size: int, algorithm: str | None = None,
-        measured: float | None = None, tuned: bool = False) -> Row:
-    """One size of ``optcoll expect``; ``tuned`` adds ``nccl_best`` (for tuner tables)."""
-    bound, name = physical_bound(ctx.physical, kind, size)
-    return Row(size, bound, name, best_choice(ctx, kind, size), nccl_choice(ctx, kind, size, algorithm), measured,
-               nccl_best(ctx, kind, size) if tuned else None)

@@ -27,6 +27,8 @@ import math
 from dataclasses import dataclass, replace
 
 import numpy as np
+from scipy.sparse import csr_matrix
+from scipy.sparse.csgraph import dijkstra
 
 from optcoll.bounds.demand import allreduce_set, need_counts_per_chunk
 from optcoll.collectives.collective import Collective
@@ -101,33 +103,27 @@ class DirectProblem:
         index[self.members] = np.arange(self.num_members)
         return index[self.nodes]
 
+    def _routes_graph(self, reverse: bool = False) -> csr_matrix:
+        """The stateful nodes joined by their routes, each ordered pair at its least delay."""
+        n = self.num_nodes
+        src, dst = (self.route_dst, self.route_src) if reverse else (self.route_src, self.route_dst)
+        key = src * n + dst
+        order = np.lexsort((self.route_delay, key))
+        least = order[np.r_[True, key[order][1:] != key[order][:-1]]] if order.size else order
+        return csr_matrix((self.route_delay[least].astype(float), (src[least], dst[least])), shape=(n, n))
+
     def reach(self) -> np.ndarray:
         """(contributor, stateful node): the fewest epochs before the contributor's data can be
-        at the node (``inf`` if never)."""
-        dist = np.full((self.num_members, self.num_nodes), np.inf)
+        at the node (``inf`` if never): shortest route paths (every route takes an epoch or more)."""
         mine = self.member_index()
-        dist[mine[mine >= 0], np.flatnonzero(mine >= 0)] = 0.0
-        for _ in range(self.num_nodes):
-            via = dist[:, self.route_src] + self.route_delay[None, :]
-            better = np.full_like(dist, np.inf)
-            np.minimum.at(better.T, self.route_dst, via.T)
-            new = np.minimum(dist, better)
-            if np.array_equal(new, dist):
-                break
-            dist = new
-        return dist
+        at = np.empty(self.num_members, dtype=np.int64)
+        at[mine[mine >= 0]] = np.flatnonzero(mine >= 0)
+        return np.atleast_2d(dijkstra(self._routes_graph(), directed=True, indices=at))
 
     def togo(self) -> np.ndarray:
         """Per stateful node: the fewest epochs for its data to reach a rank (0 at ranks)."""
-        dist = np.where(self.member_index() >= 0, 0.0, np.inf)
-        for _ in range(self.num_nodes):
-            via = self.route_delay + dist[self.route_dst]
-            new = dist.copy()
-            np.minimum.at(new, self.route_src, via)
-            if np.array_equal(new, dist):
-                break
-            dist = new
-        return dist
+        ranks = np.flatnonzero(self.member_index() >= 0)
+        return dijkstra(self._routes_graph(reverse=True), directed=True, indices=ranks, min_only=True)
 
 
 def members_of(collective: Collective) -> np.ndarray:
