@@ -42,38 +42,32 @@ def test_counted_size_equals_the_listed_one(machine, chunks, horizon):
     assert np.all(np.diff(cand.route) >= 0) and len(set(zip(cand.route.tolist(), cand.start.tolist()))) == len(cand)
 
 
-def _relaxed_reach(problem) -> np.ndarray:
-    """Bellman-Ford over the routes, as ``reach`` was first written (a members × routes table per
-    round: gigabytes on a 512-GPU cluster)."""
-    dist = np.full((problem.num_members, problem.num_nodes), np.inf)
-    mine = problem.member_index()
-    dist[mine[mine >= 0], np.flatnonzero(mine >= 0)] = 0.0
-    for _ in range(problem.num_nodes):
-        better = np.full_like(dist, np.inf)
-        np.minimum.at(better.T, problem.route_dst, (dist[:, problem.route_src] + problem.route_delay[None, :]).T)
-        new = np.minimum(dist, better)
-        if np.array_equal(new, dist):
-            break
-        dist = new
-    return dist
+def _dijkstra(problem, reverse: bool = False, **options) -> np.ndarray:
+    """Shortest route paths by scipy's Dijkstra: an independent method (``reach`` and ``togo``
+    relax routes with numpy alone, so that a small solve starts without scipy)."""
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import dijkstra
+
+    n = problem.num_nodes
+    src, dst = (problem.route_dst, problem.route_src) if reverse else (problem.route_src, problem.route_dst)
+    least: dict[tuple[int, int], float] = {}  # per joined pair its least delay (coo would sum them)
+    for u, v, d in zip(src.tolist(), dst.tolist(), problem.route_delay.tolist()):
+        least[u, v] = min(d, least.get((u, v), np.inf))
+    u, v = np.array([k[0] for k in least], dtype=int), np.array([k[1] for k in least], dtype=int)
+    graph = coo_matrix((np.array(list(least.values()), dtype=float), (u, v)), shape=(n, n)).tocsr()
+    return dijkstra(graph, directed=True, **options)
 
 
-@pytest.mark.parametrize("name", ["dgxh100-rail-2x8", "dgxh100", "cluster2x8", "trn2", "star4_sharp"])
+@pytest.mark.parametrize("name", ["dgxh100-rail-2x8", "dgxh100", "cluster2x8", "trn2", "star4_sharp", "ring8", "dgx1"])
 def test_reach_and_togo_are_the_shortest_route_paths(name):
     machine = load_machine(name)
     n = machine.num_npus
     problem = timed_problem(Instance("s", machine, make_collective("allreduce", range(n), 2.0**30, 1)))
-    reach = _relaxed_reach(problem)
-    assert np.array_equal(problem.reach(), reach)
-    assert np.array_equal(problem.togo(), _relaxed_reach_back(problem))
+    mine = problem.member_index()
+    at = np.empty(problem.num_members, dtype=np.int64)
+    at[mine[mine >= 0]] = np.flatnonzero(mine >= 0)
+    assert np.array_equal(problem.reach(), np.atleast_2d(_dijkstra(problem, indices=at)))
+    ranks = np.flatnonzero(mine >= 0)
+    assert np.array_equal(problem.togo(), _dijkstra(problem, reverse=True, indices=ranks, min_only=True))
 
 
-def _relaxed_reach_back(problem) -> np.ndarray:
-    dist = np.where(problem.member_index() >= 0, 0.0, np.inf)
-    for _ in range(problem.num_nodes):
-        new = dist.copy()
-        np.minimum.at(new, problem.route_src, problem.route_delay + dist[problem.route_dst])
-        if np.array_equal(new, dist):
-            break
-        dist = new
-    return dist

@@ -27,8 +27,6 @@ import math
 from dataclasses import dataclass, replace
 
 import numpy as np
-from scipy.sparse import csr_matrix
-from scipy.sparse.csgraph import dijkstra
 
 from optcoll.bounds.demand import allreduce_set, need_counts_per_chunk
 from optcoll.collectives.collective import Collective
@@ -103,27 +101,50 @@ class DirectProblem:
         index[self.members] = np.arange(self.num_members)
         return index[self.nodes]
 
-    def _routes_graph(self, reverse: bool = False) -> csr_matrix:
-        """The stateful nodes joined by their routes, each ordered pair at its least delay."""
+    def _least_routes(self, reverse: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(from, to, delay) per ordered pair of stateful nodes joined by a route, at its least
+        delay, sorted by ``to`` (reversed routes when ``reverse``)."""
         n = self.num_nodes
         src, dst = (self.route_dst, self.route_src) if reverse else (self.route_src, self.route_dst)
-        key = src * n + dst
-        order = np.lexsort((self.route_delay, key))
-        least = order[np.r_[True, key[order][1:] != key[order][:-1]]] if order.size else order
-        return csr_matrix((self.route_delay[least].astype(float), (src[least], dst[least])), shape=(n, n))
+        order = np.lexsort((self.route_delay, src, dst))
+        key = dst[order] * n + src[order]
+        least = order[np.r_[True, key[1:] != key[:-1]]] if order.size else order
+        return src[least], dst[least], self.route_delay[least].astype(float)
+
+    def _fewest_epochs(self, start: np.ndarray, reverse: bool = False) -> np.ndarray:
+        """Per row of ``start`` (epochs already taken per stateful node, ``inf`` where the row's
+        data is not): the fewest epochs before it can be at each node, by relaxing every route
+        until nothing improves (Bellman-Ford; rows in blocks, so the work array stays near 2^22
+        entries however many members; numpy alone, so that small solves start without scipy)."""
+        src, dst, delay = self._least_routes(reverse)
+        best = start.astype(float)
+        if not src.size:
+            return best
+        heads = np.flatnonzero(np.r_[True, dst[1:] != dst[:-1]])
+        into = dst[heads]
+        block = max(1, (1 << 22) // src.size)
+        for first in range(0, best.shape[0], block):
+            rows = best[first:first + block]
+            while True:
+                arriving = np.minimum.reduceat(rows[:, src] + delay, heads, axis=1)
+                improved = arriving < rows[:, into]
+                if not improved.any():
+                    break
+                rows[:, into] = np.minimum(rows[:, into], arriving)
+        return best
 
     def reach(self) -> np.ndarray:
         """(contributor, stateful node): the fewest epochs before the contributor's data can be
         at the node (``inf`` if never): shortest route paths (every route takes an epoch or more)."""
         mine = self.member_index()
-        at = np.empty(self.num_members, dtype=np.int64)
-        at[mine[mine >= 0]] = np.flatnonzero(mine >= 0)
-        return np.atleast_2d(dijkstra(self._routes_graph(), directed=True, indices=at))
+        start = np.full((self.num_members, self.num_nodes), np.inf)
+        start[mine[mine >= 0], np.flatnonzero(mine >= 0)] = 0.0
+        return self._fewest_epochs(start)
 
     def togo(self) -> np.ndarray:
         """Per stateful node: the fewest epochs for its data to reach a rank (0 at ranks)."""
-        ranks = np.flatnonzero(self.member_index() >= 0)
-        return dijkstra(self._routes_graph(reverse=True), directed=True, indices=ranks, min_only=True)
+        start = np.where(self.member_index() >= 0, 0.0, np.inf)[None, :]
+        return self._fewest_epochs(start, reverse=True)[0]
 
 
 def members_of(collective: Collective) -> np.ndarray:
