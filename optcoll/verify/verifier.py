@@ -18,7 +18,7 @@ from optcoll.errors import ScheduleRejected
 from optcoll.instances.instance import TimeModel
 from optcoll.machines.machine import Machine
 from optcoll.schedules.schedule import Schedule
-from optcoll.verify import compiled, events, fast, stepmodel
+from optcoll.verify import events, fast, stepmodel
 from optcoll.verify.problem import BATCH_TRANSFERS, earliest, prepare
 from optcoll.verify.result import Verification
 from optcoll.verify.stats import statistics
@@ -77,7 +77,11 @@ def verify_with(machine: Machine, collective: Collective, schedule: Schedule, mo
     first = earliest(rounds_problem, malformed)
     time = math.inf
     if first is None or math.isfinite(first.time):
-        outcome = {"vectorised": fast, "compiled": compiled, "events": events}[engine].run(problem, batch)
+        if engine == "compiled":
+            from optcoll.verify import compiled  # numba: loaded only here
+            outcome = compiled.run(problem, batch)
+        else:
+            outcome = (fast if engine == "vectorised" else events).run(problem, batch)
         capacity = [step_capacity(problem, weights, rounds), step_ports(problem, weights, rounds, "send"),
                     step_ports(problem, weights, rounds, "recv")] if step_model else []
         first = earliest(first, outcome.finding, *capacity)

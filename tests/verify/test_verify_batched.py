@@ -14,10 +14,9 @@ from optcoll.machines.generators import torus
 from optcoll.producers.registry import get_synthesizer
 from optcoll.schedules.schedule import REDUCE, Schedule, ScheduleBuilder
 from optcoll.verify.problem import ranges
-from optcoll.verify.stepmodel import link_weights
 from optcoll.verify.verifier import verify_with
-from verify_helpers import (TAU, collective, combining_schedules, full, random_collective, random_machine, random_model,
-                            random_schedule, random_step_schedule, replace, same_verdict, subset)
+from verify_helpers import (TAU, collective, combining_schedules, full, random_case, random_machine, random_step_case,
+                            replace, same_verdict, subset)
 
 BATCH_SETTINGS = settings(max_examples=60, deadline=None, derandomize=True)
 SMALL_BATCHES = (1, 2, 7, 40)
@@ -56,10 +55,7 @@ def mutate(rng: random.Random, machine, coll, s: Schedule, count: int) -> Schedu
 @given(st.integers(min_value=0, max_value=2**32 - 1))
 def test_batched_timed_schedules_copies_through_any_switch(seed):
     rng = random.Random(seed)
-    machine = random_machine(rng, switches="any")
-    coll = random_collective(rng, machine)
-    model = random_model(rng)
-    s = random_schedule(rng, machine, coll, model)
+    machine, coll, model, s = random_case(rng, "any")
     result = assert_batching_invisible(machine, coll, s, model)
     assert result.valid, result.violation.message
     for _ in range(3):
@@ -92,9 +88,7 @@ def test_batched_combining_schedules(seed):
 @given(st.integers(min_value=0, max_value=2**32 - 1))
 def test_batched_step_model_schedules(seed):
     rng = random.Random(seed)
-    machine = random_machine(rng, switches="none")
-    coll = random_collective(rng, machine)
-    s = random_step_schedule(rng, machine, coll, link_weights(machine))
+    machine, coll, s = random_step_case(rng)
     assert assert_batching_invisible(machine, coll, s, TimeModel()).valid
     for _ in range(3 if len(s) else 0):
         i = rng.randrange(len(s))

@@ -1,6 +1,7 @@
 """The compiled path of the event engine decides exactly as the Python one: the same verdict, time
 and violation down to its words, on random machines with every kind of switch, combining or not,
-valid or mutated, timed or step, and on every schedule recorded as ground truth and its mutants.
+valid or mutated, timed or step, and on every schedule recorded as ground truth and its mutants
+(there the vectorised engine too, wherever it applies).
 
 The compiled path takes its words from the event engine (it replays the chunk that goes wrong
 first), so what these tests pin down is that both meet the *same* first violation, and that a
@@ -14,12 +15,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from optcoll.instances.instance import TimeModel
+from optcoll.schedules.files import load_schedule
+from optcoll.schedules.jsonfile import schedule_to_dict
+from optcoll.schedules.npzfile import schedule_from_npz, schedule_to_npz
 from optcoll.schedules.schedule import ScheduleBuilder
 from optcoll.verify import verify
-from optcoll.verify.stepmodel import link_weights
 from optcoll.verify.verifier import COMPILED_FROM, verify_with
-from verify_helpers import (collective, combining_schedules, mutants, random_collective, random_machine, random_model,
-                            random_schedule, random_step_schedule, same_verdict, star, stored_schedules)
+from verify_helpers import (collective, combining_schedules, mutants, random_case, random_collective, random_machine,
+                            random_model, random_step_case, same_verdict, star, stored_schedules)
 
 SETTINGS = settings(max_examples=80, deadline=None, derandomize=True)
 seeds = st.integers(min_value=0, max_value=2**32 - 1)
@@ -37,17 +40,19 @@ def assert_same(machine, coll, schedule, model):
     return ref
 
 
+def agree_on_mutants(rng, machine, coll, schedule, model, count):
+    """Both paths agree on ``count`` random mutants of ``schedule``."""
+    for _, mutant in mutants(rng, machine, coll, schedule, count):
+        assert_same(machine, coll, mutant, model)
+
+
 @SETTINGS
 @given(seeds)
 def test_copies_through_any_switch_and_their_mutants(seed):
     rng = random.Random(seed)
-    machine = random_machine(rng, switches="any")
-    coll = random_collective(rng, machine)
-    model = random_model(rng)
-    s = random_schedule(rng, machine, coll, model)
+    machine, coll, model, s = random_case(rng, "any")
     assert assert_same(machine, coll, s, model).valid
-    for _, mutant in mutants(rng, machine, coll, s, 5):
-        assert_same(machine, coll, mutant, model)
+    agree_on_mutants(rng, machine, coll, s, model, 5)
 
 
 @SETTINGS
@@ -67,8 +72,7 @@ def test_combining_schedules_and_their_mutants(seed):
     rs, reduce_scatter, ar, allreduce = combining_schedules(rng, machine, ranks, c, model)
     assert_same(machine, rs, reduce_scatter, model)
     assert_same(machine, ar, allreduce, model)
-    for _, mutant in mutants(rng, machine, ar, allreduce, 6):
-        assert_same(machine, ar, mutant, model)
+    agree_on_mutants(rng, machine, ar, allreduce, model, 6)
 
 
 def _exchange(rng: random.Random, k: int, c: int):
@@ -112,8 +116,7 @@ def test_exchanges_through_a_plain_switch_named_or_not(seed):
     model = TimeModel(combining=rng.choice(["copy-or-reduce", "reduce-only"]))
     assert_same(machine, coll, s, model)
     assert_same(machine, coll, s.take(np.array(rng.sample(range(len(s)), len(s)))), model)
-    for _, mutant in mutants(rng, machine, coll, s, 6):
-        assert_same(machine, coll, mutant, model)
+    agree_on_mutants(rng, machine, coll, s, model, 6)
 
 
 @SETTINGS
@@ -136,12 +139,9 @@ def test_random_rows_of_every_collective(seed):
 @given(seeds)
 def test_step_model_schedules(seed):
     rng = random.Random(seed)
-    machine = random_machine(rng, switches="none")
-    coll = random_collective(rng, machine)
-    s = random_step_schedule(rng, machine, coll, link_weights(machine))
+    machine, coll, s = random_step_case(rng)
     assert assert_same(machine, coll, s, TimeModel()).valid
-    for _, mutant in mutants(rng, machine, coll, s, 3):
-        assert_same(machine, coll, mutant, TimeModel())
+    agree_on_mutants(rng, machine, coll, s, TimeModel(), 3)
 
 
 @SETTINGS
@@ -201,21 +201,26 @@ def _stored_cases(max_bytes):
     return [pytest.param(name, instance, path, id=name) for name, instance, path in stored_schedules(max_bytes)]
 
 
-def _check_stored(instance, path, count):
-    """Both paths agree on the stored schedule and its mutants, and it reads back the same from
-    its compact form (JSON → npz → JSON gives the same JSON)."""
-    from optcoll.schedules.files import load_schedule
-    from optcoll.schedules.jsonfile import schedule_to_dict
-    from optcoll.schedules.npzfile import schedule_from_npz, schedule_to_npz
+def _assert_all_paths_agree(machine, coll, schedule, model):
+    """``assert_same``, and where the vectorised engine applies (``verify`` picks it) it agrees too."""
+    ref = assert_same(machine, coll, schedule, model)
+    chosen = verify(machine, coll, schedule, model)
+    if chosen.path == "vectorised":
+        assert same_verdict(ref, chosen, path=False), (ref.summary(), chosen.summary())
+    return ref
 
+
+def _check_stored(instance, path, count):
+    """Every path agrees on the stored schedule and its mutants, and it reads back the same from
+    its compact form (JSON → npz → JSON gives the same JSON)."""
     machine, coll, model = instance.machine, instance.collective, instance.model
     schedule = load_schedule(path, machine)
     back = schedule_from_npz(schedule_to_npz(schedule, machine), machine)
     assert schedule_to_dict(back, machine) == schedule_to_dict(schedule, machine)
-    assert assert_same(machine, coll, schedule, model).valid
+    assert _assert_all_paths_agree(machine, coll, schedule, model).valid
     rng = random.Random(path.name)
     for kind, mutant in mutants(rng, machine, coll, schedule, count):
-        result = assert_same(machine, coll, mutant, model)
+        result = _assert_all_paths_agree(machine, coll, mutant, model)
         if not result.valid:  # words a person can act on: which transfer, chunk or node, and when
             assert result.violation.message and result.violation.kind, kind
 

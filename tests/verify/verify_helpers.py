@@ -17,6 +17,7 @@ from optcoll.collectives.collective import Collective
 from optcoll.instances.instance import TimeModel
 from optcoll.machines.machine import Machine, MachineBuilder
 from optcoll.schedules.schedule import COPY, REDUCE, Schedule, ScheduleBuilder, from_arrays
+from optcoll.verify.stepmodel import link_weights
 
 BW = 1e9  # bytes / s
 LAT = 1e-6  # s
@@ -280,6 +281,14 @@ def invert(machine: Machine, schedule: Schedule, chunk_bytes: float, horizon: fl
                        np.where(passes, COPY, REDUCE).astype(np.uint8), via=via)
 
 
+def random_case(rng: random.Random, switches: str = "any"):
+    """(machine, collective, model, valid timed schedule), drawn in that order from ``rng``."""
+    machine = random_machine(rng, switches=switches)
+    coll = random_collective(rng, machine)
+    model = random_model(rng)
+    return machine, coll, model, random_schedule(rng, machine, coll, model)
+
+
 def random_step_schedule(rng: random.Random, machine: Machine, coll: Collective,
                          weights: np.ndarray, max_rounds: int = 2) -> Schedule:
     """A valid step schedule: each step, holders (as of the previous step) send to non-holders
@@ -312,6 +321,13 @@ def random_step_schedule(rng: random.Random, machine: Machine, coll: Collective,
         return from_arrays([], [], step=[], rounds=rounds)
     chunk, link, step = zip(*rows)
     return from_arrays(chunk, link, step=step, rounds=rounds)
+
+
+def random_step_case(rng: random.Random):
+    """(machine without switches, collective, valid step-model schedule), drawn in that order."""
+    machine = random_machine(rng, switches="none")
+    coll = random_collective(rng, machine)
+    return machine, coll, random_step_schedule(rng, machine, coll, link_weights(machine))
 
 
 # -- mutants: the edits a person (or a buggy producer) makes to a valid schedule --------------------
