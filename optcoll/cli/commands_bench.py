@@ -24,7 +24,7 @@ def bench() -> None:
 
 @bench.command("core")
 @click.option("--side", type=click.IntRange(min=1), default=32, show_default=True, help="Torus side: side×side NPUs.")
-@click.option("--scale", is_flag=True,
+@click.option("--scale/--no-scale", default=False, show_default=True,
               help="Instead: the verifier at the producers' scale, 4096-NPU torus AllReduce and AlltoAll "
                    "synthesised, stored compact, read back and verified, one process per case (minutes; "
                    "about 4 GiB of memory per case), written as its own section of the report.")
