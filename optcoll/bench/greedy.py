@@ -73,7 +73,7 @@ def _max_rss() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024.0
 
 
-def _status_bytes(field: str) -> float | None:
+def status_bytes(field: str) -> float | None:
     """A memory figure (VmRSS, VmHWM) from /proc/self/status, bytes; None off Linux."""
     try:
         with open("/proc/self/status", encoding="ascii") as handle:
@@ -85,7 +85,7 @@ def _status_bytes(field: str) -> float | None:
     return None
 
 
-def _reset_peak() -> bool:
+def reset_peak() -> bool:
     """Restarts the kernel's peak-RSS count (VmHWM) so it measures synthesis alone."""
     try:
         with open("/proc/self/clear_refs", "w", encoding="ascii") as handle:
@@ -116,16 +116,16 @@ def measure(case: Case, bounds: bool = True) -> dict[str, Any]:
     warm = time.process_time() - warm
     load_start = os.getloadavg()[0]
     rss_before = _max_rss()
-    rss_now = _status_bytes("VmRSS")
-    reset = _reset_peak()
+    rss_now = status_bytes("VmRSS")
+    reset = reset_peak()
     wall, cpu = time.perf_counter(), time.process_time()
     schedule = synth(inst, 0)
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     load_end = os.getloadavg()[0]
     rss_peak = _max_rss()
-    synth_peak = _status_bytes("VmHWM") if reset else None
-    verify_start = _status_bytes("VmRSS")
-    verify_reset = _reset_peak()
+    synth_peak = status_bytes("VmHWM") if reset else None
+    verify_start = status_bytes("VmRSS")
+    verify_reset = reset_peak()
     verify_wall = time.perf_counter()
     try:
         verified: float | None = require_valid(machine, coll, schedule, inst.model).time
@@ -133,7 +133,7 @@ def measure(case: Case, bounds: bool = True) -> dict[str, Any]:
     except MemoryError:
         verified, unverified = None, "the verifier ran out of memory (address-space cap)"
     verify_wall = time.perf_counter() - verify_wall
-    verify_peak = _status_bytes("VmHWM") if verify_reset else None
+    verify_peak = status_bytes("VmHWM") if verify_reset else None
     out: dict[str, Any] = {
         **asdict(case), "machine": machine.name, "links": machine.num_links,
         "transfers": len(schedule), "synth_wall_s": wall, "synth_cpu_s": cpu,

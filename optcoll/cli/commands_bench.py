@@ -1,6 +1,8 @@
 """``optcoll bench``: benchmarks that print figures and write them under reports/."""
 from __future__ import annotations
 
+import json
+
 import click
 
 from optcoll.cli.limits import as_flags, out_option, progress_option, time_limit_option
@@ -22,13 +24,20 @@ def bench() -> None:
 
 @bench.command("core")
 @click.option("--side", type=click.IntRange(min=1), default=32, show_default=True, help="Torus side: side×side NPUs.")
+@click.option("--scale/--no-scale", default=False, show_default=True,
+              help="Instead: the verifier at the producers' scale, 4096-NPU torus AllReduce and AlltoAll "
+                   "synthesised, stored compact, read back and verified, one process per case (minutes; "
+                   "about 4 GiB of memory per case), written as its own section of the report.")
 @out_option("The benchmark report to write.", default="reports/bench-core.md", show_default=True)
 @json_option
 @progress_option
-def bench_core(side: int, out: str, as_json: bool, progress: bool | None) -> None:
+def bench_core(side: int, scale: bool, out: str, as_json: bool, progress: bool | None) -> None:
     """Verifier on a ~million-transfer torus AllGather, and the exact cut bound of the torus."""
-    from optcoll.bench.bounds import bench_cut
     from optcoll.bench.file import write_bench_report
+
+    if scale:
+        return _bench_scale(out, as_json, _say(progress))
+    from optcoll.bench.bounds import bench_cut
     from optcoll.bench.verify import bench_verify
 
     echo(f"optcoll bench core: verify a {side * side}-NPU torus AllGather, then its exact cut bound "
@@ -51,8 +60,47 @@ def bench_core(side: int, out: str, as_json: bool, progress: bool | None) -> Non
            c["nodes_inside"], f"{c['allgather_1GiB_bound_s']:.6g}"]],
          "Target: ≤ 10 s."),
     ]
-    text = write_bench_report(out, "Core benchmarks: verifier and exact cut bound", sections)
+    text = write_bench_report(out, "Core benchmarks: verifier and exact cut bound", sections,
+                              keep_other_sections=True)
     done(as_json, f"{text}\nwrote {out}", verify=v, cut=c, out=out)
+
+
+def _bench_scale(out: str, as_json: bool, say) -> None:
+    from optcoll.bench.file import write_bench_report
+    from optcoll.bench.scale import CASES, run_case
+    from optcoll.units import format_time
+
+    say_overwrites(out)
+    rows, figures = [], []
+    for collective, npus in CASES:
+        say(f"optcoll bench core --scale: {npus}-NPU torus {collective} (its own process)")
+        f = run_case(collective, npus)
+        figures.append(f)
+        say(json.dumps(f))
+        if "error" in f or "refused" in f:
+            rows.append([f"{npus}-NPU {collective}", f"{f.get('floor_transfers', '–'):,}" if "floor_transfers" in f
+                         else "–", "–", "–", "–", "–", "–", "–", "–", "–", "refused: " + f["refused"]
+                         if "refused" in f else "error: " + f["error"]])
+            continue
+        rows.append([f"{npus}-NPU {collective}", f"{f['transfers']:,}", f"{f['synth_cpu_s']:.1f}",
+                     format_size(f["synth_peak_bytes"]), format_size(f["file_bytes"]),
+                     f"{f['save_s']:.1f} / {f['load_s']:.1f}", f"{f['verify_cpu_s']:.1f}",
+                     f"{f['verify_wall_s']:.1f}", format_size(f["verify_peak_bytes"]), f["engine"],
+                     f"valid, {format_time(f['time_s'])}" if f["valid"] else f"INVALID: {f['violation']}"])
+    sections = [("The verifier at 4096 NPUs (2D torus, tacos+)",
+                 ["case", "transfers", "synth CPU (s)", "synth peak RSS", "compact file", "save / load (s)",
+                  "verify CPU (s)", "verify wall (s)", "verify peak RSS", "engine", "verdict"], rows,
+                 "One process per case, run one after another. Synthesis: tacos+ on a 64×64 torus, 1 GiB, C = 1, "
+                 "50 GiB/s and 0.5 µs per link and direction; its peak RSS is the process's high-water mark "
+                 "during synthesis (reset at its start). The schedule is then stored in the compact form "
+                 "(`.npz`), dropped, read back from the file, and verified by the shared verifier; verify "
+                 "peak RSS is the high-water mark during verification (reset at its start; the schedule read "
+                 "back is included). Targets (issue 37): AllReduce verified in ≤ 60 s CPU and ≤ 8 GiB; "
+                 "AlltoAll synthesised, stored and verified, or refused up front with the size it would "
+                 "need (`optcoll.producers.size`: a floor on the transfers of any schedule).")]
+    text = write_bench_report(out, "Core benchmarks: verifier and exact cut bound", sections,
+                              keep_other_sections=True)
+    done(as_json, f"{text}\nwrote {out}", cases=figures, out=out)
 
 
 @bench.command("exact")

@@ -86,7 +86,7 @@ def msccl_import(xml_path, machine_ref, size, out, runtime, as_json) -> None:
     """Read MSCCL-IR XML as a schedule on a machine, verify it and report its time."""
     from optcoll.interop.msccl import import_msccl_xml
     from optcoll.machines.catalog import load_machine
-    from optcoll.schedules.jsonfile import save_schedule
+    from optcoll.schedules.files import save_schedule
     from optcoll.verify import verify
 
     machine = load_machine(machine_ref)

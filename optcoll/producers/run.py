@@ -100,6 +100,9 @@ def synthesized(instance: Instance, algo: str, runs: int = 1, seed: int | None =
     if instance.chunk_choices:
         return over_chunks(instance, lambda fixed, _: synthesized(fixed, algo, runs, seed, params,
                                                                    portfolio=portfolio))
+    from optcoll.producers.size import require_fits
+
+    require_fits(instance)
     first = instance.budget.seed if seed is None else seed
     start = time.perf_counter()
     schedule, times = best_of(instance, get_synthesizer(algo), runs, first, portfolio)
