@@ -16,8 +16,9 @@ from itertools import islice
 
 import numpy as np
 
+from optcoll.graphs.automorphisms import ColouredGraph
 from optcoll.producers.exact.step.problem import StepProblem
-from optcoll.producers.exact.toolkit.symmetry import ChunkRoles, ColouredGraph
+from optcoll.producers.exact.toolkit.symmetry import ChunkRoles, find_automorphisms
 
 #: At most this many automorphisms are enumerated (any subset is sound).
 MAX_AUTOMORPHISMS = 48
@@ -54,7 +55,7 @@ def automorphisms(problem: StepProblem, limit: int = MAX_AUTOMORPHISMS) -> list[
                                            problem.edge_weight.tolist())}
     identity = np.arange(problem.num_nodes)
     found = []
-    for node in islice(ColouredGraph(colours, edges).automorphisms(), limit + 1):
+    for node in islice(find_automorphisms(ColouredGraph.labelled(colours, edges)), limit + 1):
         if np.array_equal(node, identity):
             continue
         chunks = roles.chunk_map(node)

@@ -8,7 +8,8 @@
 * ``cpsat_model.CpModel``: a CP-SAT model written constraint by constraint (the direct AllReduce
   models) without ``cp_model``'s pandas import, imported by its users where they build;
 * ``lex_leq`` (lex.py): lex-leader symmetry-breaking rows;
-* ``ColouredGraph`` and ``ChunkRoles`` (symmetry.py): one automorphism finder;
+* ``find_automorphisms`` and ``ChunkRoles`` (symmetry.py): the exact models' search policy over
+  the one automorphism finder (``optcoll.graphs``) and what a relabelling does to chunks;
 * ``compose_allreduce`` (allreduce.py): AllReduce as ReduceScatter then AllGather, one
   documented semantics of its bound and status.
 """
