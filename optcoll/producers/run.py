@@ -26,13 +26,10 @@ from optcoll.instances.budget import Budget
 from optcoll.instances.clock import Clock, clock_for
 from optcoll.instances.instance import Instance
 from optcoll.producers.formulations import choose
-from optcoll.results.outcome import SolverOutcome
+from optcoll.results.outcome import Progress, SolverOutcome
 from optcoll.results.record import Result, evaluate_outcome, evaluate_schedule, meets
 from optcoll.schedules.schedule import Schedule
 from optcoll.units import format_time
-
-#: (wall seconds, incumbent or None, proven bound or None), told as a solve improves.
-Progress = Callable[[float, float | None, float | None], None]
 
 
 @dataclass(frozen=True)

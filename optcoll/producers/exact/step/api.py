@@ -23,12 +23,12 @@ from optcoll.producers.exact.step.bounds import RoundsBound, allreduce_rounds_bo
 from optcoll.producers.exact.step.chunking import rechunk
 from optcoll.producers.exact.step.inversion import Plan, plan
 from optcoll.producers.exact.step.pareto import Front, chunk_scope, frontier, sum_fronts
-from optcoll.producers.exact.step.search import Found, Progress, Search
+from optcoll.producers.exact.step.search import Found, Search
 from optcoll.producers.exact.step.solution import StepSolution
 from optcoll.producers.exact.toolkit import SOLVERS as LINEAR_SOLVERS
 from optcoll.producers.exact.toolkit import check_solver
 from optcoll.producers.exact.toolkit.allreduce import compose_allreduce
-from optcoll.results.outcome import SolverOutcome
+from optcoll.results.outcome import Progress, SolverOutcome
 from optcoll.verify.stepmodel import check_options
 
 SOLVERS = (*LINEAR_SOLVERS, "z3")

@@ -29,9 +29,10 @@ from optcoll.producers.exact.step.bounds import FAMILY, RoundsBound
 from optcoll.producers.exact.step.chunking import refine
 from optcoll.producers.exact.step.greedy import greedy_solution
 from optcoll.producers.exact.step.inversion import Plan
-from optcoll.producers.exact.step.search import LEX_PREFIX, Progress
+from optcoll.producers.exact.step.search import LEX_PREFIX
 from optcoll.producers.exact.step.solution import StepSolution, stretched
 from optcoll.producers.exact.step.symmetry import automorphisms, lex_constraints
+from optcoll.results.outcome import Progress
 from optcoll.schedules.schedule import Schedule
 
 

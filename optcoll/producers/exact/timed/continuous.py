@@ -20,7 +20,7 @@ import numpy as np
 from optcoll.instances.clock import Clock
 from optcoll.producers.exact.memory import ModelSize
 from optcoll.producers.exact.timed.grid import Grid
-from optcoll.producers.exact.toolkit.backends import Progress, SolveResult, run_cpsat
+from optcoll.producers.exact.toolkit.backends import ObjectiveProgress, SolveResult, run_cpsat
 from optcoll.producers.exact.timed.listsched import Transfers
 from optcoll.producers.exact.timed.problem import TimedProblem
 from optcoll.producers.exact.timed.reach import reach
@@ -207,5 +207,5 @@ def hint(model: ContinuousModel, transfers: Transfers) -> bool:
     return True
 
 
-def solve(model: ContinuousModel, clock: Clock, *, progress: Progress | None = None) -> SolveResult:
+def solve(model: ContinuousModel, clock: Clock, *, progress: ObjectiveProgress | None = None) -> SolveResult:
     return run_cpsat(model.cp, clock, progress=progress, has_objective=True)

@@ -13,10 +13,10 @@
 * ``compose_allreduce`` (allreduce.py): AllReduce as ReduceScatter then AllGather, one
   documented semantics of its bound and status.
 """
-from optcoll.producers.exact.toolkit.backends import (SOLVERS, Progress, SolveResult, check_solver, run_cpsat,
-                                                      solve, solver_version)
+from optcoll.producers.exact.toolkit.backends import (SOLVERS, ObjectiveProgress, SolveResult, check_solver,
+                                                      run_cpsat, solve, solver_version)
 from optcoll.producers.exact.toolkit.export import export
 from optcoll.producers.exact.toolkit.model import INF, LinearModel
 
-__all__ = ["INF", "SOLVERS", "LinearModel", "Progress", "SolveResult", "check_solver", "export",
+__all__ = ["INF", "SOLVERS", "LinearModel", "ObjectiveProgress", "SolveResult", "check_solver", "export",
            "run_cpsat", "solve", "solver_version"]
