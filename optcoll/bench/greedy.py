@@ -38,7 +38,7 @@ FAMILIES = ("mesh2d", "torus2d", "hypercube", "torus3d")
 
 
 @dataclass(frozen=True)
-class Case:
+class GreedyCase:
     family: str
     npus: int
     collective: str
@@ -95,7 +95,7 @@ def _reset_peak() -> bool:
         return False
 
 
-def measure(case: Case, bounds: bool = True) -> dict[str, Any]:
+def measure(case: GreedyCase, bounds: bool = True) -> dict[str, Any]:
     """One case in this process: synthesis wall and CPU time and peak memory, then the verified
     time and the best lower bound. Meant to run in a fresh child process (``run_bench``)."""
     from optcoll.bounds import best_lower_bound
@@ -152,7 +152,7 @@ def measure(case: Case, bounds: bool = True) -> dict[str, Any]:
     return out
 
 
-def _run_child(case: Case, bounds: bool, timeout: float | None, memory_cap: float
+def _run_child(case: GreedyCase, bounds: bool, timeout: float | None, memory_cap: float
                ) -> dict[str, Any]:
     cmd = [sys.executable, "-m", "optcoll.bench.greedy", "--case", json.dumps(asdict(case)),
            "--memory-cap", str(memory_cap)]
@@ -295,7 +295,7 @@ def run_bench(sizes: tuple[int, ...] = (64, 256, 1024), families: tuple[str, ...
         for coll in collectives:
             for algo in algos:
                 for n in sizes:
-                    row = _run_child(Case(family, n, coll, algo), bounds, timeout, memory_cap)
+                    row = _run_child(GreedyCase(family, n, coll, algo), bounds, timeout, memory_cap)
                     fresh.append(row)
                     print(json.dumps(row), file=sys.stderr, flush=True)  # progress
     rerun = {_case_key(r) for r in fresh}
@@ -335,7 +335,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.case:
         cap = int(args.memory_cap)
         resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
-        print(json.dumps(measure(Case(**json.loads(args.case)), bounds=not args.no_bounds)))
+        print(json.dumps(measure(GreedyCase(**json.loads(args.case)), bounds=not args.no_bounds)))
         return
     run_bench(tuple(int(s) for s in args.sizes.split(",") if s), tuple(args.families.split(",")),
               tuple(args.collectives.split(",")), tuple(args.algos.split(",")), args.out,

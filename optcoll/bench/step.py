@@ -82,7 +82,7 @@ def write_questions(scratch: Path) -> dict[str, str]:
 
 
 @dataclass(frozen=True)
-class Measured:
+class ProcessUsage:
     code: int
     cpu: float
     peak_mib: float
@@ -90,7 +90,7 @@ class Measured:
     output: str
 
 
-def run_command(args: list[str], timeout: float) -> Measured:
+def run_command(args: list[str], timeout: float) -> ProcessUsage:
     """``optcoll args`` in a child process: exit code, CPU seconds, peak RSS and stdout; the
     child is killed after ``timeout`` seconds (its answer is then missing)."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
@@ -106,11 +106,11 @@ def run_command(args: list[str], timeout: float) -> Measured:
         timer.cancel()
         child.stdout.close()
     child.returncode = os.waitstatus_to_exitcode(status)
-    return Measured(child.returncode, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024,
+    return ProcessUsage(child.returncode, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024,
                     time.perf_counter() - start, output)
 
 
-def _answer(measured: Measured) -> str:
+def _answer(measured: ProcessUsage) -> str:
     try:
         data = json.loads(measured.output)
     except json.JSONDecodeError:

@@ -63,7 +63,7 @@ def translations(shift: int, xor_first: bool) -> Order:
 
 
 @dataclass
-class Budget:
+class SearchBudget:
     """Search-tree nodes visited so far by one or more searches, and the most they may visit."""
 
     total: float = math.inf
@@ -130,7 +130,7 @@ class ColouredGraph:
         image[order] = self.edge_order
         return image
 
-    def automorphisms(self, fixed: Mapping[int, int] | None = None, *, nodes: int, budget: Budget | None = None,
+    def automorphisms(self, fixed: Mapping[int, int] | None = None, *, nodes: int, budget: SearchBudget | None = None,
                       deadline: float | None = None, order: Order = fixed_points_last,
                       leading: int | None = None) -> Iterator[np.ndarray]:
         """Node permutations (v ↦ perm[v]) extending the partial map ``fixed`` that keep colours
@@ -142,7 +142,7 @@ class ColouredGraph:
         (cells holding one of the first ``leading`` nodes before the others: switches follow
         their NPUs) and tries its images in ``order``.
         """
-        budget = budget or Budget()
+        budget = budget or SearchBudget()
         a, b = self.initial.copy(), self.initial.copy()
         fresh = int(a.max(initial=0)) + 1
         for i, (u, v) in enumerate((fixed or {}).items()):
@@ -150,7 +150,7 @@ class ColouredGraph:
         stop = min(budget.spent + nodes, budget.total)
         yield from self._search(a, b, budget, stop, deadline, order, self.n if leading is None else leading)
 
-    def _search(self, a: np.ndarray, b: np.ndarray, budget: Budget, stop: float, deadline: float | None,
+    def _search(self, a: np.ndarray, b: np.ndarray, budget: SearchBudget, stop: float, deadline: float | None,
                 order: Order, leading: int) -> Iterator[np.ndarray]:
         budget.spent += 1
         if budget.spent > stop or (deadline is not None and time.perf_counter() > deadline):

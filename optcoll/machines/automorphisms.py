@@ -17,7 +17,7 @@ from functools import cached_property
 
 import numpy as np
 
-from optcoll.graphs.automorphisms import Budget, ColouredGraph, grow_semiregular, translations
+from optcoll.graphs.automorphisms import SearchBudget, ColouredGraph, grow_semiregular, translations
 from optcoll.machines.machine import Machine
 
 #: Search-tree nodes one automorphism search may visit before it gives up, and all searches of
@@ -31,7 +31,7 @@ TRIES_PER_TARGET = 8
 
 
 @dataclass(frozen=True, eq=False)
-class NodeGroup:
+class SymmetryGroup:
     """Machine automorphisms as permutation tables; row 0 is the identity.
 
     ``node[g, v]`` is the image of node v under element g, ``link[g, e]`` that of link e (parallel
@@ -83,12 +83,12 @@ class NodeGroup:
         return bool(np.all(self.link_orbit_size == self.order))
 
 
-def trivial_group(machine: Machine) -> NodeGroup:
-    return NodeGroup(np.arange(machine.num_nodes)[None, :], np.arange(machine.num_links)[None, :],
+def trivial_group(machine: Machine) -> SymmetryGroup:
+    return SymmetryGroup(np.arange(machine.num_nodes)[None, :], np.arange(machine.num_links)[None, :],
                      machine.num_npus)
 
 
-def semiregular_group(machine: Machine, node_class: np.ndarray | None = None) -> NodeGroup:
+def semiregular_group(machine: Machine, node_class: np.ndarray | None = None) -> SymmetryGroup:
     """A group of automorphisms of ``machine`` in which no element but the identity fixes an NPU.
 
     ``node_class`` (one integer per node) restricts relabellings to nodes of equal class (e.g.
@@ -113,7 +113,7 @@ def semiregular_group(machine: Machine, node_class: np.ndarray | None = None) ->
         shifted = _grown(graph, stable, npus, xor_first=False)
         elements = shifted if shifted.shape[0] > elements.shape[0] else elements
     links = np.array([graph.edge_map(g) for g in elements], dtype=np.int64).reshape(len(elements), -1)
-    return NodeGroup(elements, links, npus)
+    return SymmetryGroup(elements, links, npus)
 
 
 def _grown(graph: ColouredGraph, stable: np.ndarray, npus: int, xor_first: bool) -> np.ndarray:
@@ -122,7 +122,7 @@ def _grown(graph: ColouredGraph, stable: np.ndarray, npus: int, xor_first: bool)
     within a share of one budget for the whole group."""
     n = graph.n
     one, total = (per * n + extra for per, extra in (SEARCH_NODES, TOTAL_SEARCH_NODES))
-    budget = Budget(total)
+    budget = SearchBudget(total)
 
     def find(fixed: dict[int, int], target: int):
         return graph.automorphisms(fixed, nodes=one, budget=budget, order=translations(target, xor_first),

@@ -8,7 +8,7 @@ import time
 
 import numpy as np
 
-from optcoll.graphs.automorphisms import Budget, ColouredGraph, closure, grow_semiregular, translations
+from optcoll.graphs.automorphisms import SearchBudget, ColouredGraph, closure, grow_semiregular, translations
 from optcoll.producers.exact.toolkit.symmetry import find_automorphisms
 
 
@@ -43,7 +43,7 @@ def test_a_shared_budget_ends_every_search_that_draws_on_it():
     """A ring's first automorphism takes three search nodes: the root, one NPU individualised, a
     neighbour individualised (the reflection then follows by refinement)."""
     assert len(list(itertools.islice(ring(8).automorphisms(nodes=3), 1))) == 1
-    budget = Budget(total=2)
+    budget = SearchBudget(total=2)
     assert list(ring(8).automorphisms(nodes=1000, budget=budget)) == []
     assert budget.spent > 2
     assert list(ring(8).automorphisms(nodes=1000, budget=budget)) == []
@@ -66,7 +66,7 @@ def test_a_torus_grows_its_translations():
             for u, v in zip(nodes.ravel(), np.roll(nodes, step, axis=axis).ravel()):
                 edges[(int(u), int(v))] = 1
     graph = ColouredGraph.labelled([0] * side * side, edges)
-    budget = Budget()
+    budget = SearchBudget()
     generators, elements = grow_semiregular(
         lambda fixed, target: graph.automorphisms(fixed, nodes=1000, budget=budget, order=translations(target, False)),
         16, range(16), 16, 8, 16)

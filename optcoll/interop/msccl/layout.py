@@ -28,6 +28,7 @@ msccl-tools writes it (alltoall: N·C, broadcast/reduce: C, the others N·C or K
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from optcoll.collectives.collective import Collective
 from optcoll.errors import InputError
@@ -53,8 +54,16 @@ def kind_of(coll: str) -> str:
     return key
 
 
+class SlotValue(NamedTuple):
+    """What a buffer slot holds while a runtime replays a schedule (MSCCL XML or an MSCCL++ plan)."""
+
+    chunk: int
+    mask: int  # contributing GPUs (combining collectives), 0 otherwise
+    origin: int  # the transfer that delivered it, -1 if computed or initial
+
+
 @dataclass(frozen=True, eq=False)
-class Layout:
+class BufferLayout:
     kind: str
     num_gpus: int
     num_chunks: int
@@ -102,7 +111,7 @@ def _split(kind: str, n: int, k: int) -> int:
 
 
 def make_layout(kind: str, num_gpus: int, num_chunks: int, inplace: bool, root: int | None = None,
-                custom: Collective | None = None) -> Layout:
+                custom: Collective | None = None) -> BufferLayout:
     """The layout of a built-in collective (``custom`` takes the collective for its pre/post)."""
     n, k = num_gpus, num_chunks
     c = _split(kind, n, k)
@@ -142,13 +151,13 @@ def make_layout(kind: str, num_gpus: int, num_chunks: int, inplace: bool, root: 
         pre = {(g, x): ("i", x) for g in holders for x in range(k)}
         post = {(g, x): ("o", x) for g in dests for x in range(k)}
         sizes = (k, k)
-    layout = Layout(kind, n, k, inplace, *sizes, {}, {})
-    return Layout(kind, n, k, inplace, *sizes,
+    layout = BufferLayout(kind, n, k, inplace, *sizes, {}, {})
+    return BufferLayout(kind, n, k, inplace, *sizes,
                   {key: layout.canonical(key[0], ref) for key, ref in pre.items()},
                   {key: layout.canonical(key[0], ref) for key, ref in post.items()})
 
 
-def layout_of(collective: Collective, inplace: bool) -> Layout:
+def layout_of(collective: Collective, inplace: bool) -> BufferLayout:
     """The layout of a collective about to be exported (GPU g = ``collective.ranks[g]``)."""
     kind = collective.kind
     if kind not in KINDS:

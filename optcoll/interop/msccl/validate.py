@@ -22,7 +22,7 @@ from itertools import islice
 from optcoll.errors import InputError
 from optcoll.interop.msccl.execute import BROKEN, Program, Wire, run
 from optcoll.interop.msccl.ir import (BUFFERS, LOCAL_DST, LOCAL_SRC, PROTOCOLS, RECVS, SENDS, Algo,
-                                      Finding, Step, parse_algo, where_step)
+                                      IrFinding, Step, parse_algo, where_step)
 from optcoll.interop.msccl.layout import ROOTED, chunks_from_loop, kind_of, make_layout
 from optcoll.interop.msccl.reader import ReaderError
 from optcoll.interop.msccl.runtimes import EXECUTOR, Runtime, runtime_named
@@ -39,18 +39,18 @@ def validate_msccl_xml(source: str | os.PathLike, *, runtime: str | Runtime = "e
     return [f.message for f in check(algo, parsed, runtime=runtime, root=root)]
 
 
-def read_for_runtime(source: str | os.PathLike) -> tuple[Algo, list[Finding], str]:
+def read_for_runtime(source: str | os.PathLike) -> tuple[Algo, list[IrFinding], str]:
     """The algorithm as the runtimes' reader sees it; if that reader stops, a refused finding
     saying where, and the algorithm as an XML parser reads it (to find everything else)."""
     try:
         return parse_algo(source, like_runtime=True)
     except ReaderError as exc:
         algo, parsed, name = parse_algo(source)
-        return algo, [Finding(f"the runtimes' XML reader stops at {exc}", False, True)] + parsed, name
+        return algo, [IrFinding(f"the runtimes' XML reader stops at {exc}", False, True)] + parsed, name
 
 
-def check(algo: Algo, parsed: list[Finding], *, runtime: Runtime | None = EXECUTOR,
-          root: int | None = None) -> list[Finding]:
+def check(algo: Algo, parsed: list[IrFinding], *, runtime: Runtime | None = EXECUTOR,
+          root: int | None = None) -> list[IrFinding]:
     """``runtime=None``: only what execution itself needs (no loader rules)."""
     out = list(parsed)
     rules = runtime or _NO_RUNTIME
@@ -71,16 +71,16 @@ _NO_RUNTIME = Runtime("any", "", (), frozenset(), EXECUTOR.step_types + ("ra",),
                       max_blocks=2**31, max_channels=2**31, max_count=2**31, max_peers_per_channel=2**31)
 
 
-def _add(out: list[Finding], message: str, fatal: bool = True, refused: bool = False) -> None:
-    out.append(Finding(message, fatal, refused))
+def _add(out: list[IrFinding], message: str, fatal: bool = True, refused: bool = False) -> None:
+    out.append(IrFinding(message, fatal, refused))
 
 
-def _refuse(out: list[Finding], rt: Runtime, message: str, fatal: bool = False) -> None:
+def _refuse(out: list[IrFinding], rt: Runtime, message: str, fatal: bool = False) -> None:
     """A rule of the runtime's loader: it refuses the file."""
     _add(out, f"{message} (the {rt.name} runtime refuses it)" if rt.source else message, fatal, True)
 
 
-def _check_algo(algo: Algo, rt: Runtime, named: bool, out: list[Finding]) -> str | None:
+def _check_algo(algo: Algo, rt: Runtime, named: bool, out: list[IrFinding]) -> str | None:
     for a in rt.required:
         if a not in algo.present and a not in ("ngpus", "nchunksperloop", "coll"):  # parse reported those
             _refuse(out, rt, f"algo: missing attribute {a!r}")
@@ -117,7 +117,7 @@ def _check_algo(algo: Algo, rt: Runtime, named: bool, out: list[Finding]) -> str
     return kind
 
 
-def _check_gpus(algo: Algo, rt: Runtime, out: list[Finding]) -> None:
+def _check_gpus(algo: Algo, rt: Runtime, out: list[IrFinding]) -> None:
     ids = Counter(g.id for g in algo.gpus)
     for gid, count in sorted(ids.items()):
         if count > 1:
@@ -182,7 +182,7 @@ def _check_gpus(algo: Algo, rt: Runtime, out: list[Finding]) -> None:
                                  f"{rt.max_peers_per_channel}")
 
 
-def _check_steps(algo: Algo, program: Program, rt: Runtime, out: list[Finding]) -> None:
+def _check_steps(algo: Algo, program: Program, rt: Runtime, out: list[IrFinding]) -> None:
     by_id = {g.id: g for g in algo.gpus}
     waited: set[int] = set()
     for k, (gid, tid, send, recv, _) in enumerate(program.tbs):
@@ -236,7 +236,7 @@ def _check_steps(algo: Algo, program: Program, rt: Runtime, out: list[Finding]) 
                       f"hasdep={program.steps[d].hasdep} (the runtime never signals it)", False)
 
 
-def _check_step_refs(step: Step, where: str, gpu, rt: Runtime, out: list[Finding]) -> None:
+def _check_step_refs(step: Step, where: str, gpu, rt: Runtime, out: list[IrFinding]) -> None:
     for side in ("src", "dst"):
         if getattr(step, side)[0] not in BUFFERS:  # read for every step, nops too
             _refuse(out, rt, f"{where}: attribute {side}buf={getattr(step, side)[0]!r} is not one of i, o, s",
@@ -267,7 +267,7 @@ def _ordinal(k: int) -> str:
     return f"{k}{'th' if 10 <= k % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(k % 10, 'th')}"
 
 
-def _check_connections(program: Program, out: list[Finding]) -> None:
+def _check_connections(program: Program, out: list[IrFinding]) -> None:
     steps = program.steps
     for conn in sorted(set(program.sender) | set(program.receiver)):
         u, v, chan = conn
@@ -319,7 +319,7 @@ def infer_root(program: Program, ngpus: int, kind: str) -> int | None:
     return found[0] if len(found) == 1 else None
 
 
-def _check_layout(algo: Algo, program: Program, kind: str, root: int | None, out: list[Finding]) -> None:
+def _check_layout(algo: Algo, program: Program, kind: str, root: int | None, out: list[IrFinding]) -> None:
     if kind == "custom":
         return  # a custom collective's layout is not in the file
     if kind in ROOTED and root is None:
@@ -344,7 +344,7 @@ def _check_layout(algo: Algo, program: Program, kind: str, root: int | None, out
                       f"{algo.nchunksperloop} needs {n} {buf} chunks")
 
 
-def _check_progress(program: Program, out: list[Finding]) -> None:
+def _check_progress(program: Program, out: list[IrFinding]) -> None:
     trace = run(program, lambda g, peer, chan: Wire((g, peer, chan), 1.0, 1.0))
     for i in trace.stuck[:20]:
         step = program.steps[i]

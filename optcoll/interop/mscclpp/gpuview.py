@@ -21,7 +21,7 @@ import numpy as np
 from optcoll.collectives.collective import Collective
 from optcoll.errors import InputError
 from optcoll.interop.gpuview import describe, extra_sends, follow
-from optcoll.interop.mscclpp.routes import Routes
+from optcoll.interop.mscclpp.routes import PeerPaths
 from optcoll.machines.machine import Machine
 from optcoll.schedules.schedule import REDUCE, Schedule
 
@@ -123,7 +123,7 @@ def gpu_view(machine: Machine, collective: Collective, schedule: Schedule, arriv
     ranks = list(collective.ranks)
     gpu = {npu: g for g, npu in enumerate(ranks)}
     node = nodes_of(machine)
-    routes = Routes(machine)
+    routes = PeerPaths(machine)
     src, dst = machine.link_src[schedule.link].tolist(), machine.link_dst[schedule.link].tolist()
     chunk, start, op = schedule.chunk.tolist(), schedule.start.tolist(), schedule.op.tolist()
     arrive = [float(a) for a in arrivals]

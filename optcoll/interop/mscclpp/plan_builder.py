@@ -72,7 +72,7 @@ PUTS_PER_BLOCK = 15
 
 
 @dataclass(eq=False)
-class Channel:
+class PlannedChannel:
     """A memory or port channel: sender block ``a`` (GPU a.gpu) signals, block ``b`` waits."""
 
     a: Block
@@ -84,7 +84,7 @@ class Channel:
 @dataclass
 class Built:
     blocks: dict[int, list[Block]]
-    channels: list[Channel]
+    channels: list[PlannedChannel]
     switch_groups: list[tuple[tuple[int, ...], str]]  # (members, buffer type), in order
     scratch: dict[int, int]
     semaphores: dict[int, list[tuple]]  # gpu -> (producer, consumer) pairs in id order
@@ -99,7 +99,7 @@ def build(view: View, n: int, pre: dict[tuple[int, int], Slot], post: dict[tuple
     else:
         _slots(view, pre, post, combining, scratch, n)
     blocks: dict[int, list[Block]] = {g: [] for g in range(n)}
-    channels: list[Channel] = []
+    channels: list[PlannedChannel] = []
     made_by: dict[int, Action] = {}  # id(version) -> the action after which it is usable
     senders: dict[tuple[int, int], Block] = {}
     receivers: dict[tuple[int, int], Block] = {}  # (gpu, id(sender block))
@@ -110,11 +110,11 @@ def build(view: View, n: int, pre: dict[tuple[int, int], Slot], post: dict[tuple
         blocks[g].append(b)
         return b
 
-    def receiver(g: int, sender: Block, kind: str) -> tuple[Block, Channel]:
+    def receiver(g: int, sender: Block, kind: str) -> tuple[Block, PlannedChannel]:
         key = (g, id(sender))
         if key not in receivers:
             receivers[key] = block(g, f"receive from GPU {sender.gpu} ({sender.name})")
-            channels.append(Channel(sender, receivers[key], kind, len(channels)))
+            channels.append(PlannedChannel(sender, receivers[key], kind, len(channels)))
         ch = next(c for c in channels if c.a is sender and c.b is receivers[key])
         return receivers[key], ch
 
@@ -228,7 +228,7 @@ def _packet_slots(view: View, pre: dict, post: dict, combining: bool, scratch: d
     return staged
 
 
-def _packet_actions(p: Put, ch: Channel, staged: Slot | None, prev: Version | None, s: Block, r: Block
+def _packet_actions(p: Put, ch: PlannedChannel, staged: Slot | None, prev: Version | None, s: Block, r: Block
                     ) -> tuple[Action, Action | None]:
     """The LL send of one put and what its receiver does: the sender writes packets into the
     receiver's scratch (``ppkt`` from plain data, ``rppkt`` forwarding packets it received, which

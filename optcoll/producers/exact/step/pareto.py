@@ -28,7 +28,7 @@ from optcoll.producers.exact.step.backends import Backend
 from optcoll.producers.exact.step.bounds import FAMILY, RoundsBound
 from optcoll.producers.exact.step.chunking import refine
 from optcoll.producers.exact.step.greedy import greedy_solution
-from optcoll.producers.exact.step.inversion import Plan
+from optcoll.producers.exact.step.inversion import StepPlan
 from optcoll.producers.exact.step.search import LEX_PREFIX
 from optcoll.producers.exact.step.solution import StepSolution, stretched
 from optcoll.producers.exact.step.symmetry import automorphisms, lex_constraints
@@ -79,7 +79,7 @@ def chunk_scope(max_chunks: int) -> str:
     return f"C ≤ {max_chunks}, every S"
 
 
-def frontier(prepare: Callable[[int], Plan], max_chunks: int, bound: RoundsBound, backend: Backend,
+def frontier(prepare: Callable[[int], StepPlan], max_chunks: int, bound: RoundsBound, backend: Backend,
              clock: Clock, *, symmetry: bool, progress: Progress | None = None,
              question_limit: float | None = None) -> Front:
     """The front for C = 1..``max_chunks``, ``prepare(C)`` giving C's plan: the points found
@@ -92,11 +92,11 @@ def frontier(prepare: Callable[[int], Plan], max_chunks: int, bound: RoundsBound
             raise KeyboardInterrupt if clock.interrupted else TimeoutError
 
     chunks = range(1, max_chunks + 1)
-    plans: dict[int, Plan] = {}
+    plans: dict[int, StepPlan] = {}
     lex: dict[int, list] = {}
     last: dict[int, StepSolution] = {}
 
-    def ready(C: int) -> Plan:
+    def ready(C: int) -> StepPlan:
         if C not in plans:
             check_clock()
             plans[C] = prepare(C)
@@ -183,7 +183,7 @@ def frontier(prepare: Callable[[int], Plan], max_chunks: int, bound: RoundsBound
         bound, chunk_scope(max_chunks))
 
 
-def _point(plan: Plan, solution: StepSolution, C: int, q: Fraction, proven: bool,
+def _point(plan: StepPlan, solution: StepSolution, C: int, q: Fraction, proven: bool,
            bound: RoundsBound) -> ParetoPoint:
     p = plan.problem
     S, R = solution.steps, solution.total_rounds
