@@ -22,7 +22,7 @@ from itertools import islice
 from optcoll.errors import InputError
 from optcoll.interop.msccl.execute import BROKEN, Program, Wire, run
 from optcoll.interop.msccl.ir import (BUFFERS, LOCAL_DST, LOCAL_SRC, PROTOCOLS, RECVS, SENDS, Algo,
-                                      IrFinding, Step, parse_algo, where_step)
+                                      Gpu, IrFinding, Step, parse_algo, where_step)
 from optcoll.interop.msccl.layout import ROOTED, chunks_from_loop, kind_of, make_layout
 from optcoll.interop.msccl.reader import ReaderError
 from optcoll.interop.msccl.runtimes import EXECUTOR, Runtime, runtime_named
@@ -118,6 +118,15 @@ def _check_algo(algo: Algo, rt: Runtime, named: bool, out: list[IrFinding]) -> s
 
 
 def _check_gpus(algo: Algo, rt: Runtime, out: list[IrFinding]) -> None:
+    """The <gpu> elements: ids, then per GPU its chunk counts, thread block ids and peers."""
+    _check_gpu_ids(algo, out)
+    for g in algo.gpus:
+        _check_chunk_counts(algo, g, rt, out)
+        _check_tb_ids(g, rt, out)
+        _check_tb_peers(algo, g, rt, out)
+
+
+def _check_gpu_ids(algo: Algo, out: list[IrFinding]) -> None:
     ids = Counter(g.id for g in algo.gpus)
     for gid, count in sorted(ids.items()):
         if count > 1:
@@ -130,56 +139,73 @@ def _check_gpus(algo: Algo, rt: Runtime, out: list[IrFinding]) -> None:
         more = algo.ngpus - len(present) - len(first)
         _add(out, f"algo: ngpus={algo.ngpus} but no <gpu> element for id(s) {', '.join(map(str, first))}"
                   + (f" and {more} more" if more else ""))
+
+
+def _check_chunk_counts(algo: Algo, g: Gpu, rt: Runtime, out: list[IrFinding]) -> None:
     in_mult = algo.ngpus if algo.coll == "allgather" else 1
     out_mult = algo.ngpus if algo.coll == "reduce_scatter" else 1
-    for g in algo.gpus:
-        for a, value in (("i_chunks", g.i_chunks), ("o_chunks", g.o_chunks), ("s_chunks", g.s_chunks)):
-            if value < 0:
-                _add(out, f"gpu {g.id}: attribute {a}={value} must not be negative", refused=True)
-        if rt.chunks_match_loop and (g.i_chunks > 0 and g.i_chunks * in_mult != algo.nchunksperloop
-                                     or g.o_chunks > 0 and g.o_chunks * out_mult != algo.nchunksperloop):
-            _refuse(out, rt, f"gpu {g.id}: i_chunks={g.i_chunks} / o_chunks={g.o_chunks} disagree with "
-                             f"nchunksperloop={algo.nchunksperloop} for coll={algo.coll!r}")
-        tids = Counter(t.id for t in g.tbs)
-        for tid, count in sorted(tids.items()):
-            if count > 1:
-                _refuse(out, rt, f"gpu {g.id} tb {tid}: id used by {count} thread blocks", True)
-            if not 0 <= tid < rt.max_blocks:
-                _refuse(out, rt, f"gpu {g.id} tb {tid}: ids must be in 0..{rt.max_blocks - 1}")
-        if tids and sorted(tids) != list(range(len(tids))):
-            _refuse(out, rt, f"gpu {g.id}: thread block ids {_list(sorted(tids))} are not dense "
-                             f"0..{len(tids) - 1}")
-        owners: dict[tuple[str, int, int], int] = {}
-        per_channel: Counter[tuple[str, int]] = Counter()  # (direction, channel) -> peers
-        for t in g.tbs:
-            where = f"gpu {g.id} tb {t.id}"
-            for a, peer in (("send", t.send), ("recv", t.recv)):
-                per_channel[(a, t.chan)] += peer >= 0
-                if peer == g.id or peer < -1:
-                    _refuse(out, rt, f"{where}: attribute {a}={peer} must be -1 or another GPU id", True)
-                elif peer >= algo.ngpus:
-                    message = f"{where}: attribute {a}={peer} is not a GPU id in 0..{algo.ngpus - 1}"
-                    if rt.peers_below_ngpus:
-                        _refuse(out, rt, message, True)
-                    else:
-                        _add(out, message)
-                elif peer >= 0:
-                    key = (a, peer, t.chan)
-                    if key in owners:
-                        side = "send to" if a == "send" else "receive from"
-                        _add(out, f"{where}: tb {owners[key]} and tb {t.id} both {side} gpu {peer} on "
-                                  f"channel {t.chan} (one thread block per peer, channel and direction)")
-                    owners.setdefault(key, t.id)
-            if not 0 <= t.chan < rt.max_channels:
-                _refuse(out, rt, f"{where}: attribute chan={t.chan} must be in 0..{rt.max_channels - 1}",
-                        t.chan < 0 and (t.send >= 0 or t.recv >= 0))
-            if len(t.steps) > rt.max_steps:
-                _refuse(out, rt, f"{where}: {len(t.steps)} steps, more than its {rt.max_steps} per thread block")
-        for (a, chan), count in sorted(per_channel.items()):
-            if count > rt.max_peers_per_channel:
-                verb = {"send": "sending", "recv": "receiving"}[a]
-                _refuse(out, rt, f"gpu {g.id}: {count} thread blocks {verb} on channel {chan}, more than "
-                                 f"{rt.max_peers_per_channel}")
+    for a, value in (("i_chunks", g.i_chunks), ("o_chunks", g.o_chunks), ("s_chunks", g.s_chunks)):
+        if value < 0:
+            _add(out, f"gpu {g.id}: attribute {a}={value} must not be negative", refused=True)
+    if rt.chunks_match_loop and (g.i_chunks > 0 and g.i_chunks * in_mult != algo.nchunksperloop
+                                 or g.o_chunks > 0 and g.o_chunks * out_mult != algo.nchunksperloop):
+        _refuse(out, rt, f"gpu {g.id}: i_chunks={g.i_chunks} / o_chunks={g.o_chunks} disagree with "
+                         f"nchunksperloop={algo.nchunksperloop} for coll={algo.coll!r}")
+
+
+def _check_tb_ids(g: Gpu, rt: Runtime, out: list[IrFinding]) -> None:
+    tids = Counter(t.id for t in g.tbs)
+    for tid, count in sorted(tids.items()):
+        if count > 1:
+            _refuse(out, rt, f"gpu {g.id} tb {tid}: id used by {count} thread blocks", True)
+        if not 0 <= tid < rt.max_blocks:
+            _refuse(out, rt, f"gpu {g.id} tb {tid}: ids must be in 0..{rt.max_blocks - 1}")
+    if tids and sorted(tids) != list(range(len(tids))):
+        _refuse(out, rt, f"gpu {g.id}: thread block ids {_list(sorted(tids))} are not dense "
+                         f"0..{len(tids) - 1}")
+
+
+def _check_tb_peers(algo: Algo, g: Gpu, rt: Runtime, out: list[IrFinding]) -> None:
+    """Each thread block's send and recv peers, channel and step count, then how many thread
+    blocks send and receive on each channel."""
+    owners: dict[tuple[str, int, int], int] = {}
+    per_channel: Counter[tuple[str, int]] = Counter()  # (direction, channel) -> peers
+    for t in g.tbs:
+        where = f"gpu {g.id} tb {t.id}"
+        for a, peer in (("send", t.send), ("recv", t.recv)):
+            per_channel[(a, t.chan)] += peer >= 0
+            _check_peer(algo, g, rt, out, where, a, peer, t.chan, t.id, owners)
+        if not 0 <= t.chan < rt.max_channels:
+            _refuse(out, rt, f"{where}: attribute chan={t.chan} must be in 0..{rt.max_channels - 1}",
+                    t.chan < 0 and (t.send >= 0 or t.recv >= 0))
+        if len(t.steps) > rt.max_steps:
+            _refuse(out, rt, f"{where}: {len(t.steps)} steps, more than its {rt.max_steps} per thread block")
+    for (a, chan), count in sorted(per_channel.items()):
+        if count > rt.max_peers_per_channel:
+            verb = {"send": "sending", "recv": "receiving"}[a]
+            _refuse(out, rt, f"gpu {g.id}: {count} thread blocks {verb} on channel {chan}, more than "
+                             f"{rt.max_peers_per_channel}")
+
+
+def _check_peer(algo: Algo, g: Gpu, rt: Runtime, out: list[IrFinding], where: str, a: str, peer: int, chan: int,
+                tid: int, owners: dict[tuple[str, int, int], int]) -> None:
+    """One thread block's ``send`` or ``recv`` peer (``a``); ``owners`` records which thread
+    block holds each (direction, peer, channel)."""
+    if peer == g.id or peer < -1:
+        _refuse(out, rt, f"{where}: attribute {a}={peer} must be -1 or another GPU id", True)
+    elif peer >= algo.ngpus:
+        message = f"{where}: attribute {a}={peer} is not a GPU id in 0..{algo.ngpus - 1}"
+        if rt.peers_below_ngpus:
+            _refuse(out, rt, message, True)
+        else:
+            _add(out, message)
+    elif peer >= 0:
+        key = (a, peer, chan)
+        if key in owners:
+            side = "send to" if a == "send" else "receive from"
+            _add(out, f"{where}: tb {owners[key]} and tb {tid} both {side} gpu {peer} on "
+                      f"channel {chan} (one thread block per peer, channel and direction)")
+        owners.setdefault(key, tid)
 
 
 def _check_steps(algo: Algo, program: Program, rt: Runtime, out: list[IrFinding]) -> None:
