@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
 
 from optcoll.instances.clock import Clock
 from optcoll.instances.instance import Instance
@@ -38,10 +37,7 @@ from optcoll.producers.exact.allreduce.solve import TooSlowToBuild, solve
 from optcoll.producers.exact.allreduce.transfers import to_schedule
 from optcoll.producers.exact.memory import ModelTooLarge
 from optcoll.producers.exact.toolkit import solver_version
-from optcoll.results.outcome import SolverOutcome
-
-#: (wall seconds, incumbent step cost or None, proven bound or None)
-Progress = Callable[[float, float | None, float | None], None]
+from optcoll.results.outcome import Progress, SolverOutcome
 
 
 def least_steps(instance: Instance, *, steps: int | None, clock: Clock,
