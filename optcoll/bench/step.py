@@ -79,11 +79,15 @@ def write_questions(scratch: Path) -> dict[str, str]:
     return paths
 
 
-def run_command(args: list[str], timeout: float) -> ChildRun:
-    """``optcoll args`` in a child process (``isolate.run_child``): exit code, its own CPU
-    seconds, peak memory and stdout; killed after ``timeout`` seconds (its answer is then
-    missing)."""
-    return run_child(["-c", "from optcoll.cli.main import main; main()", *args], timeout=timeout)
+#: What a child process runs by default: the ``optcoll`` command.
+OPTCOLL = "from optcoll.cli.main import main; main()"
+
+
+def run_command(args: list[str], timeout: float, code: str = OPTCOLL) -> ChildRun:
+    """``optcoll args`` (or Python ``code`` with ``args``) in a child process
+    (``isolate.run_child``): exit code, its own CPU seconds, peak memory and stdout; killed after
+    ``timeout`` seconds (its answer is then missing)."""
+    return run_child(["-c", code, *args], timeout=timeout)
 
 
 def _answer(measured: ChildRun) -> str:

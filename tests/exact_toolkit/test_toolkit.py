@@ -142,20 +142,6 @@ def test_a_work_limit_counts_cp_sat_deterministic_time_and_is_refused_elsewhere(
             solve(m, solver, Clock(Budget(60, 1, 0, work_limit=1.0)))
 
 
-def test_a_clock_splits_time_and_work_among_phases_and_shares_the_interrupt():
-    clock = Clock(Budget(time_limit=100, threads=1, seed=0, work_limit=8.0))
-    phase = clock.part(0.25)
-    assert phase.work_left() == pytest.approx(2.0) and 24 < phase.left() <= 25
-    phase.spend_work(1.5)
-    assert clock.work_left() == pytest.approx(6.5) and phase.work_spent == clock.work_spent == 1.5
-    phase.spend_work(1.0)  # over its share: nothing left in the phase, the rest stays above it
-    assert phase.left() == 0 and clock.work_left() == pytest.approx(5.5)
-    assert phase.limit_reached() == "the work limit (8)" and clock.left() > 0
-    phase.interrupt()
-    assert clock.interrupted and clock.left() == 0 and clock.part(1.0).interrupted
-    assert Clock(Budget(10, 1, 0)).limit_reached() == "the time limit (10 s)"
-
-
 def test_ctrl_c_during_a_solve_returns_the_best_solution_so_far():
     """A real SIGINT from CP-SAT's first solution callback: the call returns that solution."""
     m = hard_model()
