@@ -127,17 +127,23 @@ class Forked:
     cpu: float
 
 
-def _forked_child(conn: Connection, function: Callable[..., Any], args: tuple[Any, ...]) -> None:
+def _forked_child(conn: Connection, function: Callable[..., Any], args: tuple[Any, ...],
+                  memory_cap: float | None) -> None:
+    cap = _cap(memory_cap)
+    if cap is not None:
+        cap()
     conn.send(function(*args))
     conn.close()
 
 
-def call_forked(function: Callable[..., Any], *args: Any, timeout: float) -> Forked:
+def call_forked(function: Callable[..., Any], *args: Any, timeout: float, memory_cap: float | None = None
+                ) -> Forked:
     """``function(*args)`` in a forked child (spawned where the platform cannot fork), killed
-    when it has not answered after ``timeout`` seconds."""
+    when it has not answered after ``timeout`` seconds, its address space capped at
+    ``memory_cap`` bytes."""
     ctx = mp.get_context("fork" if "fork" in mp.get_all_start_methods() else "spawn")
     receive, send = ctx.Pipe(duplex=False)
-    child = ctx.Process(target=_forked_child, args=(send, function, args), daemon=True)
+    child = ctx.Process(target=_forked_child, args=(send, function, args, memory_cap), daemon=True)
     wall0, cpu0 = time.perf_counter(), _children_cpu()
     child.start()
     send.close()
