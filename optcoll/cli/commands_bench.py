@@ -5,7 +5,7 @@ import json
 
 import click
 
-from optcoll.cli.limits import as_flags, out_option, progress_option, time_limit_option
+from optcoll.cli.limits import BYTES, as_flags, out_option, progress_option, time_limit_option
 from optcoll.cli.output import WholeHelpGroup, done, echo, json_option, say_overwrites
 from optcoll.errors import InputError
 from optcoll.units import format_size
@@ -177,12 +177,23 @@ def bench_limits(time_limit: float, no_truth: bool, out: str, as_json: bool) -> 
 @click.option("--collectives", default="allgather,allreduce,alltoall", show_default=True,
               help="Collectives, comma-separated.")
 @click.option("--algos", default="tacos,tacos+", show_default=True, help="Greedy synthesizers, comma-separated.")
+@click.option("--bounds/--no-bounds", default=True, show_default=True, help="The lower bounds and gaps.")
+@click.option("--include", type=click.Path(dir_okay=False, exists=True), default=None, metavar="FILE.jsonl",
+              help="Rows of an earlier run (e.g. a separate 4096-NPU run) to include; a case run again "
+                   "replaces its row.")
+@click.option("--before", type=click.Path(dir_okay=False, exists=True), default=None, metavar="FILE.jsonl",
+              help="Rows of the previous committed run, for the 'CPU before' column (default: the JSON-lines "
+                   "file beside --out, read before it is overwritten).")
+@click.option("--note", default="", help="A paragraph to put under the report's header.")
+@click.option("--memory-cap", type=BYTES, default="8 GiB", show_default=True, metavar="SIZE",
+              help="Address-space cap of each case's process.")
 @out_option("The benchmark report to write (a JSON-lines file of the rows beside it).",
             default="reports/bench-greedy.md", show_default=True)
 @json_option
-def bench_greedy(npus: str, families: str, collectives: str, algos: str, out: str, as_json: bool) -> None:
+def bench_greedy(npus: str, families: str, collectives: str, algos: str, bounds: bool, include: str | None,
+                 before: str | None, note: str, memory_cap: float, out: str, as_json: bool) -> None:
     """Greedy synthesis time, peak memory, growth exponent and gap, 64 to 4096 NPUs (one process per case)."""
-    from optcoll.bench.greedy import run_bench
+    from optcoll.bench.greedy import read_rows, run_bench
 
     def split(text: str) -> tuple[str, ...]:
         return tuple(item.strip() for item in text.split(",") if item.strip())
@@ -193,7 +204,9 @@ def bench_greedy(npus: str, families: str, collectives: str, algos: str, out: st
     echo(f"optcoll bench greedy: {cases} cases, one process each, a JSON row on stderr as each ends (a "
          "1024-NPU AlltoAll with tacos+ takes about half a minute of CPU, 4096 NPUs minutes)", err=True)
     say_overwrites(out)
-    rows = run_bench(tuple(int(n) for n in split(npus)), split(families), split(collectives), split(algos), out)
+    rows = run_bench(tuple(int(n) for n in split(npus)), split(families), split(collectives), split(algos), out,
+                     bounds, note=note, extra_rows=read_rows(include) if include else None, memory_cap=memory_cap,
+                     before=read_rows(before) if before else None)
     done(as_json, f"wrote {out} ({len(rows)} cases)", rows=rows, out=out)
 
 
@@ -215,6 +228,26 @@ def bench_alltoall(scale: bool, lps: bool, out: str, as_json: bool, progress: bo
     say_overwrites(out)
     text = run_bench(out, scale=scale, lps=lps, echo=_say(progress))
     done(as_json, f"{text}\nwrote {out}", report=text, out=out)
+
+
+@bench.command("compare")
+@click.option("--base", required=True, type=click.Path(file_okay=False, exists=True),
+              help="The other checkout of optcoll (e.g. main: git archive main | tar -x -C /tmp/main-src).")
+@click.option("--algo", default="tacos+", show_default=True, help="The synthesizer to compare.")
+@click.option("--runs", type=click.IntRange(min=1), default=3, show_default=True, help="Seeds per instance (best of).")
+@click.option("--suites", default="quick,standard,frontier,machines", show_default=True,
+              help="Built-in suites, comma-separated.")
+@click.option("--only", default=None, metavar="REGEX", help="Only instances whose name matches.")
+@json_option
+def bench_compare(base: str, algo: str, runs: int, suites: str, only: str | None, as_json: bool) -> None:
+    """One synthesizer's verified time per instance, this checkout next to another one; exit 1
+    when any instance got slower or changed applicability."""
+    from optcoll.bench.compare import compare
+
+    text, rows, worse = compare(base, algo, runs, [s.strip() for s in suites.split(",") if s.strip()], only)
+    done(as_json, text, rows=rows, worse=worse)
+    if worse:
+        raise SystemExit(1)
 
 
 COMMANDS = [bench]

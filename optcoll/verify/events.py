@@ -149,6 +149,8 @@ def simulate(p: Problem, lo: int, hi: int, check_timing: bool) -> Part:
     """Runs the transfers of ``p``, which must be all those of chunks lo..hi-1.
 
     ``check_timing``: also check link occupancy and port limits (timed), when ``p`` is everything.
+    Over 100 lines on purpose: the one event loop of the verifier, whose two steps (``deliver``,
+    ``launch``) read the state through closure locals on the hot path of every check.
     """
     st = _State(p, lo, hi)
     width, eps, combining = st.width, p.eps, st.combining
