@@ -142,7 +142,11 @@ def _simulate(order, ptr, ids, start, arrive, src, dst, op, via, role, reduce_ok
     """Every chunk's events (``events.simulate`` per chunk, without timing). Per chunk: its first
     violation (code and position), else for each of its postcondition pairs whether it holds at
     the end and since when. ``via``: per position the schedule row it forwards (-1: none), or
-    empty when no transfer names one."""
+    empty when no transfer names one.
+
+    Radon F on purpose: the compiled twin of ``events._simulate``, one loop over a chunk's events
+    whose branches are the rules of docs/model.md §5 in their order; numba keeps the per-node
+    state in registers only while it stays in one function."""
     pool = _new_pool(words)
     plain = False  # any plain switch: only then the forwarding columns below are kept per chunk
     for v in range(num_nodes):
