@@ -145,8 +145,8 @@ def _simulate(order, ptr, ids, start, arrive, src, dst, op, via, role, reduce_ok
     empty when no transfer names one.
 
     Radon F on purpose: the compiled twin of ``events._simulate``, one loop over a chunk's events
-    whose branches are the rules of docs/model.md §5 in their order; numba keeps the per-node
-    state in registers only while it stays in one function."""
+    whose branches are the rules of docs/model.md §5 in their order, kept in step with it
+    branch for branch (split, each piece would take the loop's dozen state arrays)."""
     pool = _new_pool(words)
     plain = False  # any plain switch: only then the forwarding columns below are kept per chunk
     for v in range(num_nodes):
