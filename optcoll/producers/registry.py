@@ -140,7 +140,8 @@ _SPECS = [
            "and AllGather halves)", inswitch, INSWITCH_KINDS),
     _flows("rail-exchange", "direct AllReduce across nodes: reduce into each node's rail GPU (through "
            "a reducing NVSwitch), exchange node partials (2 nodes; staggered where a staircase helps) or "
-           "ReduceScatter + AllGather them per rail, spread inside the node (multicast)", rail_exchange,
+           "ReduceScatter + AllGather them per rail (or, on 2^m nodes, a halving tree whose roots exchange), "
+           "spread inside the node (multicast)", rail_exchange,
            frozenset({"allreduce"})),
     _Spec("swing", "Swing (NSDI'24): swinging peers x +- rho(s), 2D ports on a D-dimensional torus "
           "(even sizes), bandwidth-optimal ReduceScatter + AllGather", _baseline(swing), _GATHERS),
