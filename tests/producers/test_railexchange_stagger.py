@@ -41,6 +41,12 @@ def _two_nodes(gpus: int, nic_bandwidth: float, nic_latency: float) -> Instance:
     return Instance("two-nodes", machine, make_collective("allreduce", range(n), 2.0**20 * n, 1))
 
 
+def _plain(inst: Instance) -> list:
+    """The plain form on two nodes: their exchange, the only across-node form there."""
+    (form,) = _flows(_nodes(inst), inst.collective.num_chunks)
+    return form
+
+
 def test_staggered_form_reaches_3h_plus_15x_on_cluster2x8():
     """The plain form takes 3h + 16x (its first-round reductions all end after 8 NVLink hops);
     rail-exchange now keeps the staggered form, verified at 3h + 15x = 11.4220 ms: above every
@@ -48,7 +54,7 @@ def test_staggered_form_reaches_3h_plus_15x_on_cluster2x8():
     inst = _cluster2x8()
     b = inst.collective.chunk_bytes
     nic, nv = 2e-6 + b / 25e9, 0.5e-6 + b / 300e9
-    plain = _verified(inst, _flows(_nodes(inst), inst.collective.num_chunks))
+    plain = _verified(inst, _plain(inst))
     assert plain == pytest.approx(3 * nic + 16 * nv)
     made = _verified(inst, rail_exchange(inst))
     assert made == pytest.approx(3 * nic + 15 * nv)
@@ -118,7 +124,7 @@ def test_no_staircase_for_fewer_than_8_gpus(gpus):
 
 def test_two_nodes_of_4_gpus_keep_the_plain_form():
     inst = _two_nodes(4, 2.5e10, 2e-6)
-    plain = _flows(_nodes(inst), inst.collective.num_chunks)
+    plain = _plain(inst)
     assert rail_exchange(inst) == plain
     _verified(inst, plain)
 
@@ -130,7 +136,7 @@ def test_two_nodes_of_8_gpus_never_slower_than_the_plain_form(nic_bandwidth, nic
     0.1918 ms) and with NICs faster (0.0494 -> 0.0471 ms); at equal speeds the plain form is
     kept (0.1159 ms). Either way the kept form is verified and never slower."""
     inst = _two_nodes(8, nic_bandwidth, nic_latency)
-    plain_flows = _flows(_nodes(inst), inst.collective.num_chunks)
+    plain_flows = _plain(inst)
     plain = _verified(inst, plain_flows)
     kept = rail_exchange(inst)
     assert (kept != plain_flows) == staggered_wins
