@@ -13,6 +13,7 @@ from optcoll.errors import InputError
 from optcoll.machines import generators as G
 from optcoll.bench import exact as B
 
+from solver_checks import proof_budget
 from timed_helpers import BW, LAT, close, instance
 
 GIB = 2.0**30
@@ -180,7 +181,7 @@ def test_a_bound_the_search_raised_is_credited_to_the_search():
 
     switch = partial(G.switch, 4, BW, LAT)
     inst = instance(switch(), "broadcast", root=0)
-    outcome = solve_timed(inst, time_limit=30)
+    outcome = solve_timed(inst, budget=proof_budget())
     result = evaluate_outcome(inst, "exact-timed-cpsat", outcome)
     analytic = outcome.trace[0][2]  # the first bound recorded: the analytic one
     assert result.status == "optimal" and result.lower_bound > analytic * (1 + 1e-6)
