@@ -135,6 +135,14 @@ NEEDS_A_MODEL = ROOT / "instances" / "quick" / "torus4x4-allgather-c1.toml"
 STEP_NEEDS_A_MODEL = ROOT / "instances" / "quick" / "ring4-alltoall-c1.toml"
 
 
+def _with_a_work_limit(folder: Path) -> Path:
+    """NEEDS_A_MODEL's question with a work limit in its budget (a sweep's settings have none),
+    so the sweeps below end their solves at the same point under any load."""
+    from sweep_helpers import write_instance
+
+    return write_instance(folder, "torus4x4-allgather-c1", "torus4x4", "allgather", "256 MiB")
+
+
 @pytest.mark.parametrize("formulation, instance, backend, scale", [
     ("time-expanded", "quick/torus4x4-allgather-c1", "cpsat", 1.0),
     ("time-expanded", "standard/hypercube5-allgather-c1", "cpsat", 2.0),
@@ -267,11 +275,12 @@ def test_small_instance_solves_under_the_default_limit():
     from optcoll.instances.instancefile import load_instance
     from optcoll.producers.exact.step import solve_step
     from optcoll.producers.exact.timed.solve import solve_timed
+    from solver_checks import proof_budget
 
     inst = load_instance(NEEDS_A_MODEL)
-    timed = solve_timed(inst, threads=1, time_limit=30)
+    timed = solve_timed(inst, budget=proof_budget())
     assert timed.status == "optimal" and "time-expanded" in timed.params["formulation"]
-    assert solve_step(inst, threads=1, time_limit=30).status == "optimal"
+    assert solve_step(inst, budget=proof_budget()).status == "optimal"
 
 
 def test_a_refused_model_is_a_bounded_result_and_the_sweep_goes_on(tmp_path):
@@ -281,8 +290,8 @@ def test_a_refused_model_is_a_bounded_result_and_the_sweep_goes_on(tmp_path):
     from optcoll.instances.suite import find_suite
     from optcoll.sweeps.plan import Settings, exact_job, synth_job
 
-    spec = find_suite(str(NEEDS_A_MODEL)).specs[0]
-    tight = Settings(time_limit=30.0, threads=1, max_memory=2**20)
+    spec = find_suite(str(_with_a_work_limit(tmp_path / "suite"))).specs[0]
+    tight = Settings(threads=1, max_memory=2**20)
     jobs = [exact_job(spec, tight), synth_job(spec, "ring", 1, 0)]
     records, stats = run_sweep(jobs, ResultCache(tmp_path), workers=0, progress=False)
     refused = records[jobs[0].key]["result"]
@@ -290,8 +299,8 @@ def test_a_refused_model_is_a_bounded_result_and_the_sweep_goes_on(tmp_path):
     assert refused["params"]["formulation"] == "none (every model over the memory limit)"
     assert any("over the limit of 1 MiB (--max-memory); not built" in n for n in refused["notes"])
     assert records[jobs[1].key]["status"] == "heuristic" and stats.failed == 0
-    roomy = exact_job(spec, Settings(time_limit=30.0, threads=1, max_memory=2**32))
-    assert roomy.key != jobs[0].key and exact_job(spec, Settings(time_limit=30.0, threads=1)).params.get(
+    roomy = exact_job(spec, Settings(threads=1, max_memory=2**32))
+    assert roomy.key != jobs[0].key and exact_job(spec, Settings(threads=1)).params.get(
         "max_memory") is None
     records, _ = run_sweep([roomy], ResultCache(tmp_path), workers=0, progress=False)
     assert records[roomy.key]["status"] == "optimal"
@@ -335,8 +344,8 @@ def test_parallel_sweep_workers_split_the_default_share(monkeypatch, tmp_path):
     meminfo = tmp_path / "meminfo"
     meminfo.write_text("MemTotal:       24684100 kB\nMemAvailable:      30720 kB\n")
     monkeypatch.setattr(memory, "MEMINFO", meminfo)
-    spec = find_suite(str(NEEDS_A_MODEL)).specs[0]
-    jobs = [exact_job(spec, Settings(time_limit=30.0, threads=1)), synth_job(spec, "ring", 1, 0)]
+    spec = find_suite(str(_with_a_work_limit(tmp_path / "suite"))).specs[0]
+    jobs = [exact_job(spec, Settings(threads=1)), synth_job(spec, "ring", 1, 0)]
     alone, _ = run_sweep(jobs, ResultCache(tmp_path / "one"), workers=1, progress=False)
     assert alone[jobs[0].key]["result"]["status"] == "optimal"
     pair, _ = run_sweep(jobs, ResultCache(tmp_path / "two"), workers=2, progress=False)
