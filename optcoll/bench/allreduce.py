@@ -135,7 +135,9 @@ def question_rows(time_limit: float, schedules: Path | None, echo: Callable[[str
     model) within ``time_limit``, every synthesizer of AllReduce (``portfolio``), and the recorded
     ground truth where a suite instance asks the same question; a schedule faster than the
     family's is saved under ``schedules``."""
-    from optcoll.producers.exact.timed.solve import STRUCTURED_STARTS, solve_timed
+    from optcoll.producers.exact.timed.start import STRUCTURED
+    from optcoll.producers.registry import SYNTHESIZERS
+    from optcoll.producers.exact.timed.solve import solve_timed
     from optcoll.schedules.jsonfile import save_schedule
 
     rows = []
@@ -146,7 +148,7 @@ def question_rows(time_limit: float, schedules: Path | None, echo: Callable[[str
         result = evaluate_outcome(inst, "exact-timed", outcome)
         best, schedule, label = result.time, outcome.schedule, case.label
         started = str(schedule.meta.get("producer", "")) if schedule is not None else ""
-        by = started if started in STRUCTURED_STARTS else "the direct model"  # the solver's start, kept
+        by = started if started in SYNTHESIZERS else "the direct model"  # the solver's start, kept
         asked = outcome
         if "family_time" not in outcome.params:  # a structured start answered: the family, for the question
             asked = solve_timed(inst, time_limit=time_limit, threads=THREADS, seed=SEED, structured=False)
@@ -162,7 +164,7 @@ def question_rows(time_limit: float, schedules: Path | None, echo: Callable[[str
         synthesized = portfolio(inst)
         if synthesized[0] < best * (1 - TOLERANCE):
             best, schedule, by = synthesized
-        elif by == "the direct model" or by in STRUCTURED_STARTS or family_text == " (recorded)":
+        elif by == "the direct model" or by in STRUCTURED or family_text == " (recorded)":
             family_proven = True  # the schedule is a direct AllReduce (or the comparison is with itself)
         answer, margin = _verdict(family, best, result.lower_bound, result.lower_bound_source.split(" bound")[0],
                                   by, family_proven)

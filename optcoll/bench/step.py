@@ -90,12 +90,17 @@ class Measured:
     output: str
 
 
-def run_command(args: list[str], timeout: float) -> Measured:
-    """``optcoll args`` in a child process: exit code, CPU seconds, peak RSS and stdout; the
-    child is killed after ``timeout`` seconds (its answer is then missing)."""
+#: What a child process runs by default: the ``optcoll`` command.
+OPTCOLL = "from optcoll.cli.main import main; main()"
+
+
+def run_command(args: list[str], timeout: float, code: str = OPTCOLL) -> Measured:
+    """``optcoll args`` (or Python ``code`` with ``args``) in a child process: exit code, CPU
+    seconds, peak RSS and stdout; the child is killed after ``timeout`` seconds (its answer is
+    then missing)."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     start = time.perf_counter()
-    child = subprocess.Popen([sys.executable, "-c", "from optcoll.cli.main import main; main()", *args],
+    child = subprocess.Popen([sys.executable, "-c", code, *args],
                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
     timer = threading.Timer(timeout, child.kill)
     timer.start()

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
 import click
@@ -10,10 +9,13 @@ import click
 from optcoll.cli.limits import SIZES
 from optcoll.cli.output import echo, emit_json, json_option
 from optcoll.errors import InputError
-from optcoll.units import format_size, format_time, parse_size
+from optcoll.units import format_size, format_time
 
 KINDS = ("allreduce", "allgather", "reducescatter", "alltoall")
 ALGORITHMS = ("ring", "tree", "nvls", "nvls_tree", "pat")
+#: ``--all`` covers machines up to this size: one verification of a 512-GPU collective tracks
+#: ~260,000 chunk copies, minutes per size.
+MAX_ALL_RANKS = 128
 
 
 def _measured(ref: str | None, kind: str, machine: str):
@@ -31,14 +33,41 @@ def _measured(ref: str | None, kind: str, machine: str):
     return {row.size: row.best_time for row in sweep.rows}
 
 
-def expect_rows(machine: str, kind: str, sizes: list[int], algorithm: str | None, gpu: str | None,
-                measured: dict[int, float] | None):
-    from optcoll.analysis.expect.predict import context, row
+def expect_context(machine: str, gpu: str | None):
+    from optcoll.analysis.expect.predict import context
     from optcoll.machines.calibration import generation_of
     from optcoll.machines.catalog import load_machine
 
-    ctx = context(load_machine(machine), generation_of(Path(machine).stem, gpu))
-    return [row(ctx, kind, s, algorithm, (measured or {}).get(s)) for s in sizes]
+    return context(load_machine(machine), generation_of(Path(machine).stem, gpu))
+
+
+def expect_rows(machine: str, kind: str, sizes: list[int], algorithm: str | None, gpu: str | None,
+                measured: dict[int, float] | None, tuned: bool = False, ctx=None):
+    """The rows in ascending size, on one ``Context`` (the search reuses smaller sizes' runs)."""
+    from optcoll.analysis.expect.rows import row
+
+    ctx = ctx or expect_context(machine, gpu)
+    return [row(ctx, kind, s, algorithm, (measured or {}).get(s), tuned) for s in sorted(sizes)]
+
+
+def _tuner_files(ctx, machine: str, kind: str, rows, conf: str | None, csv: str | None) -> None:
+    """``nccl_tuner.conf`` from each size's ``nccl_best``; the optimizer's CSV from every NCCL
+    candidate (NVIDIA/nccl plugins/tuner/example; ``interop.nccl_tuner``)."""
+    from optcoll.analysis.expect.predict import nccl_candidates
+    from optcoll.fileio import write_text_atomic
+    from optcoll.interop.nccl_tuner import Candidate, SizeChoice, optimizer_csv, tuner_conf, tuner_rules
+
+    nodes, ranks = ctx.nccl.nodes, ctx.nccl.ranks
+    if conf:
+        choices = [SizeChoice(r.size, r.tuned.algorithm, r.tuned.protocol, r.tuned.channels, r.tuned.seconds)
+                   for r in rows]
+        write_text_atomic(conf, tuner_conf(tuner_rules(kind, choices, nodes=nodes, ranks=ranks), [
+            f"optcoll expect {machine} --collective {kind}: per size, the fastest of NCCL's own algorithms "
+            f"and protocols in optcoll's calibrated model ({ctx.generation.name}; {nodes} node(s), {ranks} ranks)"]))
+    if csv:
+        write_text_atomic(csv, optimizer_csv(
+            Candidate(kind, r.size, c.algorithm, c.protocol, c.channels, c.seconds, nodes, ranks)
+            for r in rows for c in nccl_candidates(ctx, kind, r.size)))
 
 
 def _ranks(machine: str) -> int:
@@ -87,8 +116,14 @@ def _write(out: Path, machine: str, kind: str, rows, measured_label: str | None)
 @click.option("--plot", default=None, type=click.Path(dir_okay=False), help="Write the busbw-vs-size SVG here.")
 @click.option("--all", "every", is_flag=True, help="Every calibrated catalog machine and collective.")
 @click.option("-o", "--out", default=None, type=click.Path(file_okay=False), help="Folder for --all.")
+@click.option("--nccl-tuner-conf", "tuner_conf", default=None, type=click.Path(dir_okay=False),
+              help="Write NCCL's example tuner plugin table (nccl_tuner.conf): per size, the fastest of "
+                   "NCCL's algorithms and protocols in the calibrated model.")
+@click.option("--nccl-tuner-csv", "tuner_csv", default=None, type=click.Path(dir_okay=False),
+              help="Write the input CSV of NCCL's optimize_config.py: every NCCL candidate at every size.")
 @json_option
-def expect(machine, kind, sizes, algorithm, measured, gpu, plot, every, out, as_json) -> None:
+def expect(machine, kind, sizes, algorithm, measured, gpu, plot, every, out, tuner_conf, tuner_csv,
+           as_json) -> None:
     """Per size: physical bound, best verified schedule and NCCL's choice in the calibrated model."""
     size_list = list(sizes)
     if kind not in KINDS:
@@ -100,8 +135,18 @@ def expect(machine, kind, sizes, algorithm, measured, gpu, plot, every, out, as_
         return
     if machine is None:
         raise InputError("name a MACHINE (or --all)", field="MACHINE")
+    if tuner_conf or tuner_csv:
+        from optcoll.interop.nccl_tuner import collective_name
+
+        try:
+            collective_name(kind)
+        except InputError as exc:
+            raise InputError(exc.detail, field="--nccl-tuner-conf" if tuner_conf else "--nccl-tuner-csv") from None
     points = _measured(measured, kind, machine)
-    rows = expect_rows(machine, kind, size_list, algorithm, gpu, points)
+    ctx = expect_context(machine, gpu)
+    rows = expect_rows(machine, kind, size_list, algorithm, gpu, points, tuned=bool(tuner_conf), ctx=ctx)
+    if tuner_conf or tuner_csv:
+        _tuner_files(ctx, Path(machine).stem, kind, rows, tuner_conf, tuner_csv)
     if plot:
         from optcoll.fileio import write_text_atomic as write_text
         from optcoll.reports.plots import expect_plot
@@ -119,7 +164,11 @@ def _expect_all(out: Path, sizes: list[int]) -> None:
 
     out.mkdir(parents=True, exist_ok=True)
     entries = collection()
-    for machine in catalog_machines():
+    for machine in sorted(catalog_machines(), key=lambda name: (_ranks(name), name)):  # small ones first
+        if _ranks(machine) > MAX_ALL_RANKS:
+            echo(f"{machine}: skipped: {_ranks(machine)} ranks (--all covers up to {MAX_ALL_RANKS}; "
+                 f"run optcoll expect {machine} for it)", err=True)
+            continue
         for kind in KINDS:
             entry = next((e for e in entries if e.machine == machine and e.collective == kind), None)
             forced = entry.algorithm if entry and entry.algorithm != "default" else None
@@ -130,6 +179,10 @@ def _expect_all(out: Path, sizes: list[int]) -> None:
                 continue
             _write(out, machine, kind, rows, entry.name if entry else None)
             echo(f"{machine} {kind}: {len(rows)} sizes", err=True)
+    from optcoll.analysis.expect.accuracy import report
+    from optcoll.fileio import write_text_atomic
+
+    write_text_atomic(out / "accuracy.md", report(entries))
 
 
 COMMANDS = [expect]

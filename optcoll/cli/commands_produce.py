@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import statistics
 import sys
-import time
 
 import click
 
-from optcoll.cli.limits import (TIME, as_flags, combining_option, max_memory_option, out_option, progress_option,
-                                runs_option, seed_option, threads_option, time_limit_option, with_combining)
+from optcoll.cli.limits import (TIME, as_flags, combining_option, command_start, max_memory_option, out_option,
+                                progress_option, runs_option, seed_option, threads_option, time_limit_option,
+                                with_combining)
 from optcoll.cli.output import echo, emit_json, json_option
 from optcoll.text.table import percent, table
 from optcoll.units import format_time
@@ -167,8 +167,9 @@ def solve(instance_path, solver, model_kind, time_limit, threads, seed, quantum,
     The step model answers SCCL's questions: the least cost S·α + R·b/B_min (default), the
     least steps or the least rounds, within --steps/--rounds at --chunks.
     """
-    started = time.perf_counter()  # the time limit counts the whole command: loading and bounds too
     from optcoll.instances.clock import Clock
+
+    started = command_start()  # the time limit counts the whole command: imports, loading and bounds too
     from optcoll.producers.chunks import chosen
     from optcoll.instances.instancefile import load_instance
     from optcoll.producers import run

@@ -136,3 +136,13 @@ def as_flags(**flags: str) -> Iterator[None]:
         if exc.field in flags:
             raise InputError(exc.detail, field=flags[exc.field]) from None
         raise
+
+
+def command_start() -> float:
+    """When this command started, on ``time.perf_counter``'s scale: its process's start when run as
+    ``optcoll`` (``main`` puts it in the root context), else now (a command invoked in-process)."""
+    import time
+
+    root = click.get_current_context(silent=True)
+    started = (root.find_root().obj or {}).get("started") if root is not None else None
+    return time.perf_counter() if started is None else started

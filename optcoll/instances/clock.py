@@ -16,13 +16,45 @@ point on any machine use it instead of seconds.
 """
 from __future__ import annotations
 
+import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 
 from optcoll.instances.budget import Budget
 
 #: Where a clock reads the time (``time.perf_counter``; tests pass a fake one).
 TimeSource = Callable[[], float]
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where SIGINT raises KeyboardInterrupt: everything that stops cleanly on
+    Ctrl-C (sweep workers stopped, best schedule so far kept) does so on SIGTERM too."""
+
+
+#: Set once the process was asked to end (SIGTERM to the ``optcoll`` command): every clock reads
+#: it as an interrupt, so the job running ends with what it has, and no job starts after it.
+_terminating = False
+
+
+def terminate(signum: int, frame: object) -> None:
+    """The ``optcoll`` command's SIGTERM handler: the process is ending (every clock interrupted,
+    no new one starts) and ``Terminated`` unwinds what runs now. During a solver call
+    ``toolkit.interrupt`` holds the signal instead, stops the solver cleanly and then ends the
+    process's clocks the same way (``request_termination``)."""
+    request_termination()
+    raise Terminated()
+
+
+def request_termination() -> None:
+    global _terminating
+    _terminating = True
+
+
+def terminating() -> bool:
+    """Whether the process was asked to end (the command then exits with SIGTERM's status)."""
+    return _terminating
 
 
 class Clock:
@@ -32,6 +64,8 @@ class Clock:
 
     def __init__(self, budget: Budget, start: float | None = None, *, end: float | None = None,
                  parent: "Clock | None" = None, work: float | None = None, now: TimeSource | None = None):
+        if parent is None and _terminating:  # a new job once SIGTERM came: the command is ending
+            raise Terminated()
         self.budget = budget
         self.now: TimeSource = now or (parent.now if parent is not None else time.perf_counter)
         self.start = self.now() if start is None else start
@@ -48,7 +82,7 @@ class Clock:
     # -- the interrupt --------------------------------------------------------------------------
     @property
     def interrupted(self) -> bool:
-        return self.root._interrupted
+        return self.root._interrupted or _terminating
 
     def interrupt(self) -> None:
         self.root._interrupted = True
@@ -94,9 +128,12 @@ class Clock:
         return {} if self.budget.work_limit is None else {"work": round(self.work_spent, 6)}
 
     def limit_reached(self) -> str:
-        """Which limit ended the time left: "the work limit (W)" or "the time limit (T s)"."""
+        """Which limit ended the time left: "the work limit (W)", "the time limit (T s)", or for a
+        phase that ends before the job, "its share of the time limit (S s of T s)"."""
         if self.work_left() == 0.0:
             return f"the work limit ({self.budget.work_limit:g})"
+        if self.end < self.root.end:
+            return f"its share of the time limit ({self.end - self.start:.3g} s of {self.budget.time_limit:g} s)"
         return f"the time limit ({self.budget.time_limit:g} s)"
 
     def capped(self, seconds: float | None) -> "Clock":
@@ -117,6 +154,21 @@ class Clock:
                      work=None if left is None else left * share if work is None else work)
 
 
+def process_start() -> float:
+    """When this process started, on ``time.perf_counter``'s scale (Linux: from ``/proc``; else
+    now): a command's clock starts there, so the interpreter's start and the imports count too."""
+    now = time.perf_counter()
+    try:
+        with open("/proc/self/stat", encoding="ascii") as stat:
+            ticks = int(stat.read().rsplit(")", 1)[1].split()[19])  # field 22: start time since boot
+        with open("/proc/uptime", encoding="ascii") as uptime:
+            since_boot = float(uptime.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return now
+    age = since_boot - ticks / os.sysconf("SC_CLK_TCK")
+    return now - age if 0.0 <= age < 3600.0 else now
+
+
 def clock_for(budget: Budget, clock: Clock | None = None, **overrides: object) -> Clock:
     """The clock a solver entry runs under: ``clock`` when the caller's job already runs one
     (then it holds every limit, and ``overrides`` must all be None), else a new clock started now
@@ -127,3 +179,31 @@ def clock_for(budget: Budget, clock: Clock | None = None, **overrides: object) -
     if given:
         raise TypeError(f"a running clock holds the limits; leave {', '.join(given)} unset")
     return clock
+
+
+class OutOfTime(Exception):
+    """Code that takes no clock of its own (a synthesizer run as a solver's start) ran past the
+    clock it runs under (``running``): its work is abandoned, the caller goes on without it."""
+
+
+#: The clock code that takes none runs under (``running``), if any.
+_current: ContextVar[Clock | None] = ContextVar("optcoll_clock", default=None)
+
+
+@contextmanager
+def running(clock: Clock | None) -> Iterator[Clock | None]:
+    """Within the block, ``check_current`` reads ``clock``: a cooperative deadline for code whose
+    signature has no clock (a synthesizer's ``(instance, seed)``); None: no deadline in the block."""
+    token = _current.set(clock)
+    try:
+        yield clock
+    finally:
+        _current.reset(token)
+
+
+def check_current() -> None:
+    """Raises ``OutOfTime`` when the clock this runs under (``running``) has ended; else nothing
+    (nor outside ``running``: a synthesizer run alone has no limit)."""
+    clock = _current.get()
+    if clock is not None and clock.expired():
+        raise OutOfTime(f"{clock.limit_reached()} reached" if not clock.interrupted else "interrupted")

@@ -13,7 +13,11 @@ C; the bound is the least over C of the per-C bounds, so "optimal" needs the win
 least bound. The exact solver solves in increasing C, each C with an equal share of the time
 left (what a C proven early leaves goes to the next; a deterministic work limit is split
 equally); an interrupt or the time limit stops at the C being solved, and the C values not
-reached count in the least bound with their analytic bound.
+reached count in the least bound with their analytic bound. A timed AllReduce is the exception:
+every C is reached, those after the limit sharing ``late_grace`` (the slack a job may take over its
+limit), time for the producers' start schedules (``exact.timed.start``) and no model, so the answer
+is never slower than a producer at any allowed C (issue 34) unless even that grace ends; a note
+then names the producers not run.
 """
 from __future__ import annotations
 
@@ -33,6 +37,12 @@ from optcoll.units import format_time
 
 #: (wall seconds, incumbent or None, proven bound or None), told as a solve improves.
 Progress = Callable[[float, float | None, float | None], None]
+
+
+def late_grace(time_limit: float) -> float:
+    """Seconds the C values a C-free timed AllReduce reaches after its limit share, for their
+    start schedules only (module docstring): the slack a job may take over its limit, 10 % or 2 s."""
+    return max(2.0, 0.1 * time_limit)
 
 
 @dataclass(frozen=True)
@@ -58,17 +68,25 @@ def exact(instance: Instance, *, solver: str = "cpsat", budget: Budget | None = 
         budget = clock.budget
         count = len(instance.chunk_choices)
 
+        late: list[Clock] = []  # the grace clock of the C values reached after the limit
+
         def at(fixed: Instance, left: int) -> Produced:  # the time left, shared by the C values left
-            share = clock.part(1.0 / left, work=budget.work_limit and budget.work_limit / count)
+            if not clock.expired():
+                share = clock.part(1.0 / left, work=budget.work_limit and budget.work_limit / count)
+            else:
+                if not late:
+                    late.append(clock_for(budget.overridden(time_limit=late_grace(budget.time_limit))))
+                share = late[0].part(1.0 / left)
             return exact(fixed, solver=solver, progress=progress, quantum=quantum, steps=steps,
                          rounds=rounds, objective=objective, clock=share, formulation=formulation)
-        produced = over_chunks(instance, at, clock)  # the record names the whole budget, not a share
+        every_c = instance.collective.kind == "allreduce" and instance.model.kind == "timed"
+        produced = over_chunks(instance, at, None if every_c else clock)  # the record names the whole budget
         result = produced.result
         return replace(produced, result=replace(result, params={**result.params, **budget.to_params()}))
     chosen = choose(instance, formulation)
     outcome = chosen.solve(instance, clock, {"solver": solver, "progress": progress, "quantum": quantum,
                                              "steps": steps, "rounds": rounds, "objective": objective})
-    return Produced(evaluate_outcome(instance, f"exact-{outcome.model}", outcome), outcome.schedule, outcome)
+    return Produced(evaluate_outcome(instance, f"exact-{outcome.model}", outcome, clock), outcome.schedule, outcome)
 
 
 def synthesized(instance: Instance, algo: str, runs: int = 1, seed: int | None = None,

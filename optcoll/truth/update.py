@@ -17,12 +17,14 @@ from typing import Any
 
 from optcoll.errors import InputError
 from optcoll.fileio import remove_stale_temporaries
+from optcoll.inputfiles import read_json
 from optcoll.sweeps.cache import Damaged, ResultCache
 from optcoll.sweeps.jobs import FAILED, Job
 from optcoll.sweeps.plan import Settings, instance_jobs, runs_for
 from optcoll.sweeps.runner import SweepStats, run_sweep
 from optcoll.instances.suite import InstanceSpec, Suite
 from optcoll.truth.record import Claim, Truth, TruthContradiction, combine, family_record
+from optcoll.truth.siblings import siblings
 from optcoll.truth.stored import (SCHEDULE_DIR, load_truth, new_schedule_path, unreferenced_schedules,
                                   verify_stored)
 from optcoll.truth.tomlfile import write_results
@@ -126,6 +128,18 @@ def _still_valid(spec: InstanceSpec, old: Truth, times: list[Claim], notes: list
         return dataclasses.replace(old, best=None, schedule=None)
 
 
+def _cached(cache: ResultCache, key: str, best: Claim, spec: InstanceSpec) -> dict[str, Any]:
+    try:  # re-verified when the sweep read it; only a change since then lands here
+        data = cache.schedule(key)
+        if data is None:
+            raise Damaged("it is missing")
+    except Damaged as why:
+        raise InputError(f"the cached schedule of {best.producer} for {spec.name} changed during "
+                         f"the run ({why}); run again to compute it afresh",
+                         source=str(cache.schedule_path(key))) from None
+    return data
+
+
 def update_instance(spec: InstanceSpec, records: list[dict[str, Any]], cache: ResultCache,
                     environment: dict[str, Any]) -> Updated:
     from optcoll.producers.chunks import chosen
@@ -145,22 +159,24 @@ def update_instance(spec: InstanceSpec, records: list[dict[str, Any]], cache: Re
     if old is not None and old.best is not None:
         old = _still_valid(spec, old, [claim for claim, _ in times], notes)
     bounds += list(old.promoted) if old is not None else []
-    bound, best = combine(spec.name, old, bounds, [claim for claim, _ in times])
+    others = siblings(spec)  # after this instance's own claims: a tie keeps its own provenance
+    bounds += [claim for claim in (s.bound() for s in others) if claim is not None]
+    from_siblings = [(claim, s) for s in others if (claim := s.best()) is not None]
+    bound, best = combine(spec.name, old, bounds, [claim for claim, _ in times] + [c for c, _ in from_siblings])
     keep_old = old is not None and best is old.best
     written = False
     relative = old.schedule if keep_old and old else None
     if best is not None and not keep_old:
-        key = next(k for claim, k in times if claim is best)
-        try:  # re-verified when the sweep read it; only a change since then lands here
-            data = cache.schedule(key)
-            if data is None:
-                raise Damaged("it is missing")
-        except Damaged as why:
-            raise InputError(f"the cached schedule of {best.producer} for {spec.name} changed during "
-                             f"the run ({why}); run again to compute it afresh",
-                             source=str(cache.schedule_path(key))) from None
+        sibling = next((s for claim, s in from_siblings if claim is best), None)
+        if sibling is not None:
+            origin = str(sibling.schedule_path())
+            data = read_json(origin)  # verified on this instance below
+            notes.append(f"the best schedule is {sibling.where}'s record of the same question")
+        else:
+            key = next(k for claim, k in times if claim is best)
+            origin, data = f"cache {key}", _cached(cache, key, best, spec)
         at_c = chosen(instance, best.details.get("params", {}))
-        schedule = schedule_from_dict(data, at_c.machine, f"cache {key}")
+        schedule = schedule_from_dict(data, at_c.machine, origin)
         time = require_valid(at_c.machine, at_c.collective, schedule, at_c.model).time
         if time != best.value:
             raise TruthContradiction(f"{spec.name}: {best.producer}'s schedule verifies at {time!r} s "

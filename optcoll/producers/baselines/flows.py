@@ -41,6 +41,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from optcoll.instances.clock import check_current
 from optcoll.instances.instance import Instance
 from optcoll.producers.base import NotApplicable
 from optcoll.producers.baselines.listsched import Calendar, Routes
@@ -197,9 +198,11 @@ class FlowScheduler:
 
 
 def _placed(instance: Instance, flows: list[Flow | Exchange]) -> FlowScheduler:
+    """Places ``flows`` in list order; under a solver's clock (a start schedule), until it ends."""
     scheduler = FlowScheduler(instance)
     scheduler.hold(flows)
     for flow in flows:
+        check_current()
         if isinstance(flow, Exchange):
             scheduler.exchange(flow)
         else:

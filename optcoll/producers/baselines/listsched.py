@@ -109,7 +109,7 @@ class Calendar:
         a, b = int(self.machine.link_src[e]), int(self.machine.link_dst[e])
         link = self.links.get(e)
         if link is None:
-            link = self.links[e] = Runs()
+            link = self.links[e] = Runs(self.busy[e])
         shift, busy = self.port_shift[e], self.busy[e]
         needs: list[Need] = [(link, 0.0, busy)] + [(r, shift, shift + busy) for r in
                                                    (self._port("send", a), self._port("recv", b)) if r is not None]

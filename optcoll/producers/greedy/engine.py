@@ -27,6 +27,7 @@ from collections import deque
 
 import numpy as np
 
+from optcoll.instances.clock import check_current
 from optcoll.producers.base import NotApplicable
 from optcoll.producers.greedy import bits
 from optcoll.producers.greedy.coverage import kernel_pays
@@ -109,12 +110,18 @@ class Engine:
         return [(c, v) for v, need in enumerate(self.need) for c in bits.members(need)]
 
     def run(self) -> Schedule:
+        """The schedule; under a solver's clock (a start schedule), until it ends (``check_current``)."""
         if self.p.has_relays:
-            for c, v in self.initial_requests():
+            for i, (c, v) in enumerate(self.initial_requests()):
+                if i % 1024 == 0:
+                    check_current()
                 self.request(c, v)
         self.dirty |= {v for v in range(self.n) if self.want[v]}
-        t = 0.0
+        t, events = 0.0, 0
         while True:
+            events += 1
+            if events % 1024 == 0:
+                check_current()
             while self.dirty:  # matching may re-open a node at the same instant
                 order = sorted(self.dirty)
                 self.dirty = set()

@@ -67,6 +67,9 @@ def direct_phase(instance: Instance, start: Schedule | None, start_time: float, 
     down to the proven ``bound``, within ``clock`` (its work and a Ctrl-C are booked on it).
     ``group`` finds the symmetry the symmetric restriction uses (None: no restriction)."""
     phase = DirectPhase()
+    if clock.expired():
+        phase.notes.append(f"direct AllReduce model: not run: {_stopped(clock)}")
+        return phase
     try:
         problem = timed_problem(instance)
     except NotApplicable as why:
@@ -78,6 +81,9 @@ def direct_phase(instance: Instance, start: Schedule | None, start_time: float, 
         phase.notes.append("direct AllReduce model: no start schedule to set its horizon")
         return phase
     floor = max(1, math.ceil(bound / q * (1 - TOLERANCE)))
+    if clock.expired():  # setting the problem up took the time (a cooperative deadline)
+        phase.notes.append(f"direct AllReduce model: not built: {_stopped(clock)}")
+        return phase
     hint = from_schedule(problem, start) if start is not None else None
     phase.params = {"quantum": q, "rounding": problem.rounding, "restrictions": list(problem.restrictions),
                     "horizon_epochs": horizon, "floor_epochs": floor}
@@ -85,7 +91,7 @@ def direct_phase(instance: Instance, start: Schedule | None, start_time: float, 
     try:
         symmetric_clock = clock.part(SYMMETRIC_SHARE)
         found_group = None
-        if group is not None and horizon > floor and _quotient_may_fit(problem, floor, clock):
+        if group is not None and horizon > floor and not clock.expired() and _quotient_may_fit(problem, floor, clock):
             found_group = orbit(problem, group(symmetric_clock))
         if found_group is not None:
             symmetric = (f"direct AllReduce model, symmetric under a group of {found_group.order} "
@@ -122,6 +128,10 @@ def direct_phase(instance: Instance, start: Schedule | None, start_time: float, 
         phase.params["epochs"] = best.makespan(problem)
         phase.schedule = schedule_of(problem, best)
     return phase
+
+
+def _stopped(clock: Clock) -> str:
+    return "interrupted" if clock.interrupted else f"{clock.limit_reached()} reached"
 
 
 def _quotient_may_fit(problem: DirectProblem, floor: int, clock: Clock) -> bool:
