@@ -112,7 +112,7 @@ def test_an_optimum_proven_past_the_limit_does_not_count(runs):
 
     rung = LADDER.rungs[0]
     inst = B._allgather("uniring5", rung.machine(), 1, LIMIT)
-    result = evaluate_outcome(inst, "exact-timed-cpsat", solve_timed(inst, time_limit=LIMIT))
+    result = evaluate_outcome(inst, "exact-timed-cpsat", solve_timed(inst, budget=proof_budget()))
     late = B.judge("test", rung, 5, result, wall=LIMIT + 1, cpu=0.0, time_limit=LIMIT)
     assert result.status == "optimal" and not late.proven
     assert late.detail.startswith("proven only after 601 s, past the 600 s limit")
