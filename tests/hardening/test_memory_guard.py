@@ -250,6 +250,7 @@ def test_the_default_limit_is_a_share_of_memavailable(monkeypatch, tmp_path):
     from optcoll.instances.instancefile import load_instance
     from optcoll.producers.exact import memory
     from optcoll.producers.exact.timed.solve import solve_timed
+    from solver_checks import proof_budget
 
     real = memory.available()
     assert real is not None and real > 0 and memory.default_limit() <= real  # this machine's
@@ -258,7 +259,7 @@ def test_the_default_limit_is_a_share_of_memavailable(monkeypatch, tmp_path):
                        "MemAvailable:     163840 kB\nBuffers:          112520 kB\n")
     monkeypatch.setattr(memory, "MEMINFO", meminfo)
     assert memory.default_limit() == int(memory.DEFAULT_SHARE * 160 * 2**20)
-    outcome = solve_timed(load_instance(subset_instance(tmp_path)), threads=1, time_limit=60)
+    outcome = solve_timed(load_instance(subset_instance(tmp_path)), budget=proof_budget(work=1))  # feasible, not proven
     assert outcome.status == "feasible" and outcome.schedule is not None and outcome.params["refused"]
     assert all("over the limit of 128 MiB (80% of the memory available now)" in why
                for why in outcome.params["refused"])
@@ -323,10 +324,11 @@ def test_a_refused_step_model_ends_the_search_with_the_greedy_start():
     from optcoll.instances.instancefile import load_instance
     from optcoll.producers.exact.step import solve_step
     from optcoll.verify import require_valid
+    from solver_checks import proof_budget
 
     inst = load_instance(STEP_NEEDS_A_MODEL)
     for objective in ("cost", "steps"):
-        outcome = solve_step(inst, threads=1, time_limit=30, objective=objective, max_memory=2**20)
+        outcome = solve_step(inst, objective=objective, max_memory=2**20, budget=proof_budget())
         assert outcome.status == "feasible" and outcome.schedule is not None, objective
         assert outcome.lower_bound is not None and outcome.lower_bound > 0
         require_valid(inst.machine, inst.collective, outcome.schedule, replace(inst.model, kind="step"))
