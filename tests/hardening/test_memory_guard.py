@@ -202,9 +202,9 @@ ranks = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14]
 """
 
 
-def subset_instance(tmp_path):
+def subset_instance(tmp_path, budget: str = ""):
     path = tmp_path / "cluster2x8-15-allgather-c2.toml"
-    path.write_text(SUBSET_INSTANCE)
+    path.write_text(SUBSET_INSTANCE + budget)
     return path
 
 
@@ -227,7 +227,8 @@ def test_cli_refuses_a_big_model_without_building_it_and_returns_the_start_bound
 
     monkeypatch.setattr(expanded, "build", only_fitting)
     monkeypatch.setattr(continuous, "build", never)
-    out, inst = tmp_path / "s.json", subset_instance(tmp_path)
+    # the coarse grid's search ends by a work limit, the same under any load
+    out, inst = tmp_path / "s.json", subset_instance(tmp_path, '[budget]\ntime_limit = "10 min"\nwork_limit = 1\n')
     proc = invoke(["solve", inst, "--max-memory", "128 MiB", "--threads", "1",
                    "--no-progress", "--json", "--out", out])
     assert proc.returncode == 0, proc.stderr
