@@ -43,7 +43,7 @@ def special_kind(mode: int) -> str | None:
     return next((text for test, text in _KINDS if test(mode)), "is not a regular file")
 
 
-def _open_regular(path: Path) -> BinaryIO:
+def open_regular(path: str | os.PathLike) -> BinaryIO:
     """``path`` opened for reading when it is a regular file (after symlinks): a FIFO would block
     forever, /dev/zero never ends, a directory has no content."""
     try:
@@ -62,7 +62,8 @@ def _open_regular(path: Path) -> BinaryIO:
                      source=str(path))
 
 
-def _too_large(path: Path, what: str) -> InputError:
+def too_large(path: str | os.PathLike, what: str) -> InputError:
+    """The refusal of a file over the ``input_bytes`` cap; ``what`` says how large ("holds 2 GiB,")."""
     return InputError(f"{what} more than optcoll reads from one file ({limits.at_most('input_bytes')})",
                       source=str(path))
 
@@ -70,7 +71,7 @@ def _too_large(path: Path, what: str) -> InputError:
 def _read_capped(handle: BinaryIO, path: Path, cap: int) -> bytes:
     raw = handle.read(cap + 1)  # the size stat said may be stale (a growing file, /proc)
     if len(raw) > cap:
-        raise _too_large(path, "holds")
+        raise too_large(path, "holds")
     return raw
 
 
@@ -86,7 +87,7 @@ def _gunzip(handle: BinaryIO, path: Path, cap: int) -> bytes:
                 data = handle.read(_BLOCK)
                 taken += len(data)
                 if taken > cap:
-                    raise _too_large(path, "holds")
+                    raise too_large(path, "holds")
                 if not data:
                     break
             if member.eof:  # between members: zero padding, or another member (appended files)
@@ -97,7 +98,7 @@ def _gunzip(handle: BinaryIO, path: Path, cap: int) -> bytes:
             started = True
             out += member.decompress(data, cap + 1 - len(out))
             if len(out) > cap:
-                raise _too_large(path, "gunzips to")
+                raise too_large(path, "gunzips to")
             data = member.unused_data if member.eof else member.unconsumed_tail
     except zlib.error as exc:
         raise InputError(f"not a readable gzip file: {exc}", source=str(path)) from None
@@ -112,10 +113,10 @@ def read_bytes(path: str | os.PathLike) -> bytes:
     ``input_bytes`` cap (``optcoll.limits``) as stored and after gunzip."""
     path = Path(path)
     cap = limits.value("input_bytes")
-    with _open_regular(path) as handle:
+    with open_regular(path) as handle:
         size = os.fstat(handle.fileno()).st_size
         if size > cap:
-            raise _too_large(path, f"holds {format_size(size)},")
+            raise too_large(path, f"holds {format_size(size)},")
         try:
             return _gunzip(handle, path, cap) if path.suffix == ".gz" else _read_capped(handle, path, cap)
         except OSError as exc:

@@ -3,8 +3,14 @@ helpers shared by several test folders (``solver_checks``) are importable from a
 from __future__ import annotations
 
 import signal
+import sys
+from pathlib import Path
 
 import pytest
+
+#: The robustness helpers (``fault_helpers``, ``special_inputs``, beside the corpus they read)
+#: serve robustness tests in several package folders.
+sys.path.append(str(Path(__file__).resolve().parent / "hardening"))
 
 
 @pytest.fixture(autouse=True)

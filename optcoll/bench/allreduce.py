@@ -40,7 +40,7 @@ TOLERANCE = 1e-9
 
 
 @dataclass(frozen=True)
-class Case:
+class AllReduceCase:
     label: str
     machine: Callable[[], Machine]
     size: str
@@ -52,16 +52,16 @@ def _model(name: str) -> Callable[[], Machine]:
 
 
 #: The machines issue 13 asks about; rings and lines with TACOS's link figures (ring8's model).
-CASES: tuple[Case, ...] = (
-    *(Case(f"dgx1 C={c}", _model("dgx1"), "1 GiB", c) for c in range(1, 5)),
-    *(Case(f"ring{n}", (lambda n=n: G.ring(n, GIB_S, HALF_US)), "64 MiB") for n in range(4, 9)),
-    *(Case(f"line{n}", (lambda n=n: G.line(n, GIB_S, HALF_US)), "64 MiB") for n in range(4, 9)),
-    Case("torus4x4", _model("torus4x4"), "256 MiB"),
-    Case("hypercube 2^4", _model("hypercube4"), "256 MiB"),
-    Case("nvswitch8", _model("nvswitch8"), "1 GiB"),
-    Case("dgx2", _model("dgx2"), "1 GiB"),
-    Case("cluster2x8", _model("cluster2x8"), "1 GiB"),
-    Case("star4_sharp", _model("star4_sharp"), "1 GiB"),
+CASES: tuple[AllReduceCase, ...] = (
+    *(AllReduceCase(f"dgx1 C={c}", _model("dgx1"), "1 GiB", c) for c in range(1, 5)),
+    *(AllReduceCase(f"ring{n}", (lambda n=n: G.ring(n, GIB_S, HALF_US)), "64 MiB") for n in range(4, 9)),
+    *(AllReduceCase(f"line{n}", (lambda n=n: G.line(n, GIB_S, HALF_US)), "64 MiB") for n in range(4, 9)),
+    AllReduceCase("torus4x4", _model("torus4x4"), "256 MiB"),
+    AllReduceCase("hypercube 2^4", _model("hypercube4"), "256 MiB"),
+    AllReduceCase("nvswitch8", _model("nvswitch8"), "1 GiB"),
+    AllReduceCase("dgx2", _model("dgx2"), "1 GiB"),
+    AllReduceCase("cluster2x8", _model("cluster2x8"), "1 GiB"),
+    AllReduceCase("star4_sharp", _model("star4_sharp"), "1 GiB"),
 )
 
 
@@ -70,7 +70,7 @@ def _cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def _instance(case: Case, time_limit: float) -> Instance:
+def _instance(case: AllReduceCase, time_limit: float) -> Instance:
     machine = case.machine()
     collective = make_collective("allreduce", range(machine.num_npus), parse_size(case.size), case.chunks)
     return Instance(case.label, machine, collective, TimeModel(), Budget(time_limit, THREADS, SEED))
@@ -130,7 +130,7 @@ def portfolio(inst: Instance) -> tuple[float, Schedule, str]:
 
 
 def question_rows(time_limit: float, schedules: Path | None, echo: Callable[[str], None] = lambda line: None,
-                  cases: Sequence[Case] = CASES) -> list[tuple[str, ...]]:
+                  cases: Sequence[AllReduceCase] = CASES) -> list[tuple[str, ...]]:
     """One row per case: the exact timed solver (ReduceScatter then AllGather, then the direct
     model) within ``time_limit``, every synthesizer of AllReduce (``portfolio``), and the recorded
     ground truth where a suite instance asks the same question; a schedule faster than the
@@ -182,13 +182,13 @@ def question_rows(time_limit: float, schedules: Path | None, echo: Callable[[str
     return rows
 
 
-def schedule_name(case: Case) -> str:
+def schedule_name(case: AllReduceCase) -> str:
     """"dgx1 C=2" -> "dgx1-C2.json.gz"."""
     return "".join(ch for ch in case.label.replace(" ", "-") if ch.isalnum() or ch == "-") + ".json.gz"
 
 
 def write_report(out: str, time_limit: float, echo: Callable[[str], None] = lambda line: None,
-                 cases: Sequence[Case] = CASES) -> str:
+                 cases: Sequence[AllReduceCase] = CASES) -> str:
     """Writes ``out`` (Markdown) and the faster schedules in ``<out stem>/``; returns the text."""
     folder = Path(out).with_suffix("")
     folder.mkdir(parents=True, exist_ok=True)

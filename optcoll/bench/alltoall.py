@@ -15,15 +15,13 @@ the case's own; the address space is capped so an oversized case fails alone):
 """
 from __future__ import annotations
 
-import argparse
 import json
-import os
 import resource
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
+
+from optcoll.bench.isolate import call
 
 GIB = 2.0**30
 #: Targets of issue 14, per row kind.
@@ -118,21 +116,6 @@ def measure(case: dict[str, Any]) -> dict[str, Any]:
         row.update(warm_status=outcome.status, warm_time_s=warm_time, warm_bound_s=outcome.lower_bound,
                    warm_cpu_s=time.process_time() - start)
     return row
-
-
-def _child(case: dict[str, Any], timeout: float, memory_cap: float) -> dict[str, Any]:
-    cmd = [sys.executable, "-m", "optcoll.bench.alltoall", "--case", json.dumps(case),
-           "--memory-cap", str(memory_cap)]
-    root = str(Path(__file__).resolve().parents[2])
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}
-    try:
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
-    except subprocess.TimeoutExpired:
-        return {**case, "error": f"stopped after {timeout:.0f} s"}
-    if done.returncode != 0:
-        lines = done.stderr.strip().splitlines() or [f"exit status {done.returncode}"]
-        return {**case, "error": lines[-1]}
-    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def _ms(seconds: float | None) -> str:
@@ -238,7 +221,7 @@ def run_bench(out: str, *, scale: bool = True, lps: bool = True, timeout: float 
     from optcoll.instances.suite import instances_dir
 
     def run(case: dict[str, Any]) -> dict[str, Any]:
-        row = _child(case, timeout, memory_cap)
+        row = call("optcoll.bench.alltoall:measure", case, timeout=timeout, memory_cap=memory_cap)
         echo(json.dumps(row))
         return row
 
@@ -256,17 +239,3 @@ def run_bench(out: str, *, scale: bool = True, lps: bool = True, timeout: float 
                 solvers.append(run({"path": str(instances_dir() / name), "lp_solver": solver}))
     return write_bench_report(out, "AlltoAll at mixture-of-experts scale: the MCF bound and LP-guided "
                               "schedules", sections(suite, big, solvers))
-
-
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--case", help="internal: run one case (JSON) and print its result")
-    parser.add_argument("--memory-cap", type=float, default=SCALE_MEMORY)
-    args = parser.parse_args(argv)
-    cap = int(args.memory_cap)
-    resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
-    print(json.dumps(measure(json.loads(args.case))))
-
-
-if __name__ == "__main__":
-    main()

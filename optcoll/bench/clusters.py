@@ -8,13 +8,12 @@ that stops the proof and the gap.
 """
 from __future__ import annotations
 
-import multiprocessing as mp
 import resource
 import time
 from dataclasses import dataclass
-from multiprocessing.connection import Connection
 
 from optcoll.bench.file import Section
+from optcoll.bench.isolate import call_forked
 from optcoll.bundled import bundled_dir
 from optcoll.collectives.builtins import make_collective
 from optcoll.instances.budget import Budget
@@ -37,7 +36,7 @@ MEMORY_CAP = 8 * 2**30
 
 
 @dataclass(frozen=True)
-class Row:
+class ClusterRow:
     label: str
     npus: int | None
     chunks: int | None
@@ -67,7 +66,7 @@ def _instance(label: str, time_limit: float) -> Instance:
     return Instance(inst.name, inst.machine, inst.collective, inst.model, Budget(time_limit, THREADS, SEED))
 
 
-def solve_case(label: str, time_limit: float) -> Row:
+def solve_case(label: str, time_limit: float) -> ClusterRow:
     """One case in this process: the exact solve, its verified answer and who made it."""
     from optcoll.producers import run
 
@@ -78,42 +77,20 @@ def solve_case(label: str, time_limit: float) -> Row:
     start = result.params.get("start") or {}
     made = str(produced.schedule.meta.get("producer", "?")) if produced.schedule is not None else "-"
     usage = resource.getrusage(resource.RUSAGE_SELF)
-    return Row(label, inst.machine.num_npus, inst.collective.chunks_per_rank, result.status, result.time,
+    return ClusterRow(label, inst.machine.num_npus, inst.collective.chunks_per_rank, result.status, result.time,
                made if made != "optcoll-timed" or not start else f"{made} (start: {start.get('producer')})",
                result.lower_bound, result.lower_bound_source.split(" bound")[0].split(":")[0],
                time.perf_counter() - began, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024)
 
 
-def _child(conn: Connection, label: str, time_limit: float) -> None:
-    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_CAP, MEMORY_CAP))  # a case over it fails, the machine does not
-    conn.send(solve_case(label, time_limit))
-    conn.close()
-
-
-def run_isolated(label: str, time_limit: float) -> Row:
-    """``solve_case`` in a child process, stopped ``BENCH_GRACE`` past the limit."""
-    ctx = mp.get_context("fork" if "fork" in mp.get_all_start_methods() else "spawn")
-    receive, send = ctx.Pipe(duplex=False)
-    child = ctx.Process(target=_child, args=(send, label, time_limit), daemon=True)
-    began = time.perf_counter()
-    child.start()
-    send.close()
-    why = ""
-    try:
-        if receive.poll(BENCH_GRACE.after(time_limit)):
-            try:
-                return receive.recv()
-            except EOFError:
-                child.join()
-                why = f"died (exit {child.exitcode})"
-        else:
-            why = "stopped past the limit"
-    finally:
-        if child.is_alive():
-            child.kill()
-        child.join()
-        receive.close()
-    return Row(label, None, None, f"failed: {why}", None, "-", None, "-", time.perf_counter() - began, 0.0, 0.0)
+def run_isolated(label: str, time_limit: float) -> ClusterRow:
+    """``solve_case`` in a child process (``isolate.call_forked``) of at most ``MEMORY_CAP`` bytes
+    (a case over it fails, the machine does not), stopped ``BENCH_GRACE`` past the limit."""
+    ran = call_forked(solve_case, label, time_limit, timeout=BENCH_GRACE.after(time_limit), memory_cap=MEMORY_CAP)
+    if ran.result is not None:
+        return ran.result
+    why = "stopped past the limit" if ran.timed_out else ran.why
+    return ClusterRow(label, None, None, f"failed: {why}", None, "-", None, "-", ran.wall, ran.cpu, 0.0)
 
 
 def clusters_section(time_limit: float, echo=lambda line: None) -> Section:

@@ -7,18 +7,20 @@ directory) over the same instance files, with ``best_of`` over the same seeds, t
 Times are model times (deterministic); CPU times are each child's own, with the load average.
 
     git archive main | tar -x -C /tmp/main-src
-    python -m optcoll.bench.compare --base /tmp/main-src --algo tacos+ --suites quick,machines
+    optcoll bench compare --base /tmp/main-src --algo tacos+ --suites quick,machines
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import re
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
+from typing import Any
+
+from optcoll.bench.isolate import ROOT, run_child
+from optcoll.errors import InputError
+from optcoll.text.document import Paragraph, table, to_markdown
 
 #: Runs in each checkout: only APIs both sides have (instance loading, the registry, best_of).
 _CHILD = r"""
@@ -53,10 +55,9 @@ def run_checkout(checkout: Path, algo: str, runs: int, files: list[str]) -> dict
     """{instance path: {"time", "cpu"[, "note"]}} from a child process running ``checkout``'s code."""
     with tempfile.TemporaryDirectory(prefix="optcoll-compare-") as cache:
         env = dict(os.environ, PYTHONPATH=str(checkout), NUMBA_CACHE_DIR=cache)
-        out = subprocess.run([sys.executable, "-c", _CHILD, algo, str(runs), *files], env=env,
-                             cwd=tempfile.gettempdir(), capture_output=True, text=True)
-    if out.returncode != 0:
-        raise SystemExit(f"{checkout}: the child failed:\n{out.stderr[-2000:]}")
+        out = run_child(["-c", _CHILD, algo, str(runs), *files], env=env, cwd=tempfile.gettempdir())
+    if out.code != 0:
+        raise InputError(f"the child running {checkout} failed: {out.last_error_line()}", field="--base")
     return {row["path"]: row for row in map(json.loads, out.stdout.splitlines())}
 
 
@@ -64,26 +65,19 @@ def _ms(row: dict) -> str:
     return "n/a" if row["time"] is None else f"{row['time'] * 1e3:.4f}"
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--base", required=True, type=Path, help="the other checkout (e.g. main)")
-    parser.add_argument("--algo", default="tacos+")
-    parser.add_argument("--runs", type=int, default=3, help="seeds per instance (best_of)")
-    parser.add_argument("--suites", default="quick,standard,frontier,machines")
-    parser.add_argument("--only", default=None, help="regular expression on the instance name")
-    args = parser.parse_args(argv)
-    here = Path(__file__).resolve().parents[2]
-    files = instance_files(here, args.suites.split(","), args.only)
+def compare(base: str, algo: str, runs: int, suites: list[str], only: str | None
+            ) -> tuple[str, list[dict[str, Any]], int]:
+    """The Markdown comparison, its rows, and how many instances got slower (or changed
+    applicability) here than in the ``base`` checkout."""
+    here = Path(ROOT)
+    files = instance_files(here, suites, only)
     load = os.getloadavg()[0]
-    base = run_checkout(args.base.resolve(), args.algo, args.runs, files)
-    mine = run_checkout(here, args.algo, args.runs, files)
-    print(f"{args.algo}, best of {args.runs} seeds; base {args.base} vs {here}; "
-          f"1-min load {load:.2f} -> {os.getloadavg()[0]:.2f}")
-    print("| instance | base (ms) | this (ms) | change | base CPU (s) | this CPU (s) |")
-    print("|---|---|---|---|---|---|")
+    theirs = run_checkout(Path(base).resolve(), algo, runs, files)
+    mine = run_checkout(here, algo, runs, files)
+    rows, cells = [], []
     worse = better = 0
     for path in files:
-        b, m = base[path], mine[path]
+        b, m = theirs[path], mine[path]
         change = ""
         if b["time"] is not None and m["time"] is not None:
             ratio = m["time"] / b["time"] - 1
@@ -94,11 +88,12 @@ def main(argv: list[str] | None = None) -> int:
             change = "applicability changed"
             worse += 1
         name = f"{Path(path).parent.name}/{Path(path).stem}"
-        print(f"| {name} | {_ms(b)} | {_ms(m)} | {change} | {b['cpu']:.2f} | {m['cpu']:.2f} |")
-    print(f"{len(files)} instances: {better} faster, {worse} slower (or applicability changed), "
-          f"{len(files) - better - worse} equal")
-    return 1 if worse else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+        rows.append({"instance": name, "base": b, "this": m, "change": change})
+        cells.append([name, _ms(b), _ms(m), change, f"{b['cpu']:.2f}", f"{m['cpu']:.2f}"])
+    text = to_markdown([
+        Paragraph(f"{algo}, best of {runs} seeds; base {base} vs {here}; "
+                  f"1-min load {load:.2f} -> {os.getloadavg()[0]:.2f}"),
+        table(["instance", "base (ms)", "this (ms)", "change", "base CPU (s)", "this CPU (s)"], cells),
+        Paragraph(f"{len(files)} instances: {better} faster, {worse} slower (or applicability changed), "
+                  f"{len(files) - better - worse} equal")])
+    return text, rows, worse

@@ -7,14 +7,11 @@ as what closed it, so a rung whose greedy start already met an analytic bound is
 """
 from __future__ import annotations
 
-import multiprocessing as mp
 import os
-import resource
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
-from multiprocessing.connection import Connection
 
 from optcoll.text.table import percent
 from optcoll.collectives.builtins import make_collective
@@ -26,6 +23,7 @@ from optcoll.machines.catalog import load_machine
 from optcoll.machines.machine import Machine
 from optcoll.bench.greedy import BANDWIDTH, LATENCY
 from optcoll.bench.file import Section, write_bench_report
+from optcoll.bench.isolate import call_forked
 from optcoll.producers import run
 from optcoll.sweeps.pool import BENCH_GRACE
 from optcoll.results.record import Result
@@ -232,20 +230,10 @@ def run_rung(family: str, rung: Rung, time_limit: float, solver: str = "cpsat") 
     return judge(family, rung, npus, result, result.wall_time, cpu, time_limit)
 
 
-def _rung_in_child(conn: Connection, family: str, rung: Rung, time_limit: float, solver: str) -> None:
-    conn.send(run_rung(family, rung, time_limit, solver))
-    conn.close()
-
-
-def _children_cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
-
-
 def run_rung_isolated(family: str, rung: Rung, time_limit: float, solver: str = "cpsat",
                       grace: float | None = None) -> RungRun:
-    """``run_rung`` in a child process, stopped ``grace`` seconds past the limit (default: the
-    harnesses' ``BENCH_GRACE``).
+    """``run_rung`` in a child process (``isolate.call_forked``), stopped ``grace`` seconds past the
+    limit (default: the harnesses' ``BENCH_GRACE``).
 
     Why: the solver's limit cannot cut short a start schedule being made (greedy schedules
     retimed in pure Python take minutes on a thousand NPUs) or a model being built, and a model
@@ -253,29 +241,13 @@ def run_rung_isolated(family: str, rung: Rung, time_limit: float, solver: str = 
     benchmark goes on.
     """
     grace = BENCH_GRACE.after(time_limit) - time_limit if grace is None else grace
-    ctx = mp.get_context("fork" if "fork" in mp.get_all_start_methods() else "spawn")
-    receive, send = ctx.Pipe(duplex=False)
-    child = ctx.Process(target=_rung_in_child, args=(send, family, rung, time_limit, solver), daemon=True)
-    wall0, cpu0 = time.perf_counter(), _children_cpu()
-    child.start()
-    send.close()
-    try:
-        if receive.poll(time_limit + grace):
-            try:
-                return receive.recv()
-            except EOFError:
-                child.join()
-                why = f"its process died (exit code {child.exitcode}; -9 is a kill, e.g. out of memory)"
-        else:
-            why = (f"stopped {grace:g} s past the {time_limit:g} s limit: the solver had not returned "
-                   "(start schedules, bounds or model building take longer than the limit)")
-    finally:
-        if child.is_alive():
-            child.kill()
-        child.join()
-        receive.close()
-    return RungRun(family, rung.label, _npus(rung), rung.chunks, "failed", None, None,
-                   time.perf_counter() - wall0, _children_cpu() - cpu0, None, why)
+    ran = call_forked(run_rung, family, rung, time_limit, solver, timeout=time_limit + grace)
+    if ran.result is not None:
+        return ran.result
+    why = ran.why if not ran.timed_out else (
+        f"stopped {grace:g} s past the {time_limit:g} s limit: the solver had not returned "
+        "(start schedules, bounds or model building take longer than the limit)")
+    return RungRun(family, rung.label, _npus(rung), rung.chunks, "failed", None, None, ran.wall, ran.cpu, None, why)
 
 
 def _npus(rung: Rung) -> int | None:

@@ -8,17 +8,15 @@ synthesis starts and read right after it). Each schedule then goes through the s
 ``optcoll.bounds.best_lower_bound``; the report gives synthesis time, peak memory, the verified
 time, the gap and, per family, the exponent k of a least-squares fit time ∝ N^k.
 
-    python -m optcoll.bench.greedy --sizes 64,256,1024 --out reports/bench-greedy.md
+    optcoll bench greedy --npus 64,256,1024 --out reports/bench-greedy.md
 """
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
 import platform
 import resource
-import subprocess
 import sys
 import time
 from dataclasses import asdict, dataclass
@@ -28,17 +26,35 @@ from typing import Any
 
 import numpy as np
 
+from optcoll.bench.isolate import call
 from optcoll.fileio import write_text_atomic
 from optcoll.machines import generators as g
 from optcoll.machines.machine import Machine
+from optcoll.text.document import Block, Heading, Paragraph, table, to_markdown
 
 GIB = 2.0**30
 BANDWIDTH, LATENCY, SIZE = 50 * GIB, 0.5e-6, GIB
 FAMILIES = ("mesh2d", "torus2d", "hypercube", "torus3d")
+#: What the report's columns mean (its first paragraph, after where and when it was measured).
+ABOUT = ("Every case ran in its own process. Memory: the process's resident size "
+         "when synthesis starts (Python, numpy, scipy, the machine and the collective) and its "
+         "peak during synthesis (the kernel's high-water mark, reset at the start; it includes "
+         "the resident start). Wall time is what a user waits on this shared machine; CPU time is "
+         "the process's own. Times are the shared verifier's; the bound is "
+         "`optcoll.bounds.best_lower_bound`; gap = time / bound − 1; steps = time / τ with "
+         "τ = α + b/B of one chunk on one link. For AllReduce, 'RS+AG gap' compares with the sum of "
+         "the ReduceScatter and AllGather bounds, the least any ReduceScatter-then-AllGather "
+         "schedule (what the greedy builds) can take; the plain AllReduce bound max(T_RS, T_AG) "
+         "is weaker. Load: the 1-minute load average when synthesis started and ended (2 cores "
+         "shared with other jobs: above 2, wall time stretches, CPU time much less). CPU before: "
+         "the same case's synthesis CPU time in the previous committed run. Warm-up: CPU time of "
+         "the process's first greedy call (a 16-NPU instance), which loads the compiled kernels "
+         "from numba's on-disk cache (or compiles them, about 10 s, when the cache is cold); the "
+         "synthesis figures exclude it.")
 
 
 @dataclass(frozen=True)
-class Case:
+class GreedyCase:
     family: str
     npus: int
     collective: str
@@ -73,7 +89,7 @@ def _max_rss() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024.0
 
 
-def _status_bytes(field: str) -> float | None:
+def status_bytes(field: str) -> float | None:
     """A memory figure (VmRSS, VmHWM) from /proc/self/status, bytes; None off Linux."""
     try:
         with open("/proc/self/status", encoding="ascii") as handle:
@@ -85,7 +101,7 @@ def _status_bytes(field: str) -> float | None:
     return None
 
 
-def _reset_peak() -> bool:
+def reset_peak() -> bool:
     """Restarts the kernel's peak-RSS count (VmHWM) so it measures synthesis alone."""
     try:
         with open("/proc/self/clear_refs", "w", encoding="ascii") as handle:
@@ -95,7 +111,7 @@ def _reset_peak() -> bool:
         return False
 
 
-def measure(case: Case, bounds: bool = True) -> dict[str, Any]:
+def measure(case: GreedyCase, bounds: bool = True) -> dict[str, Any]:
     """One case in this process: synthesis wall and CPU time and peak memory, then the verified
     time and the best lower bound. Meant to run in a fresh child process (``run_bench``)."""
     from optcoll.bounds import best_lower_bound
@@ -116,16 +132,16 @@ def measure(case: Case, bounds: bool = True) -> dict[str, Any]:
     warm = time.process_time() - warm
     load_start = os.getloadavg()[0]
     rss_before = _max_rss()
-    rss_now = _status_bytes("VmRSS")
-    reset = _reset_peak()
+    rss_now = status_bytes("VmRSS")
+    reset = reset_peak()
     wall, cpu = time.perf_counter(), time.process_time()
     schedule = synth(inst, 0)
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     load_end = os.getloadavg()[0]
     rss_peak = _max_rss()
-    synth_peak = _status_bytes("VmHWM") if reset else None
-    verify_start = _status_bytes("VmRSS")
-    verify_reset = _reset_peak()
+    synth_peak = status_bytes("VmHWM") if reset else None
+    verify_start = status_bytes("VmRSS")
+    verify_reset = reset_peak()
     verify_wall = time.perf_counter()
     try:
         verified: float | None = require_valid(machine, coll, schedule, inst.model).time
@@ -133,7 +149,7 @@ def measure(case: Case, bounds: bool = True) -> dict[str, Any]:
     except MemoryError:
         verified, unverified = None, "the verifier ran out of memory (address-space cap)"
     verify_wall = time.perf_counter() - verify_wall
-    verify_peak = _status_bytes("VmHWM") if verify_reset else None
+    verify_peak = status_bytes("VmHWM") if verify_reset else None
     out: dict[str, Any] = {
         **asdict(case), "machine": machine.name, "links": machine.num_links,
         "transfers": len(schedule), "synth_wall_s": wall, "synth_cpu_s": cpu,
@@ -152,20 +168,16 @@ def measure(case: Case, bounds: bool = True) -> dict[str, Any]:
     return out
 
 
-def _run_child(case: Case, bounds: bool, timeout: float | None, memory_cap: float
-               ) -> dict[str, Any]:
-    cmd = [sys.executable, "-m", "optcoll.bench.greedy", "--case", json.dumps(asdict(case)),
-           "--memory-cap", str(memory_cap)]
-    if not bounds:
-        cmd.append("--no-bounds")
-    root = str(Path(__file__).resolve().parents[2])  # the directory holding the optcoll package
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-        p for p in (root, os.environ.get("PYTHONPATH")) if p)}
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
-    if done.returncode != 0:
-        reason = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
-        return {**asdict(case), "error": reason}
-    return json.loads(done.stdout.strip().splitlines()[-1])
+def measure_row(case: dict[str, Any]) -> dict[str, Any]:
+    """``measure`` of a JSON case (its ``bounds`` flag beside the case's fields): the child's side."""
+    return measure(GreedyCase(case["family"], case["npus"], case["collective"], case["algo"]), bounds=case["bounds"])
+
+
+def _run_child(case: GreedyCase, bounds: bool, timeout: float | None, memory_cap: float) -> dict[str, Any]:
+    row = call("optcoll.bench.greedy:measure_row", {**asdict(case), "bounds": bounds}, timeout=timeout,
+               memory_cap=memory_cap)
+    row.pop("bounds", None)
+    return row
 
 
 def _case_key(row: dict[str, Any]) -> tuple[str, int, str, str]:
@@ -189,86 +201,70 @@ def _mib(value: float) -> str:
     return f"{value / 2**20:.0f}"
 
 
+def _row(r: dict[str, Any], earlier: dict[tuple[str, int, str, str], dict[str, Any]]) -> list[str]:
+    """One case's cells of the main table."""
+    case = [r["family"], r["npus"], r["collective"], r["algo"]]
+    if "error" in r:
+        return case + [f"error: {r['error']}"] + [""] * 13
+    old_row = earlier.get(_case_key(r))
+    bound, split, time_s = r.get("bound_s"), r.get("split_bound_s"), r.get("time_s")
+    return case + [
+        r["transfers"], f"{r['synth_wall_s']:.2f}", f"{r['synth_cpu_s']:.2f}",
+        f"{old_row['synth_cpu_s']:.2f}" if old_row else "–",
+        f"{r['load_start']:.1f}–{r['load_end']:.1f}" if "load_start" in r else "–",
+        f"{r['warmup_cpu_s']:.2f}" if "warmup_cpu_s" in r else "–",
+        _mib(r.get("rss_start_bytes") or r["rss_before_bytes"]), _mib(r.get("synth_peak_bytes") or r["rss_peak_bytes"]),
+        f"{time_s * 1e6:.1f}" if time_s else f"not verified: {r.get('unverified')}",
+        f"{time_s / r['link_time_s']:.2f}" if time_s else "–",
+        "–" if bound is None else f"{bound * 1e6:.1f}", r.get("bound_name", "–"),
+        _percent(time_s / bound - 1) if bound and time_s else "–",
+        _percent(time_s / split - 1) if split and time_s else "–"]
+
+
+def _growth_rows(rows: list[dict[str, Any]]) -> list[list[str]]:
+    groups: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    for r in rows:
+        if "error" not in r:
+            groups.setdefault((r["family"], r["collective"], r["algo"]), []).append(r)
+    out = []
+    for (family, coll, algo), rs in groups.items():
+        k = growth_exponent([r["npus"] for r in rs], [r["synth_cpu_s"] for r in rs])
+        out.append([family, coll, algo, ", ".join(str(r["npus"]) for r in rs), "–" if k is None else f"{k:.2f}"])
+    return out
+
+
 def render(rows: list[dict[str, Any]], note: str = "",
            before: list[dict[str, Any]] | None = None) -> str:
     """The Markdown report; ``before``: the previous run's rows, for the "CPU before" column."""
     earlier = {_case_key(r): r for r in before or [] if "error" not in r}
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    lines = [
-        "# Greedy synthesizers: scale and gap to the lower bound", "",
-        f"Measured on {platform.machine()}, {_cpus()} cores (shared), Python "
-        f"{platform.python_version()}, {stamp}. Generated by `python -m optcoll.bench."
-        "greedy`. Every case ran in its own process. Memory: the process's resident size "
-        "when synthesis starts (Python, numpy, scipy, the machine and the collective) and its "
-        "peak during synthesis (the kernel's high-water mark, reset at the start; it includes "
-        "the resident start). Wall time is what a user waits on this shared machine; CPU time is "
-        "the process's own. Times are the shared verifier's; the bound is "
-        "`optcoll.bounds.best_lower_bound`; gap = time / bound − 1; steps = time / τ with "
-        "τ = α + b/B of one chunk on one link. For AllReduce, 'RS+AG gap' compares with the sum of "
-        "the ReduceScatter and AllGather bounds, the least any ReduceScatter-then-AllGather "
-        "schedule (what the greedy builds) can take; the plain AllReduce bound max(T_RS, T_AG) "
-        "is weaker. Load: the 1-minute load average when synthesis started and ended (2 cores "
-        "shared with other jobs: above 2, wall time stretches, CPU time much less). CPU before: "
-        "the same case's synthesis CPU time in the previous committed run. Warm-up: CPU time of "
-        "the process's first greedy call (a 16-NPU instance), which loads the compiled kernels "
-        "from numba's on-disk cache (or compiles them, about 10 s, when the cache is cold); the "
-        "synthesis figures exclude it.", "",
-        f"Instances: AllGather, AllReduce and AlltoAll of M = 1 GiB, C = 1 chunk per rank, links "
-        f"{BANDWIDTH / GIB:g} GiB/s and {LATENCY * 1e6:g} µs, seed 0 (one run per case).", ""]
-    if note:
-        lines += [note, ""]
-    lines += ["| family | NPUs | collective | algo | transfers | synth wall (s) | synth CPU (s) | "
-              "CPU before (s) | load | warm-up CPU (s) | "
-              "RSS at start (MiB) | peak RSS in synthesis (MiB) | time (µs) | steps | bound (µs) | bound | "
-              "gap | RS+AG gap |",
-              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    for r in rows:
-        if "error" in r:
-            lines.append(f"| {r['family']} | {r['npus']} | {r['collective']} | {r['algo']} | "
-                         f"error: {r['error']} |||||||||||||")
-            continue
-        old_row = earlier.get(_case_key(r))
-        cpu_before = f"{old_row['synth_cpu_s']:.2f}" if old_row else "–"
-        load = (f"{r['load_start']:.1f}–{r['load_end']:.1f}" if "load_start" in r else "–")
-        warm = f"{r['warmup_cpu_s']:.2f}" if "warmup_cpu_s" in r else "–"
-        bound, split, time_s = r.get("bound_s"), r.get("split_bound_s"), r.get("time_s")
-        gap = _percent(time_s / bound - 1) if bound and time_s else "–"
-        split_gap = _percent(time_s / split - 1) if split and time_s else "–"
-        shown = f"{time_s * 1e6:.1f}" if time_s else f"not verified: {r.get('unverified')}"
-        steps = f"{time_s / r['link_time_s']:.2f}" if time_s else "–"
-        lines.append(
-            f"| {r['family']} | {r['npus']} | {r['collective']} | {r['algo']} | {r['transfers']} | "
-            f"{r['synth_wall_s']:.2f} | {r['synth_cpu_s']:.2f} | {cpu_before} | {load} | {warm} | "
-            f"{_mib(r.get('rss_start_bytes') or r['rss_before_bytes'])} | "
-            f"{_mib(r.get('synth_peak_bytes') or r['rss_peak_bytes'])} | {shown} | {steps} | "
-            f"{'–' if bound is None else f'{bound * 1e6:.1f}'} | {r.get('bound_name', '–')} | {gap} | "
-            f"{split_gap} |")
+    blocks: list[Block] = [
+        Heading("Greedy synthesizers: scale and gap to the lower bound", 1),
+        Paragraph(f"Measured on {platform.machine()}, {_cpus()} cores (shared), Python "
+                  f"{platform.python_version()}, {stamp}. Generated by `optcoll bench greedy`. " + ABOUT),
+        Paragraph(f"Instances: AllGather, AllReduce and AlltoAll of M = 1 GiB, C = 1 chunk per rank, links "
+                  f"{BANDWIDTH / GIB:g} GiB/s and {LATENCY * 1e6:g} µs, seed 0 (one run per case)."),
+        *([Paragraph(note)] if note else []),
+        table(["family", "NPUs", "collective", "algo", "transfers", "synth wall (s)", "synth CPU (s)",
+               "CPU before (s)", "load", "warm-up CPU (s)", "RSS at start (MiB)", "peak RSS in synthesis (MiB)",
+               "time (µs)", "steps", "bound (µs)", "bound", "gap", "RS+AG gap"],
+              [_row(r, earlier) for r in rows])]
     verified = [r for r in rows if r.get("verify_peak_bytes") and r.get("time_s")]
     if verified:
-        lines += ["", "## The shared verifier on these schedules", "",
-                  "Wall time of `optcoll.verify.require_valid` on the synthesized schedule, and the "
-                  "process's resident size when verification starts (the schedule, the machine and "
-                  "the collective included) and its peak during verification (the kernel's "
-                  "high-water mark, reset at the start).", "",
-                  "| family | NPUs | collective | algo | transfers | verify wall (s) | "
-                  "RSS at start (MiB) | peak RSS in verification (MiB) |",
-                  "|---|---|---|---|---|---|---|---|"]
-        for r in verified:
-            start = r.get("verify_start_bytes")
-            lines.append(f"| {r['family']} | {r['npus']} | {r['collective']} | {r['algo']} | "
-                         f"{r['transfers']} | {r['verify_wall_s']:.1f} | {_mib(start) if start else '–'} | "
-                         f"{_mib(r['verify_peak_bytes'])} |")
-    lines += ["", "## Growth of synthesis time (CPU seconds ∝ N^k)", "",
-              "| family | collective | algo | sizes | k |", "|---|---|---|---|---|"]
-    groups: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
-    for r in rows:
-        if "error" not in r:
-            groups.setdefault((r["family"], r["collective"], r["algo"]), []).append(r)
-    for (family, coll, algo), rs in groups.items():
-        k = growth_exponent([r["npus"] for r in rs], [r["synth_cpu_s"] for r in rs])
-        sizes = ", ".join(str(r["npus"]) for r in rs)
-        lines.append(f"| {family} | {coll} | {algo} | {sizes} | {'–' if k is None else f'{k:.2f}'} |")
-    return "\n".join(lines) + "\n"
+        blocks += [
+            Heading("The shared verifier on these schedules"),
+            Paragraph("Wall time of `optcoll.verify.require_valid` on the synthesized schedule, and the "
+                      "process's resident size when verification starts (the schedule, the machine and "
+                      "the collective included) and its peak during verification (the kernel's "
+                      "high-water mark, reset at the start)."),
+            table(["family", "NPUs", "collective", "algo", "transfers", "verify wall (s)", "RSS at start (MiB)",
+                   "peak RSS in verification (MiB)"],
+                  [[r["family"], r["npus"], r["collective"], r["algo"], r["transfers"], f"{r['verify_wall_s']:.1f}",
+                    _mib(r["verify_start_bytes"]) if r.get("verify_start_bytes") else "–",
+                    _mib(r["verify_peak_bytes"])] for r in verified])]
+    blocks += [Heading("Growth of synthesis time (CPU seconds ∝ N^k)"),
+               table(["family", "collective", "algo", "sizes", "k"], _growth_rows(rows))]
+    return to_markdown(blocks)
 
 
 def _cpus() -> int:
@@ -295,7 +291,7 @@ def run_bench(sizes: tuple[int, ...] = (64, 256, 1024), families: tuple[str, ...
         for coll in collectives:
             for algo in algos:
                 for n in sizes:
-                    row = _run_child(Case(family, n, coll, algo), bounds, timeout, memory_cap)
+                    row = _run_child(GreedyCase(family, n, coll, algo), bounds, timeout, memory_cap)
                     fresh.append(row)
                     print(json.dumps(row), file=sys.stderr, flush=True)  # progress
     rerun = {_case_key(r) for r in fresh}
@@ -314,35 +310,3 @@ def read_rows(path: str | Path) -> list[dict[str, Any]]:
     """Rows of a JSON-lines results file."""
     with open(path, encoding="utf-8") as handle:
         return [json.loads(line) for line in handle if line.strip()]
-
-
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--case", help="internal: run one case (JSON) and print its result")
-    parser.add_argument("--no-bounds", action="store_true", help="skip the lower bounds")
-    parser.add_argument("--sizes", default="64,256,1024")
-    parser.add_argument("--families", default=",".join(FAMILIES))
-    parser.add_argument("--collectives", default="allgather,allreduce,alltoall")
-    parser.add_argument("--algos", default="tacos,tacos+")
-    parser.add_argument("--out", default="reports/bench-greedy.md")
-    parser.add_argument("--include", help="JSON-lines file of earlier rows to include")
-    parser.add_argument("--before", help="JSON-lines file of the previous committed run "
-                        "(default: the one beside --out, read before it is overwritten)")
-    parser.add_argument("--note", default="", help="a paragraph to put under the header")
-    parser.add_argument("--memory-cap", type=float, default=8 * GIB,
-                        help="address-space cap per case, bytes (default 8 GiB)")
-    args = parser.parse_args(argv)
-    if args.case:
-        cap = int(args.memory_cap)
-        resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
-        print(json.dumps(measure(Case(**json.loads(args.case)), bounds=not args.no_bounds)))
-        return
-    run_bench(tuple(int(s) for s in args.sizes.split(",") if s), tuple(args.families.split(",")),
-              tuple(args.collectives.split(",")), tuple(args.algos.split(",")), args.out,
-              not args.no_bounds, note=args.note,
-              extra_rows=read_rows(args.include) if args.include else None,
-              memory_cap=args.memory_cap, before=read_rows(args.before) if args.before else None)
-
-
-if __name__ == "__main__":
-    main()

@@ -20,7 +20,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from optcoll.bench.file import Section
-from optcoll.bench.step import Measured, run_command
+from optcoll.bench.isolate import ChildRun
+from optcoll.bench.step import run_command
 from optcoll.instances.suite import InstanceSpec, find_suite
 
 SUITE = "machines"
@@ -64,7 +65,7 @@ def kept(wall: float, limit: float) -> bool:
 
 
 def _row(spec: InstanceSpec, command: str, limit: float, wall: float | None, cpu: float, status: str,
-         whole: Measured | None = None) -> list[str]:
+         whole: ChildRun | None = None) -> list[str]:
     over = "-" if wall is None else f"{wall / limit - 1:+.0%}"
     whole_text = "" if whole is None else f"{whole.wall:.1f} / {whole.cpu:.1f}"
     return [spec.path.stem, str(spec.instance.machine.num_npus), command, f"{limit:g}",
@@ -72,9 +73,9 @@ def _row(spec: InstanceSpec, command: str, limit: float, wall: float | None, cpu
             "-" if wall is None else "yes" if kept(wall, limit) else "NO", status, whole_text]
 
 
-def _status(measured: Measured) -> str:
+def _status(measured: ChildRun) -> str:
     try:
-        return str(json.loads(measured.output).get("status"))
+        return str(json.loads(measured.stdout).get("status"))
     except (json.JSONDecodeError, AttributeError):
         return f"no answer (exit {measured.code})"
 
@@ -108,7 +109,7 @@ def limit_rows(limit: float, truth: bool = True, echo: Callable[[str], None] = l
         rows.append(_row(spec, "solve", limit, solve.wall if solve.code in (0, 1) else None, solve.cpu, _status(solve)))
         job = run_command([SUITE, spec.path.stem, f"{limit:g}"], timeout, code=_JOB)
         try:
-            inside = json.loads(job.output.splitlines()[-1])
+            inside = json.loads(job.stdout.splitlines()[-1])
             rows.append(_row(spec, "sweep's exact job", limit, inside["wall"], inside["cpu"], str(inside["status"]),
                              job))
         except (json.JSONDecodeError, IndexError, KeyError):

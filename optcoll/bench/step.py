@@ -13,17 +13,15 @@ from __future__ import annotations
 import compileall
 import json
 import os
-import subprocess
-import sys
 import tempfile
-import threading
 import time
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
 from optcoll.bench.file import Section
+from optcoll.bench.isolate import ChildRun, run_child
 
 #: The instances the commands read, written to a scratch folder (machines from the catalog, and
 #: SCCL's generic topologies as ``generic_machine`` writes them).
@@ -81,43 +79,20 @@ def write_questions(scratch: Path) -> dict[str, str]:
     return paths
 
 
-@dataclass(frozen=True)
-class Measured:
-    code: int
-    cpu: float
-    peak_mib: float
-    wall: float
-    output: str
-
-
 #: What a child process runs by default: the ``optcoll`` command.
 OPTCOLL = "from optcoll.cli.main import main; main()"
 
 
-def run_command(args: list[str], timeout: float, code: str = OPTCOLL) -> Measured:
-    """``optcoll args`` (or Python ``code`` with ``args``) in a child process: exit code, CPU
-    seconds, peak RSS and stdout; the child is killed after ``timeout`` seconds (its answer is
-    then missing)."""
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    start = time.perf_counter()
-    child = subprocess.Popen([sys.executable, "-c", code, *args],
-                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
-    timer = threading.Timer(timeout, child.kill)
-    timer.start()
-    try:
-        output = child.stdout.read()
-        _, status, usage = os.wait4(child.pid, 0)  # this child's own CPU and peak memory
-    finally:
-        timer.cancel()
-        child.stdout.close()
-    child.returncode = os.waitstatus_to_exitcode(status)
-    return Measured(child.returncode, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024,
-                    time.perf_counter() - start, output)
+def run_command(args: list[str], timeout: float, code: str = OPTCOLL) -> ChildRun:
+    """``optcoll args`` (or Python ``code`` with ``args``) in a child process
+    (``isolate.run_child``): exit code, its own CPU seconds, peak memory and stdout; killed after
+    ``timeout`` seconds (its answer is then missing)."""
+    return run_child(["-c", code, *args], timeout=timeout)
 
 
-def _answer(measured: Measured) -> str:
+def _answer(measured: ChildRun) -> str:
     try:
-        data = json.loads(measured.output)
+        data = json.loads(measured.stdout)
     except json.JSONDecodeError:
         return f"no answer (exit {measured.code})"
     if "points" in data:
@@ -179,7 +154,7 @@ def command_rows(limit: float) -> list[list[str]]:
                 if pair in answers:
                     agree = "yes" if answers[pair] == answer else f"NO (other: {answers[pair]})"
                 answers[pair] = answer
-            rows.append([what, f"{measured.cpu:.2f}", f"{measured.peak_mib:.0f}", f"{measured.wall:.2f}",
+            rows.append([what, f"{measured.cpu:.2f}", f"{measured.peak_bytes / 2**20:.0f}", f"{measured.wall:.2f}",
                          answer, agree])
     return rows
 

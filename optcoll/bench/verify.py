@@ -4,12 +4,11 @@ The schedule is dimension-ordered: a unidirectional ring along x gathers each ro
 unidirectional ring along y passes whole rows on, n chunks back to back per step. With n = n_side
 it has n²·(n²−1) transfers and takes exactly (n²−1)·τ, which the benchmark checks.
 
-Run: ``python -m optcoll.bench.verify [n_side]``.
+Run: ``optcoll bench core --side N``.
 """
 from __future__ import annotations
 
 import resource
-import sys
 import time
 import tracemalloc
 from typing import Any
@@ -78,8 +77,3 @@ def bench_verify(n_side: int = 32, trace_memory: bool = True) -> dict[str, Any]:
         figures["verify_peak_traced_bytes"] = tracemalloc.get_traced_memory()[1]
         tracemalloc.stop()
     return figures
-
-
-if __name__ == "__main__":
-    for key, value in bench_verify(int(sys.argv[1]) if len(sys.argv) > 1 else 32).items():
-        print(f"{key}: {value}")

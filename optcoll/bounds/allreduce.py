@@ -72,7 +72,8 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_right
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 
 import numpy as np
 from scipy.sparse import coo_matrix
@@ -83,7 +84,7 @@ from optcoll.bounds.crossings import CrossingLinks, several_crossings_end
 from optcoll.bounds.cutbounds import SplitCuts, split_cuts
 from optcoll.bounds.demand import allreduce_set, need_counts_per_chunk
 from optcoll.bounds.families import bandwidth_levels, orderings
-from optcoll.bounds.fullness import rank_sends, release_order_end
+from optcoll.bounds.fullness import RankSends, rank_sends, release_order_end
 from optcoll.bounds.nodes import kth_arrival
 from optcoll.bounds.paths import weighted_graph
 from optcoll.bounds.spread import spread_end, spread_links, spread_time
@@ -319,140 +320,225 @@ def _arrival_floors(start: np.ndarray, way: np.ndarray, busy: np.ndarray, ready:
     return floors
 
 
+@dataclass(frozen=True, eq=False)
+class _OnceMachine:
+    """What every cut of ``allreduce-cut-once`` reads of the machine (computed once per bound)."""
+
+    machine: Machine
+    members: np.ndarray
+    k: int
+    from_ranks: np.ndarray
+    to_ranks: np.ndarray
+    delay: np.ndarray
+    busy: np.ndarray
+    npu: np.ndarray
+    combines: np.ndarray  # nodes that may combine: NPUs and reducing switches
+    special: np.ndarray  # switches that reduce or multicast
+    is_member: np.ndarray
+    to_npus: np.ndarray
+    npu_hop: np.ndarray  # from a send's start to the next NPU it can reach
+    npu_hop_back: np.ndarray  # the same, for a reduction run backwards
+    relay_hop: float
+    first_merge: float
+    counts_kinds: bool  # crossings reach one NPU first, and only NPUs combine
+    splits: np.ndarray  # the q (full contents before a crossing) tried
+
+    @classmethod
+    def of(cls, machine: Machine, members: np.ndarray, k: int, from_ranks: np.ndarray, to_ranks: np.ndarray,
+           delay: np.ndarray, busy: np.ndarray) -> _OnceMachine:
+        npu = np.arange(machine.num_nodes) < machine.num_npus
+        combines = npu.copy()
+        combines[machine.num_npus:] = [s.reduce for s in machine.switches]
+        special = np.zeros(machine.num_nodes, dtype=bool)
+        special[machine.num_npus:] = [s.reduce or s.multicast for s in machine.switches]
+        is_member = np.zeros(machine.num_nodes, dtype=bool)
+        is_member[members] = True
+        to_npus = _distances(machine, delay, np.flatnonzero(npu), reverse=True)
+        from_npus = _distances(machine, delay, np.flatnonzero(npu))
+        sends = np.flatnonzero(npu[machine.link_src])
+        into_npus = np.flatnonzero(npu[machine.link_dst])
+        return cls(machine, members, k, from_ranks, to_ranks, delay, busy, npu, combines, special, is_member,
+                   to_npus, delay + to_npus[machine.link_dst], delay + from_npus[machine.link_src],
+                   float((delay[sends] + to_ranks[machine.link_dst[sends]]).min(initial=np.inf)),
+                   float((from_ranks[machine.link_src[into_npus]] + delay[into_npus]).min(initial=np.inf)),
+                   not special.any(), np.unique(np.linspace(1, k, min(k, ONCE_SPLITS)).round().astype(np.int64)))
+
+
+@dataclass(frozen=True, eq=False)
+class _FarSide:
+    """How a crossing's content reaches the other side's ``ranks`` (besides the one it reaches):
+    at least ``spread`` after it arrives, under ``assumes``; ``profile``: the far NPUs' spreading
+    links when the far side only forwards (``spread.spread_links``), else empty."""
+
+    ranks: int
+    npus: np.ndarray
+    special: bool  # a switch there reduces or multicasts
+    spread: float = 0.0
+    assumes: tuple[str, ...] = ()
+    profile: tuple = ()
+
+
+def _far_side(net: _OnceMachine, near: np.ndarray, s: int, plain_way: bool,
+              way_assumed: tuple[str, ...]) -> _FarSide:
+    machine = net.machine
+    far_special = np.flatnonzero(net.special & ~near)
+    far_npus = np.flatnonzero(net.npu & ~near)
+    n_far = int(net.members.size) - s
+    if far_special.size and n_far > 1:  # the other far ranks learn it from the first NPU it reaches
+        far_sends = np.flatnonzero(net.npu[machine.link_src] & ~near[machine.link_src])
+        if plain_way and far_sends.size:
+            spread = float((net.delay[far_sends] + net.to_ranks[machine.link_dst[far_sends]]).min())
+            return _FarSide(n_far, far_npus, True, spread, way_assumed)
+    elif not far_special.size:  # the far side only forwards each arrival once
+        profile = spread_links(machine, far_npus, net.npu_hop, net.busy)
+        far_switches = np.flatnonzero(~near[machine.num_npus:]) + machine.num_npus
+        assumes = (f"the switches on the far side ({_node_list(machine, far_switches)}) neither reduce "
+                   "nor multicast",) if far_switches.size else ()
+        return _FarSide(n_far, far_npus, False, spread_time(n_far, profile), assumes, profile)
+    return _FarSide(n_far, far_npus, bool(far_special.size))
+
+
+def _readiness(s: int, backwards: tuple, depth: float, near_npus: int, merge_first: np.ndarray,
+               merge_busy: np.ndarray, sends: RankSends) -> Callable[[int], float]:
+    """q ↦ no q full contents of S (``s`` ranks) before this (memoised)."""
+    merged: dict[int, float] = {}
+
+    def ready(q: int) -> float:
+        if q not in merged:
+            # q reductions at once, run backwards: q chunks spreading over the same near NPUs
+            together = spread_end((0.0,) * q, q * s, backwards, near_npus) \
+                if backwards and q * s <= SPREAD_HOLDINGS else depth
+            merged[q] = max(together, depth, _kth(q * (s - 1), merge_first, merge_busy), sends.ready(q)) \
+                if s > 1 else 0.0
+        return merged[q]
+    return ready
+
+
+def _crossed_once(net: _OnceMachine, ready: Callable[[int], float], s: int, starts: np.ndarray, way: np.ndarray,
+                  busy: np.ndarray, spread: float, twice_most: float) -> float:
+    """The last of the k crossings' arrivals when each chunk crosses once, full (``starts``,
+    ``way``, ``busy``: per crossing link); stops early where the several-crossings case decides."""
+    crossed = 0.0
+    for q in (net.splits if s > 1 else net.splits[:1]).tolist():  # one rank merges nothing: q = 1 is the most
+        crossed = max(crossed, _kth(net.k - q + 1, np.maximum(ready(q), starts) + way, busy))
+        if crossed + spread >= twice_most:  # the cut's value is the several-crossings case's
+            return crossed
+    if s > 1 and crossed + spread < twice_most:  # the crossings in release order (``fullness``)
+        steps = net.splits.tolist()
+        crossed = max(crossed, release_order_end(
+            lambda q: max(ready(steps[bisect_right(steps, q) - 1]), 0.0), net.k, starts.size,
+            float(starts.min()), float(busy.min()), float(way.min())))
+    return crossed
+
+
+def _last_chunks_end(net: _OnceMachine, ready: Callable[[int], float], s: int, starts: np.ndarray, way: np.ndarray,
+                     busy: np.ndarray, crossed: float, far: _FarSide, once: float) -> tuple[float, int]:
+    """(end, L): the last L chunks, spreading over the same far NPUs, cannot all be spread
+    before end (``once`` and L = 1 when no L does better)."""
+    k, together = net.k, 1
+    qs = np.unique(np.linspace(1, k, min(k, JOINT_SPLITS)).round().astype(np.int64)) if s > 1 else [1]
+    floors = _arrival_floors(starts, way, busy, [(q, ready(q)) for q in qs], k)
+    for late in ([] if floors is None else
+                 np.unique(np.linspace(2, k, min(k - 1, JOINT_SPLITS)).round().astype(np.int64)).tolist()):
+        if late * far.ranks > SPREAD_HOLDINGS:
+            break
+        arrivals = np.r_[floors[k - late:-1], max(floors[-1], crossed)]
+        end = spread_end(tuple(arrivals.tolist()), late * far.ranks, far.profile, far.npus.size)
+        if end > once:
+            once, together = end, late
+    return once, together
+
+
+def _once_cut(net: _OnceMachine, near: np.ndarray, floor: float,
+              counted: set) -> tuple[float, str, tuple[str, ...]] | None:
+    """``allreduce-cut-once`` for one side S (``near``, where the crossings leave): its value,
+    detail and assumptions; None when it cannot beat ``floor`` or a like cut was ``counted``."""
+    machine, k, delay, busy = net.machine, net.k, net.delay, net.busy
+    cross = np.flatnonzero(near[machine.link_src] & ~near[machine.link_dst])
+    tails, heads = machine.link_src[cross], machine.link_dst[cross]
+    to_rank = delay[cross] + net.to_ranks[heads]
+    twice = _kth(k + 1, net.from_ranks[tails] + to_rank, busy[cross])
+    s = int(np.count_nonzero(net.is_member & near))
+    links = CrossingLinks(net.from_ranks[tails], busy[cross], to_rank, net.npu_hop[cross] + net.relay_hop,
+                          net.first_merge if s > 1 else -np.inf)
+    passed = _until_npu(machine, heads, net.npu)  # a crossing reaches one NPU first through plain switches
+    plain_way = not net.special[passed].any()
+    kinds = net.counts_kinds or (plain_way and bool(net.npu[tails].all()))  # and a full one was made at an NPU
+    way_assumed = (f"the switches a crossing passes before its first NPU ({_node_list(machine, passed)}) neither "
+                   "reduce nor multicast",) if passed.size and not net.counts_kinds else ()
+    # the several-crossings case is possible once K + 1 spreading crossings fit and K full ones
+    twice_most = max(twice, _kth(k + 1, links.start + links.to_relay, links.busy),
+                     _kth(k, np.maximum(links.start, links.full_from) + links.to_relay, links.busy)) \
+        if kinds else twice
+    if twice_most <= floor:  # the cut's value is at most this
+        return None
+    merges = np.flatnonzero(near[machine.link_src] & near[machine.link_dst] & net.combines[machine.link_dst])
+    merge_first = net.from_ranks[machine.link_src[merges]] + delay[merges]
+    far = _far_side(net, near, s, plain_way, way_assumed)
+    # a reduction into an NPU run backwards is a spread from it over the near NPUs' in-links
+    backwards = spread_links(machine, np.flatnonzero(net.npu & near), net.npu_hop_back, busy, inward=True) \
+        if s > 1 and not net.special[near].any() else ()
+    depth = spread_time(s, backwards) if backwards else 0.0
+    profile = b"".join(np.unique(rows, axis=0).tobytes() for rows in (
+        np.stack([net.from_ranks[tails], delay[cross] + net.to_npus[heads], to_rank, busy[cross]], axis=1),
+        np.stack([merge_first, busy[merges]], axis=1)))
+    key = (s, far.spread, twice, backwards, profile)  # a cut like one already counted (symmetric machines)
+    if key in counted:
+        return None
+    counted.add(key)
+    # the ranks' own sends, their content at an NPU (at the tail itself when a tail may combine)
+    sends = rank_sends(machine.link_src, machine.link_dst, delay, busy,
+                       net.to_npus if net.npu[tails].all() else np.zeros_like(net.to_npus), near,
+                       np.flatnonzero(net.is_member & near))
+    ready = _readiness(s, backwards, depth, int(np.count_nonzero(net.npu & near)), merge_first, busy[merges], sends)
+    way = delay[cross] + net.to_npus[heads]
+    crossed = _crossed_once(net, ready, s, net.from_ranks[tails], way, busy[cross], far.spread, twice_most)
+    once, together = crossed + far.spread, 1
+    if far.profile and k > 1 and once < twice_most:  # the last L chunks share the far NPUs
+        once, together = _last_chunks_end(net, ready, s, net.from_ranks[tails], way, busy[cross], crossed, far, once)
+    several = twice
+    if kinds and once > twice:
+        several = several_crossings_end(links, k, far.ranks, twice, min(once, twice_most))
+    value = min(several, once)
+    if value <= floor:
+        return None
+    return (value, _once_detail(net, near, s, twice, crossed, several, far, once, together),
+            tuple(dict.fromkeys((*(far.assumes if far.spread else ()), *(way_assumed if several > twice else ())))))
+
+
+def _once_detail(net: _OnceMachine, near: np.ndarray, s: int, twice: float, crossed: float, several: float,
+                 far: _FarSide, once: float, together: int) -> str:
+    k = net.k
+    then = (f", which must spread it to the other side's ranks ({format_time(far.spread)})" if far.spread else
+            " (its spread through the other side is not counted: a switch there reduces or multicasts)")
+    if far.spread and far.special:
+        then = (f", whose content reaches the other side's other ranks only from the first NPU it reaches "
+                f"(at least {format_time(far.spread)} more)")
+    if together > 1:
+        then += (f"; the last {together} chunks, spreading over the same {far.npus.size} NPUs (each sends one "
+                 f"copy per link occupancy, whichever chunk it holds), cannot all be spread before "
+                 f"{format_time(once)}")
+    sorting = (f"; sorting the crossings into those that can still reach a second rank, those that can "
+               f"carry all of S's contributions and the rest, no way of sharing them out ends before "
+               f"{format_time(several)}" if several > twice else "")
+    return (f"{describe_nodes(net.machine, np.flatnonzero(near), net.members)}: either some chunk "
+            f"crosses out of S twice ({k + 1} crossings: the last cannot arrive before "
+            f"{format_time(twice)}{sorting}), or each of the {k} chunk(s) crosses once carrying S's {s} "
+            f"contributions (its other ranks' sends and {s - 1} reduce deliveries into S's NPUs and reducing "
+            f"switches first, the crossings starting in that order), "
+            f"the last arriving no earlier than {format_time(crossed)}{then}")
+
+
 def _once_bound(machine: Machine, members: np.ndarray, k: int, cuts: list[np.ndarray], from_ranks: np.ndarray,
                 to_ranks: np.ndarray, delay: np.ndarray, busy: np.ndarray) -> Bound:
     """``allreduce-cut-once`` (module docstring), the best over ``cuts`` and both directions."""
-    npu = np.arange(machine.num_nodes) < machine.num_npus
-    combines = npu.copy()
-    combines[machine.num_npus:] = [s.reduce for s in machine.switches]
-    special = np.zeros(machine.num_nodes, dtype=bool)  # switches that reduce or multicast
-    special[machine.num_npus:] = [s.reduce or s.multicast for s in machine.switches]
-    is_member = np.zeros(machine.num_nodes, dtype=bool)
-    is_member[members] = True
-    to_npus = _distances(machine, delay, np.flatnonzero(npu), reverse=True)
-    from_npus = _distances(machine, delay, np.flatnonzero(npu))
-    npu_hop = delay + to_npus[machine.link_dst]  # from a send's start to the next NPU it can reach
-    npu_hop_back = delay + from_npus[machine.link_src]  # the same, for a reduction run backwards
-    sends = np.flatnonzero(npu[machine.link_src])
-    relay_hop = float((delay[sends] + to_ranks[machine.link_dst[sends]]).min(initial=np.inf))
-    into_npus = np.flatnonzero(npu[machine.link_dst])
-    first_merge = float((from_ranks[machine.link_src[into_npus]] + delay[into_npus]).min(initial=np.inf))
-    counts_kinds = not special.any()  # crossings reach one NPU first, and only NPUs combine
-    splits = np.unique(np.linspace(1, k, min(k, ONCE_SPLITS)).round().astype(np.int64))
+    net = _OnceMachine.of(machine, members, k, from_ranks, to_ranks, delay, busy)
     best: tuple[float, str, tuple[str, ...]] = (-1.0, "", ())
     counted: set[tuple[int, float, float, tuple[tuple[float, float], ...], bytes]] = set()
-    for inside, way_in in _splitting_sides(cuts, is_member):
-        near = ~inside if way_in else inside
-        cross = np.flatnonzero(near[machine.link_src] & ~near[machine.link_dst])
-        tails, heads = machine.link_src[cross], machine.link_dst[cross]
-        to_rank = delay[cross] + to_ranks[heads]
-        twice = _kth(k + 1, from_ranks[tails] + to_rank, busy[cross])
-        s = int(np.count_nonzero(is_member & near))
-        links = CrossingLinks(from_ranks[tails], busy[cross], to_rank, npu_hop[cross] + relay_hop,
-                              first_merge if s > 1 else -np.inf)
-        passed = _until_npu(machine, heads, npu)  # a crossing reaches one NPU first through plain switches
-        plain_way = not special[passed].any()
-        kinds = counts_kinds or (plain_way and bool(npu[tails].all()))  # and a full one was made at an NPU
-        way_assumed = (f"the switches a crossing passes before its first NPU ({_node_list(machine, passed)}) neither "
-                       "reduce nor multicast",) if passed.size and not counts_kinds else ()
-        # the several-crossings case is possible once K + 1 spreading crossings fit and K full ones
-        twice_most = max(twice, _kth(k + 1, links.start + links.to_relay, links.busy),
-                         _kth(k, np.maximum(links.start, links.full_from) + links.to_relay, links.busy)) \
-            if kinds else twice
-        if twice_most <= best[0]:  # the cut's value is at most this
-            continue
-        merges = np.flatnonzero(near[machine.link_src] & near[machine.link_dst] & combines[machine.link_dst])
-        merge_first = from_ranks[machine.link_src[merges]] + delay[merges]
-        far_special = np.flatnonzero(special & ~near)
-        far_npus = np.flatnonzero(npu & ~near)
-        n_far = int(members.size) - s
-        spread, assumes, profile_out = 0.0, (), ()
-        if far_special.size and n_far > 1:  # the other far ranks learn it from the first NPU it reaches
-            far_sends = np.flatnonzero(npu[machine.link_src] & ~near[machine.link_src])
-            if plain_way and far_sends.size:
-                spread = float((delay[far_sends] + to_ranks[machine.link_dst[far_sends]]).min())
-                assumes = way_assumed
-        elif not far_special.size:  # the far side only forwards each arrival once
-            profile_out = spread_links(machine, far_npus, npu_hop, busy)
-            spread = spread_time(n_far, profile_out)
-            far_switches = np.flatnonzero(~near[machine.num_npus:]) + machine.num_npus
-            if far_switches.size:
-                assumes = (f"the switches on the far side ({_node_list(machine, far_switches)}) neither reduce "
-                           "nor multicast",)
-        # a reduction into an NPU run backwards is a spread from it over the near NPUs' in-links
-        backwards = spread_links(machine, np.flatnonzero(npu & near), npu_hop_back, busy, inward=True) \
-            if s > 1 and not special[near].any() else ()
-        depth = spread_time(s, backwards) if backwards else 0.0
-        near_npus = int(np.count_nonzero(npu & near))
-        profile = b"".join(np.unique(rows, axis=0).tobytes() for rows in (
-            np.stack([from_ranks[tails], delay[cross] + to_npus[heads], to_rank, busy[cross]], axis=1),
-            np.stack([merge_first, busy[merges]], axis=1)))
-        key = (s, spread, twice, backwards, profile)  # a cut like one already counted (symmetric machines)
-        if key in counted:
-            continue
-        counted.add(key)
-        merged: dict[int, float] = {}
-        # the ranks' own sends, their content at an NPU (at the tail itself when a tail may combine)
-        sends = rank_sends(machine.link_src, machine.link_dst, delay, busy,
-                           to_npus if npu[tails].all() else np.zeros_like(to_npus), near,
-                           np.flatnonzero(is_member & near))
-
-        def ready(q: int) -> float:  # no q full contents before this
-            if q not in merged:
-                # q reductions at once, run backwards: q chunks spreading over the same near NPUs
-                together = spread_end((0.0,) * q, q * s, backwards, near_npus) \
-                    if backwards and q * s <= SPREAD_HOLDINGS else depth
-                merged[q] = max(together, depth, _kth(q * (s - 1), merge_first, busy[merges]), sends.ready(q)) \
-                    if s > 1 else 0.0
-            return merged[q]
-
-        way = delay[cross] + to_npus[heads]
-        crossed = 0.0
-        for q in (splits if s > 1 else splits[:1]).tolist():  # one rank merges nothing: q = 1 is the most
-            crossed = max(crossed, _kth(k - q + 1, np.maximum(ready(q), from_ranks[tails]) + way, busy[cross]))
-            if crossed + spread >= twice_most:  # the cut's value is the several-crossings case's
-                break
-        if s > 1 and crossed + spread < twice_most:  # the crossings in release order (``fullness``)
-            steps = splits.tolist()
-            crossed = max(crossed, release_order_end(
-                lambda q: max(ready(steps[bisect_right(steps, q) - 1]), 0.0), k, cross.size,
-                float(from_ranks[tails].min()), float(busy[cross].min()), float(way.min())))
-        once, together = crossed + spread, 1
-        if profile_out and k > 1 and crossed + spread < twice_most:  # the last L chunks share the far NPUs
-            qs = np.unique(np.linspace(1, k, min(k, JOINT_SPLITS)).round().astype(np.int64)) if s > 1 else [1]
-            floors = _arrival_floors(from_ranks[tails], way, busy[cross], [(q, ready(q)) for q in qs], k)
-            for late in ([] if floors is None else
-                         np.unique(np.linspace(2, k, min(k - 1, JOINT_SPLITS)).round().astype(np.int64)).tolist()):
-                if late * n_far > SPREAD_HOLDINGS:
-                    break
-                arrivals = np.r_[floors[k - late:-1], max(floors[-1], crossed)]
-                end = spread_end(tuple(arrivals.tolist()), late * n_far, profile_out, far_npus.size)
-                if end > once:
-                    once, together = end, late
-        several = twice
-        if kinds and once > twice:
-            several = several_crossings_end(links, k, n_far, twice, min(once, twice_most))
-        value = min(several, once)
-        if value > best[0]:
-            then = (f", which must spread it to the other side's ranks ({format_time(spread)})" if spread else
-                    " (its spread through the other side is not counted: a switch there reduces or multicasts)")
-            if spread and far_special.size:
-                then = (f", whose content reaches the other side's other ranks only from the first NPU it reaches "
-                        f"(at least {format_time(spread)} more)")
-            if together > 1:
-                then += (f"; the last {together} chunks, spreading over the same {far_npus.size} NPUs (each sends one "
-                         f"copy per link occupancy, whichever chunk it holds), cannot all be spread before "
-                         f"{format_time(once)}")
-            kinds = (f"; sorting the crossings into those that can still reach a second rank, those that can "
-                     f"carry all of S's contributions and the rest, no way of sharing them out ends before "
-                     f"{format_time(several)}" if several > twice else "")
-            best = (value, f"{describe_nodes(machine, np.flatnonzero(near), members)}: either some chunk "
-                    f"crosses out of S twice ({k + 1} crossings: the last cannot arrive before "
-                    f"{format_time(twice)}{kinds}), or each of the {k} chunk(s) crosses once carrying S's {s} "
-                    f"contributions (its other ranks' sends and {s - 1} reduce deliveries into S's NPUs and reducing "
-                    f"switches first, the crossings starting in that order), "
-                    f"the last arriving no earlier than {format_time(crossed)}{then}",
-                    tuple(dict.fromkeys((*(assumes if spread else ()), *(way_assumed if several > twice else ())))))
+    for inside, way_in in _splitting_sides(cuts, net.is_member):
+        found = _once_cut(net, ~inside if way_in else inside, best[0], counted)
+        if found is not None:
+            best = found
     value, detail, assumptions = best
     return Bound("allreduce-cut-once", max(value, 0.0), detail + " (the best of a family of cuts)",
                  exact=False, assumptions=assumptions)

@@ -45,7 +45,7 @@ from optcoll.bounds.lp import LpResult, solve_lp
 from optcoll.collectives.collective import Collective
 from optcoll.errors import InputError
 from optcoll.instances.instance import TimeModel
-from optcoll.machines.automorphisms import NodeGroup, semiregular_group, trivial_group
+from optcoll.machines.automorphisms import SymmetryGroup, semiregular_group, trivial_group
 from optcoll.machines.machine import Machine
 from optcoll.units import format_time
 
@@ -67,7 +67,7 @@ class FlowSolution:
 
     demand: Commodities
     windows: LinkWindows
-    group: NodeGroup
+    group: SymmetryGroup
     modelled: np.ndarray
     flow: np.ndarray
     lp: LpResult
@@ -119,7 +119,7 @@ class _Model:
     own_link: np.ndarray
 
 
-def _model(machine: Machine, demand: Commodities, windows: LinkWindows, group: NodeGroup,
+def _model(machine: Machine, demand: Commodities, windows: LinkWindows, group: SymmetryGroup,
            modelled: np.ndarray) -> _Model:
     """The (possibly symmetry-reduced) LP of the module docstring."""
     n, links, k = machine.num_nodes, machine.num_links, modelled.size
@@ -170,7 +170,7 @@ def _model(machine: Machine, demand: Commodities, windows: LinkWindows, group: N
                   own_c, own_e)
 
 
-def _own_rows(windows: LinkWindows, modelled: np.ndarray, group: NodeGroup
+def _own_rows(windows: LinkWindows, modelled: np.ndarray, group: SymmetryGroup
               ) -> tuple[np.ndarray, np.ndarray]:
     """(modelled commodity, link) of every own-window row worth adding: usable links whose
     commodity window is tighter than the link's."""

@@ -9,8 +9,8 @@ from optcoll.check.junit import junit_xml
 from optcoll.check.markdown import markdown
 from optcoll.check.report import REFERENCE_TEXT, CheckReport
 from optcoll.check.run import run_check
-from optcoll.check.verdict import AGAINST, FAILURES, STATUSES, Outcome
+from optcoll.check.verdict import AGAINST, FAILURES, STATUSES, Verdict
 
 __all__ = ["AGAINST", "DEFAULT_MAX_GAP", "FAILURES", "REFERENCE_TEXT", "STATUSES", "CheckConfig",
-           "CheckReport", "Outcome", "Threshold", "junit_xml", "load_check_config", "markdown",
+           "CheckReport", "Verdict", "Threshold", "junit_xml", "load_check_config", "markdown",
            "run_check"]

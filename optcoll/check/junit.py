@@ -16,7 +16,7 @@ from datetime import datetime, timezone
 
 import optcoll
 from optcoll.check.report import REFERENCE_TEXT, CheckReport
-from optcoll.check.verdict import SKIPPED, Outcome
+from optcoll.check.verdict import SKIPPED, Verdict
 from optcoll.text.printable import printable
 
 ERRORS = frozenset({"error", "crash", "timeout"})
@@ -31,7 +31,7 @@ def _add(parent: ET.Element, tag: str, attributes: dict[str, str], text: str | N
     return element
 
 
-def _body(o: Outcome) -> str:
+def _body(o: Verdict) -> str:
     lines = [o.line(), f"instance file: {o.file}", f"problem: {o.problem}"]
     if o.source:
         lines.append(f"schedule: {o.source}")

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import optcoll
-from optcoll.check.verdict import FAILURES, PASS, SKIPPED, Outcome
+from optcoll.check.verdict import FAILURES, PASS, SKIPPED, Verdict
 from optcoll.units import format_time
 
 #: What the ratio is taken against, in words every output repeats.
@@ -25,12 +25,12 @@ class CheckReport:
     suite: str
     directory: str
     against: str
-    outcomes: tuple[Outcome, ...]
+    outcomes: tuple[Verdict, ...]
     wall_time: float
     seeds: str = ""  # the seeds it ran, in words (run.seeds_text)
 
     @property
-    def failures(self) -> list[Outcome]:
+    def failures(self) -> list[Verdict]:
         return [o for o in self.outcomes if o.failed]
 
     @property

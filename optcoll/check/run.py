@@ -23,7 +23,7 @@ from optcoll.instances.budget import parse_seconds
 from optcoll.sweeps.jobs import Job
 from optcoll.sweeps import pool
 from optcoll.sweeps.pool import run_local
-from optcoll.sweeps.progress import Progress
+from optcoll.sweeps.progress import ProgressDisplay
 from optcoll.instances.suite import Suite, find_suite
 
 def run_check(synth: str | SynthSpec, suite: str | os.PathLike | Suite = "quick", *,
@@ -60,7 +60,7 @@ def run_check(synth: str | SynthSpec, suite: str | os.PathLike | Suite = "quick"
                                     "time_limit": timeout or s.instance.budget.time_limit,
                                     "seeds": list(range(s.instance.budget.seed, s.instance.budget.seed + runs))})
                    for s in suite.specs]
-        bar = Progress(len(pending), 0, "check", progress)
+        bar = ProgressDisplay(len(pending), 0, "check", progress)
         try:
             for job, result in run_local(pending, workers, pool.USER_CODE_GRACE):
                 records[job.spec.path] = result.record

@@ -34,7 +34,7 @@ STATUSES = (PASS, *FAILURES, SKIPPED)
 
 
 @dataclass(frozen=True)
-class Outcome:
+class Verdict:
     """One instance's verdict. ``message`` says what was wrong (or how it went) in one line;
     ``detail`` holds a traceback, a command's output or every MSCCL problem."""
 
@@ -91,7 +91,7 @@ def _pool_failure(record: dict[str, Any]) -> tuple[str, str]:
     return "error", f"checking failed: {reason}"
 
 
-def judge(spec: InstanceSpec, record: dict[str, Any], threshold: Threshold, against: str) -> Outcome:
+def judge(spec: InstanceSpec, record: dict[str, Any], threshold: Threshold, against: str) -> Verdict:
     base = dict(instance=spec.name, file=str(spec.path), problem=_problem(spec, record),
                 threshold=threshold.value, threshold_source=threshold.source,
                 seconds=record.get("seconds"), source=record.get("source"),
@@ -99,14 +99,14 @@ def judge(spec: InstanceSpec, record: dict[str, Any], threshold: Threshold, agai
     status = record["status"]
     if status == FAILED:
         status, message = _pool_failure(record)
-        return Outcome(status=status, message=message, **base)
+        return Verdict(status=status, message=message, **base)
     if status != "valid":
-        return Outcome(status=status, message=record["message"], **base)
+        return Verdict(status=status, message=record["message"], **base)
     time = float(record["time"])
     truth, stale = load_truth(spec)
     if truth is None or (truth.best if against == "best" else truth.lower_bound) is None:
         why = stale or "no recorded ground truth to compare with"
-        return Outcome(status="no-truth", time=time,
+        return Verdict(status="no-truth", time=time,
                        message=f"valid ({format_time(time)}), but {why}; run `optcoll truth update`",
                        **base)
     bound = truth.lower_bound.value if truth.lower_bound else None
@@ -120,17 +120,17 @@ def judge(spec: InstanceSpec, record: dict[str, Any], threshold: Threshold, agai
     numbers = dict(time=time, reference=reference, reference_kind=kind, lower_bound=bound,
                    ratio=ratio)
     if bound is not None and above(bound, time):
-        return Outcome(status="contradiction", message=(
+        return Verdict(status="contradiction", message=(
             f"valid schedule of {format_time(time)} beats the proven lower bound "
             f"{format_time(bound)} ({truth.lower_bound.source}): a bug in a bound, the recorded "
             f"truth or the verifier; please report it"), **numbers, **base)
     against_text = f"{ratio:.4f}× the recorded {kind} {format_time(reference)}"
     if ratio > threshold.value * (1 + MEET_TOLERANCE):
-        return Outcome(status="gap", message=(
+        return Verdict(status="gap", message=(
             f"time {format_time(time)} is {against_text} (+{100 * (ratio - 1):.2f} %), over the "
             f"threshold {threshold.value:g}× ({threshold.source})"), **numbers, **base)
     note = ""
     if truth.best is not None and time < truth.best.value * (1 - MEET_TOLERANCE):
         note = f"; it beats the best schedule on record ({format_time(truth.best.value)})"
-    return Outcome(status=PASS, message=f"time {format_time(time)} is {against_text}{note}",
+    return Verdict(status=PASS, message=f"time {format_time(time)} is {against_text}{note}",
                    **numbers, **base)

@@ -1,9 +1,11 @@
 """``optcoll bench``: benchmarks that print figures and write them under reports/."""
 from __future__ import annotations
 
+import json
+
 import click
 
-from optcoll.cli.limits import as_flags, out_option, progress_option, time_limit_option
+from optcoll.cli.limits import BYTES, as_flags, out_option, progress_option, time_limit_option
 from optcoll.cli.output import WholeHelpGroup, done, echo, json_option, say_overwrites
 from optcoll.errors import InputError
 from optcoll.units import format_size
@@ -22,13 +24,20 @@ def bench() -> None:
 
 @bench.command("core")
 @click.option("--side", type=click.IntRange(min=1), default=32, show_default=True, help="Torus side: side×side NPUs.")
+@click.option("--scale/--no-scale", default=False, show_default=True,
+              help="Instead: the verifier at the producers' scale, 4096-NPU torus AllReduce and AlltoAll "
+                   "synthesised, stored compact, read back and verified, one process per case (minutes; "
+                   "about 4 GiB of memory per case), written as its own section of the report.")
 @out_option("The benchmark report to write.", default="reports/bench-core.md", show_default=True)
 @json_option
 @progress_option
-def bench_core(side: int, out: str, as_json: bool, progress: bool | None) -> None:
+def bench_core(side: int, scale: bool, out: str, as_json: bool, progress: bool | None) -> None:
     """Verifier on a ~million-transfer torus AllGather, and the exact cut bound of the torus."""
-    from optcoll.bench.bounds import bench_cut
     from optcoll.bench.file import write_bench_report
+
+    if scale:
+        return _bench_scale(out, as_json, _say(progress))
+    from optcoll.bench.bounds import bench_cut
     from optcoll.bench.verify import bench_verify
 
     echo(f"optcoll bench core: verify a {side * side}-NPU torus AllGather, then its exact cut bound "
@@ -51,8 +60,47 @@ def bench_core(side: int, out: str, as_json: bool, progress: bool | None) -> Non
            c["nodes_inside"], f"{c['allgather_1GiB_bound_s']:.6g}"]],
          "Target: ≤ 10 s."),
     ]
-    text = write_bench_report(out, "Core benchmarks: verifier and exact cut bound", sections)
+    text = write_bench_report(out, "Core benchmarks: verifier and exact cut bound", sections,
+                              keep_other_sections=True)
     done(as_json, f"{text}\nwrote {out}", verify=v, cut=c, out=out)
+
+
+def _bench_scale(out: str, as_json: bool, say) -> None:
+    from optcoll.bench.file import write_bench_report
+    from optcoll.bench.scale import CASES, run_case
+    from optcoll.units import format_time
+
+    say_overwrites(out)
+    rows, figures = [], []
+    for collective, npus in CASES:
+        say(f"optcoll bench core --scale: {npus}-NPU torus {collective} (its own process)")
+        f = run_case(collective, npus)
+        figures.append(f)
+        say(json.dumps(f))
+        if "error" in f or "refused" in f:
+            rows.append([f"{npus}-NPU {collective}", f"{f.get('floor_transfers', '–'):,}" if "floor_transfers" in f
+                         else "–", "–", "–", "–", "–", "–", "–", "–", "–", "refused: " + f["refused"]
+                         if "refused" in f else "error: " + f["error"]])
+            continue
+        rows.append([f"{npus}-NPU {collective}", f"{f['transfers']:,}", f"{f['synth_cpu_s']:.1f}",
+                     format_size(f["synth_peak_bytes"]), format_size(f["file_bytes"]),
+                     f"{f['save_s']:.1f} / {f['load_s']:.1f}", f"{f['verify_cpu_s']:.1f}",
+                     f"{f['verify_wall_s']:.1f}", format_size(f["verify_peak_bytes"]), f["engine"],
+                     f"valid, {format_time(f['time_s'])}" if f["valid"] else f"INVALID: {f['violation']}"])
+    sections = [("The verifier at 4096 NPUs (2D torus, tacos+)",
+                 ["case", "transfers", "synth CPU (s)", "synth peak RSS", "compact file", "save / load (s)",
+                  "verify CPU (s)", "verify wall (s)", "verify peak RSS", "engine", "verdict"], rows,
+                 "One process per case, run one after another. Synthesis: tacos+ on a 64×64 torus, 1 GiB, C = 1, "
+                 "50 GiB/s and 0.5 µs per link and direction; its peak RSS is the process's high-water mark "
+                 "during synthesis (reset at its start). The schedule is then stored in the compact form "
+                 "(`.npz`), dropped, read back from the file, and verified by the shared verifier; verify "
+                 "peak RSS is the high-water mark during verification (reset at its start; the schedule read "
+                 "back is included). Targets (issue 37): AllReduce verified in ≤ 60 s CPU and ≤ 8 GiB; "
+                 "AlltoAll synthesised, stored and verified, or refused up front with the size it would "
+                 "need (`optcoll.producers.size`: a floor on the transfers of any schedule).")]
+    text = write_bench_report(out, "Core benchmarks: verifier and exact cut bound", sections,
+                              keep_other_sections=True)
+    done(as_json, f"{text}\nwrote {out}", cases=figures, out=out)
 
 
 @bench.command("exact")
@@ -129,12 +177,23 @@ def bench_limits(time_limit: float, no_truth: bool, out: str, as_json: bool) -> 
 @click.option("--collectives", default="allgather,allreduce,alltoall", show_default=True,
               help="Collectives, comma-separated.")
 @click.option("--algos", default="tacos,tacos+", show_default=True, help="Greedy synthesizers, comma-separated.")
+@click.option("--bounds/--no-bounds", default=True, show_default=True, help="The lower bounds and gaps.")
+@click.option("--include", type=click.Path(dir_okay=False, exists=True), default=None, metavar="FILE.jsonl",
+              help="Rows of an earlier run (e.g. a separate 4096-NPU run) to include; a case run again "
+                   "replaces its row.")
+@click.option("--before", type=click.Path(dir_okay=False, exists=True), default=None, metavar="FILE.jsonl",
+              help="Rows of the previous committed run, for the 'CPU before' column (default: the JSON-lines "
+                   "file beside --out, read before it is overwritten).")
+@click.option("--note", default="", help="A paragraph to put under the report's header.")
+@click.option("--memory-cap", type=BYTES, default="8 GiB", show_default=True, metavar="SIZE",
+              help="Address-space cap of each case's process.")
 @out_option("The benchmark report to write (a JSON-lines file of the rows beside it).",
             default="reports/bench-greedy.md", show_default=True)
 @json_option
-def bench_greedy(npus: str, families: str, collectives: str, algos: str, out: str, as_json: bool) -> None:
+def bench_greedy(npus: str, families: str, collectives: str, algos: str, bounds: bool, include: str | None,
+                 before: str | None, note: str, memory_cap: float, out: str, as_json: bool) -> None:
     """Greedy synthesis time, peak memory, growth exponent and gap, 64 to 4096 NPUs (one process per case)."""
-    from optcoll.bench.greedy import run_bench
+    from optcoll.bench.greedy import read_rows, run_bench
 
     def split(text: str) -> tuple[str, ...]:
         return tuple(item.strip() for item in text.split(",") if item.strip())
@@ -145,7 +204,9 @@ def bench_greedy(npus: str, families: str, collectives: str, algos: str, out: st
     echo(f"optcoll bench greedy: {cases} cases, one process each, a JSON row on stderr as each ends (a "
          "1024-NPU AlltoAll with tacos+ takes about half a minute of CPU, 4096 NPUs minutes)", err=True)
     say_overwrites(out)
-    rows = run_bench(tuple(int(n) for n in split(npus)), split(families), split(collectives), split(algos), out)
+    rows = run_bench(tuple(int(n) for n in split(npus)), split(families), split(collectives), split(algos), out,
+                     bounds, note=note, extra_rows=read_rows(include) if include else None, memory_cap=memory_cap,
+                     before=read_rows(before) if before else None)
     done(as_json, f"wrote {out} ({len(rows)} cases)", rows=rows, out=out)
 
 
@@ -167,6 +228,26 @@ def bench_alltoall(scale: bool, lps: bool, out: str, as_json: bool, progress: bo
     say_overwrites(out)
     text = run_bench(out, scale=scale, lps=lps, echo=_say(progress))
     done(as_json, f"{text}\nwrote {out}", report=text, out=out)
+
+
+@bench.command("compare")
+@click.option("--base", required=True, type=click.Path(file_okay=False, exists=True),
+              help="The other checkout of optcoll (e.g. main: git archive main | tar -x -C /tmp/main-src).")
+@click.option("--algo", default="tacos+", show_default=True, help="The synthesizer to compare.")
+@click.option("--runs", type=click.IntRange(min=1), default=3, show_default=True, help="Seeds per instance (best of).")
+@click.option("--suites", default="quick,standard,frontier,machines", show_default=True,
+              help="Built-in suites, comma-separated.")
+@click.option("--only", default=None, metavar="REGEX", help="Only instances whose name matches.")
+@json_option
+def bench_compare(base: str, algo: str, runs: int, suites: str, only: str | None, as_json: bool) -> None:
+    """One synthesizer's verified time per instance, this checkout next to another one; exit 1
+    when any instance got slower or changed applicability."""
+    from optcoll.bench.compare import compare
+
+    text, rows, worse = compare(base, algo, runs, [s.strip() for s in suites.split(",") if s.strip()], only)
+    done(as_json, text, rows=rows, worse=worse)
+    if worse:
+        raise SystemExit(1)
 
 
 COMMANDS = [bench]

@@ -138,7 +138,7 @@ def instance_show(path: str, as_json: bool) -> None:
 def load_instance_and_schedule(instance_path: str, schedule_path: str):
     """(the instance as written, the instance at the schedule's C, the schedule)."""
     from optcoll.instances.instancefile import load_instance
-    from optcoll.schedules.jsonfile import load_schedule
+    from optcoll.schedules.files import load_schedule
 
     inst = load_instance(instance_path)
     schedule = load_schedule(schedule_path, inst.machine)
@@ -164,7 +164,8 @@ def schedule_chunks(inst, schedule):
 @combining_option
 @json_option
 def verify(instance_path: str, schedule_path: str, combining: str | None, as_json: bool) -> None:
-    """Check a schedule: exit 0 and its time when valid, exit 1 and the reason when not."""
+    """Check a schedule (.json, .json.gz or the compact .npz): exit 0 and its time when valid, exit 1
+    and the reason when not."""
     from optcoll.bounds import best_lower_bound
     from optcoll.verify import verify as run_verify
 

@@ -86,7 +86,7 @@ def msccl_import(xml_path, machine_ref, size, out, runtime, as_json) -> None:
     """Read MSCCL-IR XML as a schedule on a machine, verify it and report its time."""
     from optcoll.interop.msccl import import_msccl_xml
     from optcoll.machines.catalog import load_machine
-    from optcoll.schedules.jsonfile import save_schedule
+    from optcoll.schedules.files import save_schedule
     from optcoll.verify import verify
 
     machine = load_machine(machine_ref)
@@ -125,7 +125,7 @@ def msccl_report_dir(directory, machine_ref, source, out, as_json) -> None:
     Each file verified at both ends of its message range, next to optcoll's best schedule and
     bound for the same collective and size, and AMD's size crossovers against the model's.
     """
-    from optcoll.analysis.rccl_algorithms import report
+    from optcoll.analysis.tools.rccl import report
     from optcoll.fileio import write_text_atomic
     from optcoll.machines.catalog import load_machine
 
@@ -296,7 +296,7 @@ def astra_export_network(ref, out, as_json) -> None:
 @json_option
 def astra_compare_cmd(networks, collectives, sizes, out, as_json) -> None:
     """Side by side: ASTRA-sim's native algorithms vs optcoll's bound, greedy and baselines."""
-    from optcoll.analysis.astra_compare import astra_compare
+    from optcoll.analysis.tools.astra import astra_compare
     from optcoll.producers.registry import SYNTHESIZERS
 
     _collective_kinds(collectives)

@@ -25,7 +25,7 @@ FORMULATION_NAMES = ("timed", "time-expanded", "continuous", "step", "least-step
 @click.option("--algo", default="tacos", show_default=True, help="Synthesizer name (see --list).")
 @seed_option
 @runs_option
-@out_option("Write the best schedule (.json or .json.gz).")
+@out_option("Write the best schedule (.json, .json.gz, or .npz: the compact form for large schedules).")
 @click.option("--portfolio", is_flag=True,
               help="Also run every other synthesizer that implements the collective; keep the best.")
 @click.option("--chunks", default=None, callback=lambda ctx, param, value: _chunks_flag(value),
@@ -52,7 +52,7 @@ def synth(instance_path: str | None, algo: str, seed: int | None, runs: int, out
         raise click.UsageError("INSTANCE is required unless --list is given")
     from optcoll.instances.instancefile import load_instance
     from optcoll.producers import run
-    from optcoll.schedules.jsonfile import save_schedule
+    from optcoll.schedules.files import save_schedule
 
     inst = load_instance(instance_path)
     if chunks is not None:
@@ -140,7 +140,7 @@ def _with_model(inst, kind: str | None):
 @threads_option
 @seed_option
 @click.option("--quantum", type=TIME, default=None, help="Timed model: time quantum, e.g. '10 us' (default: exact unit).")
-@out_option("Write the verified schedule (.json/.json.gz).")
+@out_option("Write the verified schedule (.json, .json.gz, or the compact .npz).")
 @click.option("--export-model", type=click.Path(dir_okay=False),
               help="Also write the encoding: .mps/.lp (MIP), .smt2 (z3, step model), .pbtxt (CP-SAT, step).")
 @progress_option
@@ -174,7 +174,7 @@ def solve(instance_path, solver, model_kind, time_limit, threads, seed, quantum,
     from optcoll.instances.instancefile import load_instance
     from optcoll.producers import run
     from optcoll.results.advice import tightening_hints
-    from optcoll.schedules.jsonfile import save_schedule
+    from optcoll.schedules.files import save_schedule
 
     inst = with_combining(_with_model(load_instance(instance_path), model_kind), combining)
     if solver == "z3" and inst.model.kind != "step":

@@ -23,6 +23,14 @@ class OptcollGroup(WholeHelpGroup):
     get the same one line as bad file content: exit 2 always means one ``optcoll: error:`` line.
     """
 
+    #: The arguments of the running invocation as written (``main``'s, which in-process callers
+    #: such as click's test runner pass instead of ``sys.argv``).
+    written: list[str] = []
+
+    def main(self, args=None, *rest, **options):
+        self.written = [str(a) for a in (sys.argv[1:] if args is None else args)]
+        return super().main(args, *rest, **options)
+
     def invoke(self, ctx: click.Context):
         """The command, then SIGTERM's status if SIGTERM came, however the command ended: with its
         best so far (a solver call held the signal), or with whatever the signal broke on its way
@@ -48,7 +56,7 @@ class OptcollGroup(WholeHelpGroup):
             raise  # a bare group: click prints its help
         except click.BadParameter as exc:  # a bad option value: "FLAG: detail", as for file fields
             hint = f" (see '{exc.ctx.command_path} --help')" if exc.ctx else ""
-            where = _as_written(exc.param) if isinstance(exc.param, click.Option) else None
+            where = _as_written(exc.param, self.written) if isinstance(exc.param, click.Option) else None
             _fail(f"{where}: {exc.message}{hint}" if where else exc.format_message() + hint)
         except click.UsageError as exc:
             hint = f" (see '{exc.ctx.command_path} --help')" if exc.ctx else ""
@@ -68,10 +76,10 @@ def _terminated() -> None:
     sys.exit(EXIT_TERMINATED)
 
 
-def _as_written(option: click.Option) -> str:
-    """The option's name as the user wrote it (``-o`` or ``--out``), else its long name."""
+def _as_written(option: click.Option, words: list[str]) -> str:
+    """The option's name as the user wrote it in ``words`` (``-o`` or ``--out``), else its long name."""
     names = option.opts + option.secondary_opts
-    written = [word.split("=", 1)[0] for word in sys.argv[1:]]
+    written = [word.split("=", 1)[0] for word in words]
     return next((name for name in names if name in written), max(option.opts, key=len))
 
 

@@ -29,10 +29,10 @@ class Ticker:
         self.desc, self.enabled, self._bar, self._done = desc, enabled, None, 0
 
     def __call__(self, done: int, total: int, label: str) -> None:
-        from optcoll.sweeps.progress import Progress
+        from optcoll.sweeps.progress import ProgressDisplay
 
         if self._bar is None:
-            self._bar, self._done = Progress(total, done, self.desc, self.enabled), done
+            self._bar, self._done = ProgressDisplay(total, done, self.desc, self.enabled), done
         while self._done < done:
             self._done += 1
             self._bar.advance(label, False)

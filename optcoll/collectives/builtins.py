@@ -86,10 +86,13 @@ def make_collective(kind: str, ranks: Sequence[int], size_bytes: float, chunks_p
     elif kind in ("broadcast", "reduce"):
         pre, post = ([[root]] * c, [everyone] * c) if kind == "broadcast" else ([everyone] * c, [[root]] * c)
         chunk_bytes = size_bytes / c
-    else:  # alltoall
-        pre = [[src] for src in ranks for _dst in ranks for _ in range(c)]
-        post = [[dst] for _src in ranks for dst in ranks for _ in range(c)]
-        chunk_bytes = size_bytes / (n * c)
+    else:  # alltoall: chunk (i·n + j)·C + k goes from ranks[i] to ranks[j], one node each, built as
+        # arrays (lists of n²·C sets took 30 s at 4096 ranks)
+        one = np.arange(n * n * c + 1)
+        src = np.repeat(np.asarray(ranks, dtype=np.int64), n * c)
+        dst = np.tile(np.repeat(np.asarray(ranks, dtype=np.int64), c), n)
+        return Collective(kind, ranks, ChunkSets(one, src), ChunkSets(one.copy(), dst), size_bytes / (n * c),
+                          float(size_bytes), c, combining, root)
     return Collective(kind, ranks, ChunkSets.from_lists(pre), ChunkSets.from_lists(post),
                       chunk_bytes, float(size_bytes), c, combining, root)
 

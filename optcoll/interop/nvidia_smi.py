@@ -146,9 +146,21 @@ def read_topology(text: str, source: str = "<nvidia-smi>") -> Topology:
     if head is None:
         raise InputError("no topology matrix found (expected a header line starting with GPU0)",
                          source=source, field="line 1")
-    header = f"line {head + 1}"
+    columns, gpus = _columns(_clean(raw[head]), source, f"line {head + 1}")
+    # The rows, the legend (8 lines) and the NIC legend (a line per NIC): never the whole of a huge file.
+    lines = [_clean(line) for line in raw[head + 1:head + 2 * len(columns) + 16]]
+    rows, k = _rows(lines, columns, head, source)
+    relation = tuple(tuple(rows[c][1]) for c in columns)
+    _check_relation(columns, relation, {name: line for name, (line, _) in rows.items()}, source)
+    legend = dict(m.groups() for m in map(_NIC_LEGEND.match, lines[k:]) if m)
+    nics = tuple(legend.get(c, c) for c in columns[len(gpus):])
+    return Topology(tuple(gpus), nics, relation)
+
+
+def _columns(header_line: str, source: str, header: str) -> tuple[list[str], list[str]]:
+    """The matrix's column names (up to the affinity columns) and its GPU columns, checked."""
     columns: list[str] = []
-    for token in _clean(raw[head]).split():
+    for token in header_line.split():
         if token in _AFFINITY_WORDS:
             break
         columns.append(token)
@@ -160,8 +172,13 @@ def read_topology(text: str, source: str = "<nvidia-smi>") -> Topology:
     if columns[:len(gpus)] != gpus or [int(_GPU.match(c).group(1)) for c in gpus] != list(range(len(gpus))):
         raise InputError(f"GPU columns {' '.join(gpus)} are not GPU0, GPU1, ... in order (before any NIC)",
                          source=source, field=header)
-    # The rows, the legend (8 lines) and the NIC legend (a line per NIC): never the whole of a huge file.
-    lines = [_clean(line) for line in raw[head + 1:head + 2 * len(columns) + 16]]
+    return columns, gpus
+
+
+def _rows(lines: list[str], columns: list[str], head: int, source: str
+          ) -> tuple[dict[str, tuple[int, list[str]]], int]:
+    """Each row's line number and cells, up to the legend, and where the legend starts in
+    ``lines``; every column has its row."""
     rows: dict[str, tuple[int, list[str]]] = {}
     k = 0
     while k < len(lines):
@@ -187,22 +204,24 @@ def read_topology(text: str, source: str = "<nvidia-smi>") -> Topology:
     missing = [c for c in columns if c not in rows]
     if missing:
         raise InputError(f"the matrix is not square: no row for {', '.join(missing)}", source=source,
-                         field=header)
-    relation = tuple(tuple(rows[c][1]) for c in columns)
+                         field=f"line {head + 1}")
+    return rows, k
+
+
+def _check_relation(columns: list[str], relation: tuple[tuple[str, ...], ...], line: dict[str, int],
+                    source: str) -> None:
+    """X exactly on the diagonal, and NVLink counts the same both ways."""
     for i, name in enumerate(columns):
         for j, other in enumerate(columns):
             cell = relation[i][j]
             if (cell == "X") != (i == j):
                 raise InputError(f"row {name}, column {other}: {cell!r} "
                                  f"({'a GPU is X to itself' if i == j else 'X only on the diagonal'})",
-                                 source=source, field=f"line {rows[name][0]}")
+                                 source=source, field=f"line {line[name]}")
             if j < i and (_NV.match(cell) or _NV.match(relation[j][i])) and cell != relation[j][i]:
                 raise InputError(f"row {name} says {cell} to {other}, but row {other} says "
                                  f"{relation[j][i]} to {name} (NVLinks are symmetric)",
-                                 source=source, field=f"line {rows[name][0]}")
-    legend = dict(m.groups() for m in map(_NIC_LEGEND.match, lines[k:]) if m)
-    nics = tuple(legend.get(c, c) for c in columns[len(gpus):])
-    return Topology(tuple(gpus), nics, relation)
+                                 source=source, field=f"line {line[name]}")
 
 
 def _value(value: float | str, parse, name: str) -> float:

@@ -140,7 +140,8 @@ _SPECS = [
            "and AllGather halves)", inswitch, INSWITCH_KINDS),
     _flows("rail-exchange", "direct AllReduce across nodes: reduce into each node's rail GPU (through "
            "a reducing NVSwitch), exchange node partials (2 nodes; staggered where a staircase helps) or "
-           "ReduceScatter + AllGather them per rail, spread inside the node (multicast)", rail_exchange,
+           "ReduceScatter + AllGather them per rail (or, on 2^m nodes, a halving tree whose roots exchange), "
+           "spread inside the node (multicast)", rail_exchange,
            frozenset({"allreduce"})),
     _Spec("swing", "Swing (NSDI'24): swinging peers x +- rho(s), 2D ports on a D-dimensional torus "
           "(even sizes), bandwidth-optimal ReduceScatter + AllGather", _baseline(swing), _GATHERS),
@@ -222,7 +223,7 @@ def best_of(instance: Instance, synth: Synthesizer, runs: int = 1, seed0: int = 
 
 
 @dataclass(frozen=True)
-class Entry:
+class PortfolioEntry:
     """One producer's verified schedule in a portfolio."""
 
     name: str
@@ -231,7 +232,7 @@ class Entry:
 
 
 def run_portfolio(instance: Instance, seed: int, names: Sequence[str] | None = None,
-                  exclude: Sequence[str] = ()) -> list[Entry]:
+                  exclude: Sequence[str] = ()) -> list[PortfolioEntry]:
     """Every synthesizer of ``names`` (default: the registry, in its order) that implements the
     instance's collective and applies to its machine, run once at ``seed``, each schedule
     verified; fastest first (registry order on a tie). A schedule the verifier rejects raises:
@@ -246,5 +247,5 @@ def run_portfolio(instance: Instance, seed: int, names: Sequence[str] | None = N
         except NotApplicable:
             continue
         time = verified(instance, schedule, name).time
-        found.append((time, order, Entry(name, time, schedule)))
+        found.append((time, order, PortfolioEntry(name, time, schedule)))
     return [entry for _, _, entry in sorted(found, key=lambda item: item[:2])]

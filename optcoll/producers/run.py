@@ -30,13 +30,10 @@ from optcoll.instances.budget import Budget
 from optcoll.instances.clock import Clock, clock_for
 from optcoll.instances.instance import Instance
 from optcoll.producers.formulations import choose
-from optcoll.results.outcome import SolverOutcome
+from optcoll.results.outcome import Progress, SolverOutcome
 from optcoll.results.record import Result, evaluate_outcome, evaluate_schedule, meets
 from optcoll.schedules.schedule import Schedule
 from optcoll.units import format_time
-
-#: (wall seconds, incumbent or None, proven bound or None), told as a solve improves.
-Progress = Callable[[float, float | None, float | None], None]
 
 
 def late_grace(time_limit: float) -> float:
@@ -100,6 +97,9 @@ def synthesized(instance: Instance, algo: str, runs: int = 1, seed: int | None =
     if instance.chunk_choices:
         return over_chunks(instance, lambda fixed, _: synthesized(fixed, algo, runs, seed, params,
                                                                    portfolio=portfolio))
+    from optcoll.producers.size import require_fits
+
+    require_fits(instance)
     first = instance.budget.seed if seed is None else seed
     start = time.perf_counter()
     schedule, times = best_of(instance, get_synthesizer(algo), runs, first, portfolio)
@@ -117,9 +117,36 @@ def over_chunks(instance: Instance, produce: Callable[[Instance, int], Produced]
     fastest verified schedule (the smaller C on a tie) with the least of the per-C bounds
     (module docstring)."""
     from optcoll.instances.chunks import choices
-    from optcoll.producers.chunks import at_chunks, least_bound, least_words
+    from optcoll.producers.chunks import least_words
 
     allowed = choices(instance)
+    runs = _runs_over_chunks(instance, produce, clock, allowed)
+    bound_c, bound, source = _least_chunk_bound(instance, runs, allowed)
+    timed = [(p.result.time, c, p) for c, p in runs if p.result.time is not None]
+    chosen_c, chosen = min(timed, key=lambda t: (t[0], t[1]))[1:] if timed else runs[0]
+    result = chosen.result
+    notes = tuple(f"C={c}: " + (f"{format_time(p.result.time)} ({p.result.status} at that C)"
+                                if p.result.time is not None else p.result.status) for c, p in runs)
+    reached = {c for c, _ in runs}
+    if reached != set(allowed):
+        notes += (f"stopped before C={', '.join(str(c) for c in allowed if c not in reached)} "
+                  "(interrupted or out of time); their analytic bounds count in the least bound",)
+    params = {**result.params, "chunks_per_rank": chosen_c, "chunk_choices": list(allowed),
+              "bound_chunks": bound_c}
+    chosen_result = replace(result, instance=instance.name, status=_status_over_chunks(instance, chosen, bound),
+                            lower_bound=bound, lower_bound_source=f"{source} at C={bound_c}; {least_words(allowed)}",
+                            wall_time=sum(p.result.wall_time for _, p in runs), params=params,
+                            notes=result.notes + notes)
+    schedule = chosen.schedule.with_meta(chunks_per_rank=chosen_c) if chosen.schedule is not None else None
+    return Produced(chosen_result, schedule, chosen.outcome, chosen.times)
+
+
+def _runs_over_chunks(instance: Instance, produce: Callable[[Instance, int], Produced], clock: Clock | None,
+                      allowed) -> list[tuple[int, Produced]]:
+    """(C, what ``produce`` made at C) in increasing C, until an interrupt or the clock's end
+    (the first C always runs)."""
+    from optcoll.producers.chunks import at_chunks
+
     runs: list[tuple[int, Produced]] = []
     for i, c in enumerate(allowed):
         if i and clock is not None and clock.expired():
@@ -128,36 +155,35 @@ def over_chunks(instance: Instance, produce: Callable[[Instance, int], Produced]
         runs.append((c, produced))
         if produced.outcome is not None and produced.outcome.params.get("interrupted"):
             break
+    return runs
+
+
+def _least_chunk_bound(instance: Instance, runs: list[tuple[int, Produced]], allowed
+                       ) -> tuple[int, float, str]:
+    """(C, bound, source) of the least per-C bound: each C's own run, or where a C was not run
+    (or gave none) when not every C did, its analytic bound."""
+    from optcoll.producers.chunks import at_chunks, least_bound
+
     bounds = {c: (p.result.lower_bound, p.result.lower_bound_source) for c, p in runs
               if p.result.lower_bound is not None}
-    reached = {c for c, _ in runs}
-    if reached != set(allowed) or len(bounds) < len(allowed):
-        missing = tuple(c for c in allowed if c not in bounds)
-        for c in missing:
+    if {c for c, _ in runs} != set(allowed) or len(bounds) < len(allowed):
+        for c in tuple(c for c in allowed if c not in bounds):
             analytic = least_bound(at_chunks(instance, c))
             bounds[c] = (analytic.value, analytic.name)
     bound_c = min(bounds, key=lambda c: (bounds[c][0], c))
-    bound, source = bounds[bound_c]
-    timed = [(p.result.time, c, p) for c, p in runs if p.result.time is not None]
-    chosen_c, chosen = min(timed, key=lambda t: (t[0], t[1]))[1:] if timed else runs[0]
+    return (bound_c, *bounds[bound_c])
+
+
+def _status_over_chunks(instance: Instance, chosen: Produced, bound: float) -> str:
+    """The chosen schedule's status against the least bound over every C: optimal when it meets
+    it (an exact solver's, or any schedule in the timed model); an exact solver's optimum at its
+    own C that does not is only bounded, a heuristic's only heuristic."""
     result = chosen.result
-    status = result.status
-    if result.time is not None:
-        exact = chosen.outcome is not None
-        if meets(result.time, bound) and (exact or instance.model.kind == "timed"):
-            status = "optimal"
-        elif status == "optimal":
-            status = "bounded" if exact else "heuristic"
-    notes = tuple(f"C={c}: " + (f"{format_time(p.result.time)} ({p.result.status} at that C)"
-                                if p.result.time is not None else p.result.status) for c, p in runs)
-    if reached != set(allowed):
-        notes += (f"stopped before C={', '.join(str(c) for c in allowed if c not in reached)} "
-                  "(interrupted or out of time); their analytic bounds count in the least bound",)
-    params = {**result.params, "chunks_per_rank": chosen_c, "chunk_choices": list(allowed),
-              "bound_chunks": bound_c}
-    chosen_result = replace(result, instance=instance.name, status=status, lower_bound=bound,
-                            lower_bound_source=f"{source} at C={bound_c}; {least_words(allowed)}",
-                            wall_time=sum(p.result.wall_time for _, p in runs), params=params,
-                            notes=result.notes + notes)
-    schedule = chosen.schedule.with_meta(chunks_per_rank=chosen_c) if chosen.schedule is not None else None
-    return Produced(chosen_result, schedule, chosen.outcome, chosen.times)
+    if result.time is None:
+        return result.status
+    exact = chosen.outcome is not None
+    if meets(result.time, bound) and (exact or instance.model.kind == "timed"):
+        return "optimal"
+    if result.status == "optimal":
+        return "bounded" if exact else "heuristic"
+    return result.status

@@ -12,6 +12,8 @@ import statistics
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from optcoll.collectives.collective import Collective
+from optcoll.instances.instance import Instance
 from optcoll.results.record import meets
 from optcoll.sweeps.jobs import FAILED, NOT_APPLICABLE
 from optcoll.instances.suite import InstanceSpec
@@ -173,32 +175,12 @@ def _recorded_exact(truth: Truth, fresh: ProducerResult | None) -> ProducerResul
 def build_row(suite: str, spec: InstanceSpec, records: list[dict[str, Any]], truth: Truth | None
               ) -> InstanceRow:
     """One instance: its records (bounds, exact, synthesizers) and its recorded truth, combined."""
-    from optcoll.truth.update import claims
-
     inst = spec.instance
-    keyed = [{**r, "key": r.get("key", "")} for r in records]
-    bound_claims, time_claims, family = claims(keyed)
-    times = [claim for claim, _ in time_claims]
-    if truth is not None:
-        bound_claims = ([truth.lower_bound] if truth.lower_bound else []) + bound_claims
-        times = ([truth.best] if truth.best else []) + times
-        family = family or truth.family
-    check_consistent(spec.name, bound_claims, times)
-    bound = max(bound_claims, key=lambda c: c.value) if bound_claims else None
-    best = min(times, key=lambda c: c.value) if times else None
+    bound, best, family = _best_claims(spec.name, records, truth)
     status = "unsolved" if best is None else (
         OPTIMAL if bound is not None and meets(best.value, bound.value) else "bounded")
-    producers: dict[str, ProducerResult] = {}
-    for record in records:
-        if record["producer"] in (EXACT, "synth"):
-            producers[record["label"]] = _result(record)
-    fresh = producers.get(EXACT)
-    recorded = truth.best if truth is not None and truth.best is not None else None
-    if recorded is not None and recorded.producer.startswith("exact") and (
-            fresh is None or fresh.time is None or recorded.value < fresh.time):
-        producers[EXACT] = _recorded_exact(truth, fresh)  # a recorded solve beats this run's time-limited one
     bound_value = bound.value if bound else None
-    producers = {label: _with_gap(result, bound_value) for label, result in producers.items()}
+    producers = {label: _with_gap(result, bound_value) for label, result in _producers(records, truth).items()}
     bounds_record = next((r for r in records if r["producer"] == "bounds" and r["status"] == "ok"), None)
     c = inst.collective
     if inst.chunk_choices and best is not None:
@@ -206,14 +188,46 @@ def build_row(suite: str, spec: InstanceSpec, records: list[dict[str, Any]], tru
 
         c = at_chunks(inst, int(best.details.get("params", {}).get("chunks_per_rank", c.chunks_per_rank))).collective
     return InstanceRow(
-        suite, spec.name, spec.path.name, inst.machine.name, inst.machine.num_npus,
-        c.kind + (f"(root {c.root})" if c.root is not None else "") +
-        (f" on {c.num_ranks} ranks" if c.num_ranks != inst.machine.num_npus else ""),
+        suite, spec.name, spec.path.name, inst.machine.name, inst.machine.num_npus, _collective_text(c, inst),
         float(c.size_bytes), c.chunks_per_rank, float(c.chunk_bytes), inst.model.kind,
         tuple(bounds_record["bounds"]) if bounds_record else (),
         bound_value, _source(bound), best.value if best else None, _source(best), status,
         producers, family, inst.chunk_choices,
         unproven(best.details, family) if status == "bounded" and best is not None else "")
+
+
+def _best_claims(name: str, records: list[dict[str, Any]], truth: Truth | None
+                 ) -> tuple[Claim | None, Claim | None, dict[str, Any] | None]:
+    """(best bound, best time, family) of the records and the recorded truth, checked consistent."""
+    from optcoll.truth.update import claims
+
+    keyed = [{**r, "key": r.get("key", "")} for r in records]
+    bound_claims, time_claims, family = claims(keyed)
+    times = [claim for claim, _ in time_claims]
+    if truth is not None:
+        bound_claims = ([truth.lower_bound] if truth.lower_bound else []) + bound_claims
+        times = ([truth.best] if truth.best else []) + times
+        family = family or truth.family
+    check_consistent(name, bound_claims, times)
+    return (max(bound_claims, key=lambda c: c.value) if bound_claims else None,
+            min(times, key=lambda c: c.value) if times else None, family)
+
+
+def _producers(records: list[dict[str, Any]], truth: Truth | None) -> dict[str, ProducerResult]:
+    """Per label, the exact solver's and the synthesizers' results; a recorded exact solve
+    stands in for this run's time-limited one when it is faster."""
+    producers = {record["label"]: _result(record) for record in records if record["producer"] in (EXACT, "synth")}
+    fresh = producers.get(EXACT)
+    recorded = truth.best if truth is not None and truth.best is not None else None
+    if recorded is not None and recorded.producer.startswith("exact") and (
+            fresh is None or fresh.time is None or recorded.value < fresh.time):
+        producers[EXACT] = _recorded_exact(truth, fresh)
+    return producers
+
+
+def _collective_text(c: Collective, inst: Instance) -> str:
+    return (c.kind + (f"(root {c.root})" if c.root is not None else "") +
+            (f" on {c.num_ranks} ranks" if c.num_ranks != inst.machine.num_npus else ""))
 
 
 def _source(claim: Claim | None) -> str:

@@ -5,6 +5,7 @@ the schedule and decides the words (optimal / bounded) from the verified time an
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,6 +16,13 @@ from optcoll.schedules.schedule import Schedule
 #: infeasible: proved no schedule exists within the asked limits (horizon, steps, rounds).
 #: unknown: neither a schedule nor a proof within the budget.
 STATUSES = ("optimal", "feasible", "infeasible", "unknown")
+
+#: What an exact solver tells its caller each time its incumbent or bound improves: (wall seconds
+#: since it started, incumbent or None, proven bound or None; seconds in the timed model, step
+#: cost in the step model), one ``trace`` sample. (A
+#: backend's raw objective values are ``toolkit.backends.ObjectiveProgress``; a long command's
+#: display on stderr is ``sweeps.progress.ProgressDisplay``.)
+Progress = Callable[[float, float | None, float | None], None]
 
 
 @dataclass(frozen=True)

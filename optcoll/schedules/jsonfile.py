@@ -37,6 +37,14 @@ from optcoll.schedules.schedule import OP_NAMES, OPS, Schedule
 FORMAT, VERSION = "optcoll-schedule", 1
 
 
+def schedule_header(schedule: Schedule, machine: Machine) -> dict[str, Any]:
+    """Everything of the file form but the transfers (the compact form keeps the same header)."""
+    return {"format": FORMAT, "version": VERSION, "machine": machine.name,
+            "model": schedule.model, "time_unit": "s",
+            "rounds": list(schedule.rounds) if schedule.rounds is not None else None,
+            "meta": schedule.meta}
+
+
 def schedule_to_dict(schedule: Schedule, machine: Machine) -> dict[str, Any]:
     timed = schedule.rounds is None
     transfers: dict[str, Any] = {
@@ -52,10 +60,7 @@ def schedule_to_dict(schedule: Schedule, machine: Machine) -> dict[str, Any]:
         transfers["step"] = schedule.step.tolist()
     if schedule.via is not None:
         transfers["via"] = [None if r < 0 else r for r in schedule.via.tolist()]
-    return {"format": FORMAT, "version": VERSION, "machine": machine.name,
-            "model": schedule.model, "time_unit": "s",
-            "rounds": list(schedule.rounds) if schedule.rounds is not None else None,
-            "meta": schedule.meta, "transfers": transfers}
+    return {**schedule_header(schedule, machine), "transfers": transfers}
 
 
 _INT64 = 2**63 - 1

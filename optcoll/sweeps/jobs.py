@@ -70,10 +70,10 @@ class Job:
 
 @dataclass(frozen=True)
 class JobResult:
-    """``record`` is JSON-plain; ``schedule`` the verified schedule in optcoll's JSON form."""
+    """``record`` is JSON-plain; ``schedule`` the verified schedule in compact form (``schedules.npzfile``)."""
 
     record: dict[str, Any]
-    schedule: dict[str, Any] | None = None
+    schedule: bytes | None = None
 
 
 def failed(job: Job, reason: str, wall_time: float = 0.0, error: str = "Error") -> JobResult:
@@ -100,10 +100,10 @@ def execute(job: Job) -> JobResult:
     return JobResult({**job.describe(), **body}, schedule)
 
 
-def _schedule_dict(job: Job, schedule) -> dict[str, Any]:
-    from optcoll.schedules.jsonfile import schedule_to_dict
+def _schedule_bytes(job: Job, schedule) -> bytes:
+    from optcoll.schedules.npzfile import schedule_to_npz
 
-    return schedule_to_dict(schedule, job.spec.instance.machine)
+    return schedule_to_npz(schedule, job.spec.instance.machine)
 
 
 def _bounds(job: Job) -> tuple[dict[str, Any], None]:
@@ -122,17 +122,17 @@ def _bounds(job: Job) -> tuple[dict[str, Any], None]:
     return {"status": "ok", "bounds": rows, "best": best["name"]}, None
 
 
-def _synth(job: Job) -> tuple[dict[str, Any], dict[str, Any]]:
+def _synth(job: Job) -> tuple[dict[str, Any], bytes]:
     from optcoll.producers import run
 
     params = job.params
     produced = run.synthesized(job.spec.instance, params["algo"], params["runs"], params["seed0"], dict(params))
     return ({"status": produced.result.status, "result": produced.result.to_dict(), "times": list(produced.times),
              "best_seed": produced.schedule.meta.get("best_seed"), "wall_time": produced.result.wall_time},
-            _schedule_dict(job, produced.schedule))
+            _schedule_bytes(job, produced.schedule))
 
 
-def _exact(job: Job) -> tuple[dict[str, Any], dict[str, Any] | None]:
+def _exact(job: Job) -> tuple[dict[str, Any], bytes | None]:
     from optcoll.instances.budget import Budget
     from optcoll.instances.clock import Clock
     from optcoll.producers import run
@@ -142,7 +142,7 @@ def _exact(job: Job) -> tuple[dict[str, Any], dict[str, Any] | None]:
     outcome = produced.outcome
     body = {"status": produced.result.status, "result": produced.result.to_dict(), "solver_status": outcome.status,
             "wall_time": outcome.wall_time}
-    schedule = _schedule_dict(job, produced.schedule) if produced.schedule is not None else None
+    schedule = _schedule_bytes(job, produced.schedule) if produced.schedule is not None else None
     return body, schedule
 
 

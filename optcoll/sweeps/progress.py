@@ -51,7 +51,10 @@ def line(text: str) -> None:
     print(printable(text), file=sys.stderr, flush=True)
 
 
-class Progress:
+class ProgressDisplay:
+    """A long command's jobs done, shown on stderr (a bar or plain lines); not a solver's
+    incumbent news, which is ``results.outcome.Progress``."""
+
     def __init__(self, total: int, done: int, desc: str, enabled: bool | None = None):
         from tqdm import tqdm
 

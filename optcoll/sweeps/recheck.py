@@ -22,22 +22,16 @@ def recheck(job: Job, record: dict[str, Any], cache: ResultCache) -> None:
     result = record.get("result")
     if record.get("status") == FAILED or not isinstance(result, dict) or result.get("time") is None:
         return
-    from optcoll.schedules.jsonfile import schedule_from_dict
-    from optcoll.verify import verify
-
-    data = cache.schedule(job.key)
-    if data is None:
-        raise Damaged("it states a time but has no schedule")
     from optcoll.producers.chunks import chosen
+    from optcoll.verify import verify
 
     try:  # C left free: the schedule is at the C the result chose
         instance = chosen(job.spec.instance, result.get("params") or {})
     except InputError as exc:
         raise Damaged(f"it does not say which C it chose: {exc.one_line()}") from None
-    try:
-        schedule = schedule_from_dict(data, instance.machine, "the cached schedule")
-    except InputError as exc:
-        raise Damaged(f"its schedule does not read: {exc.one_line()}") from None
+    schedule = cache.schedule(job.key, instance.machine)
+    if schedule is None:
+        raise Damaged("it states a time but has no schedule")
     verification = verify(instance.machine, instance.collective, schedule, instance.model)
     if not verification.valid:
         raise Damaged(f"its schedule is invalid: {verification.violation.message}")

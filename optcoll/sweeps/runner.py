@@ -12,7 +12,7 @@ from typing import Any
 from optcoll.sweeps.cache import Damaged, ResultCache
 from optcoll.sweeps.jobs import FAILED, WORKER_LOST, Job
 from optcoll.sweeps.pool import SWEEP_GRACE, run_in_process, run_local
-from optcoll.sweeps.progress import LINE_INTERVAL, Progress
+from optcoll.sweeps.progress import LINE_INTERVAL, ProgressDisplay
 from optcoll.sweeps.recheck import recheck
 
 
@@ -82,7 +82,7 @@ def run_sweep(jobs: Sequence[Job], cache: ResultCache, *, workers: int = 1, clus
         else:
             records[key] = record
     cached = len(records)
-    bar = Progress(len(unique), cached, desc, progress)
+    bar = ProgressDisplay(len(unique), cached, desc, progress)
     try:
         if not pending:
             stream = iter(())

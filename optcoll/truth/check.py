@@ -16,7 +16,7 @@ from optcoll.truth.stored import load_truth, verify_stored
 
 
 @dataclass(frozen=True)
-class Finding:
+class TruthFinding:
     instance: str
     ok: bool
     status: str  # the recorded status, "missing" or "stale"
@@ -57,17 +57,17 @@ def _check(spec: InstanceSpec, truth: Truth) -> str:
     return f"bounded (gap {100 * (truth.gap or 0):.2f} %), schedule re-verified" + (f"; not proven: {why}" if why else "")
 
 
-def verify_suite(suite: Suite) -> list[Finding]:
+def verify_suite(suite: Suite) -> list[TruthFinding]:
     findings = []
     for spec in suite.specs:
         truth, stale = load_truth(spec)
         if stale:
-            findings.append(Finding(spec.name, False, "stale", stale))
+            findings.append(TruthFinding(spec.name, False, "stale", stale))
         elif truth is None:
-            findings.append(Finding(spec.name, True, "missing", "no recorded truth"))
+            findings.append(TruthFinding(spec.name, True, "missing", "no recorded truth"))
         else:
             try:
-                findings.append(Finding(spec.name, True, truth.status, _check(spec, truth)))
+                findings.append(TruthFinding(spec.name, True, truth.status, _check(spec, truth)))
             except TruthContradiction as exc:
-                findings.append(Finding(spec.name, False, truth.status, str(exc)))
+                findings.append(TruthFinding(spec.name, False, truth.status, str(exc)))
     return findings

@@ -7,7 +7,7 @@ A contradiction stops everything before anything is written for that instance.
 
 Interrupted anywhere (Ctrl-C, a kill, a full disk), every instance keeps its old record or has
 its new one, whole: a new schedule gets a file of its own, written before the record naming it
-(``stored.new_schedule_path``); schedules no record names any more are removed after it.
+(``stored.stored_form``); schedules no record names any more are removed after it.
 """
 from __future__ import annotations
 
@@ -17,7 +17,8 @@ from typing import Any
 
 from optcoll.errors import InputError
 from optcoll.fileio import remove_stale_temporaries
-from optcoll.inputfiles import read_json
+from optcoll.machines.machine import Machine
+from optcoll.schedules.schedule import Schedule
 from optcoll.sweeps.cache import Damaged, ResultCache
 from optcoll.sweeps.jobs import FAILED, Job
 from optcoll.sweeps.plan import Settings, instance_jobs, runs_for
@@ -25,7 +26,7 @@ from optcoll.sweeps.runner import SweepStats, run_sweep
 from optcoll.instances.suite import InstanceSpec, Suite
 from optcoll.truth.record import Claim, Truth, TruthContradiction, combine, family_record
 from optcoll.truth.siblings import siblings
-from optcoll.truth.stored import (SCHEDULE_DIR, load_truth, new_schedule_path, unreferenced_schedules,
+from optcoll.truth.stored import (SCHEDULE_DIR, load_truth, stored_form, unreferenced_schedules,
                                   verify_stored)
 from optcoll.truth.tomlfile import write_results
 from optcoll.units import format_time
@@ -128,22 +129,23 @@ def _still_valid(spec: InstanceSpec, old: Truth, times: list[Claim], notes: list
         return dataclasses.replace(old, best=None, schedule=None)
 
 
-def _cached(cache: ResultCache, key: str, best: Claim, spec: InstanceSpec) -> dict[str, Any]:
+def _cached(cache: ResultCache, key: str, best: Claim, spec: InstanceSpec, machine: Machine) -> Schedule:
     try:  # re-verified when the sweep read it; only a change since then lands here
-        data = cache.schedule(key)
-        if data is None:
+        schedule = cache.schedule(key, machine)
+        if schedule is None:
             raise Damaged("it is missing")
     except Damaged as why:
         raise InputError(f"the cached schedule of {best.producer} for {spec.name} changed during "
                          f"the run ({why}); run again to compute it afresh",
                          source=str(cache.schedule_path(key))) from None
-    return data
+    return schedule
 
 
 def update_instance(spec: InstanceSpec, records: list[dict[str, Any]], cache: ResultCache,
                     environment: dict[str, Any]) -> Updated:
     from optcoll.producers.chunks import chosen
-    from optcoll.schedules.jsonfile import save_schedule, schedule_from_dict
+    from optcoll.fileio import write_bytes_atomic
+    from optcoll.schedules.files import load_schedule
     from optcoll.verify import require_valid
 
     rejected = _rejections(records)
@@ -167,22 +169,24 @@ def update_instance(spec: InstanceSpec, records: list[dict[str, Any]], cache: Re
     written = False
     relative = old.schedule if keep_old and old else None
     if best is not None and not keep_old:
+        at_c = chosen(instance, best.details.get("params", {}))
         sibling = next((s for claim, s in from_siblings if claim is best), None)
         if sibling is not None:
-            origin = str(sibling.schedule_path())
-            data = read_json(origin)  # verified on this instance below
+            schedule = load_schedule(sibling.schedule_path(), at_c.machine)  # verified on this instance below
             notes.append(f"the best schedule is {sibling.where}'s record of the same question")
         else:
             key = next(k for claim, k in times if claim is best)
-            origin, data = f"cache {key}", _cached(cache, key, best, spec)
-        at_c = chosen(instance, best.details.get("params", {}))
-        schedule = schedule_from_dict(data, at_c.machine, origin)
-        time = require_valid(at_c.machine, at_c.collective, schedule, at_c.model).time
-        if time != best.value:
-            raise TruthContradiction(f"{spec.name}: {best.producer}'s schedule verifies at {time!r} s "
-                                     f"after a round trip through JSON, not {best.value!r} s")
-        path = new_schedule_path(spec, data)
-        save_schedule(path, schedule, instance.machine)
+            schedule = _cached(cache, key, best, spec, at_c.machine)
+        path, content = stored_form(spec, schedule, instance.machine)
+        write_bytes_atomic(path, content)
+        try:  # what was stored, read back, is what is recorded
+            time = require_valid(at_c.machine, at_c.collective, load_schedule(path, at_c.machine), at_c.model).time
+            if time != best.value:
+                raise TruthContradiction(f"{spec.name}: {best.producer}'s schedule verifies at {time!r} s "
+                                         f"after a round trip through {path.name}, not {best.value!r} s")
+        except BaseException:
+            path.unlink(missing_ok=True)
+            raise
         relative = path.relative_to(spec.path.parent).as_posix()
         written = True
     truth = Truth(spec.content_key, instance.model.kind, bound, best, relative,

@@ -1,4 +1,5 @@
-"""The event engine: any collective, any switch; the reference the vectorised engine is tested against.
+"""The event engine: any collective, any switch; the reference the vectorised and compiled paths are
+tested against (docs/model.md §5.5).
 
 Starts are taken in (start, transfer id) order; before a start at t every delivery at or before
 t (within tolerance) is applied, so a chunk arriving at exactly t can be forwarded at t.
@@ -31,7 +32,7 @@ pairs) the chunks are simulated in consecutive ranges, each on its own columns a
 and occupancy and ports are checked once by ``timing.py`` over the whole problem. Each range
 meets its events in the global order restricted to its chunks, so the first violation overall is
 the one among theirs (and timing's) that one run over all chunks would meet first
-(``_met_before``): the verdict and its words are the same, only memory changes.
+(``met_before``): the verdict and its words are the same, only memory changes.
 """
 from __future__ import annotations
 
@@ -51,7 +52,8 @@ from optcoll.verify.timing import link_overlap, overlap_finding, port_overflow, 
 BUFFER, FIFO, CREDIT = 0, 1, 2
 
 
-def _role(switch: Switch) -> int:
+def role(switch: Switch) -> int:
+    """The role of a switch (module docstring); NPUs are buffers."""
     if switch.multicast:
         return BUFFER
     return CREDIT if switch.reduce else FIFO
@@ -72,7 +74,7 @@ class _State:
         self.width = width
         self.combining = p.collective.combining
         self.reduce_only = self.combining and p.model.combining == "reduce-only"
-        self.role = [BUFFER] * m.num_npus + [_role(s) for s in m.switches]
+        self.role = [BUFFER] * m.num_npus + [role(s) for s in m.switches]
         self.reduce_ok = [True] * m.num_npus + [s.reduce for s in m.switches]
         self.full = dict.fromkeys(range(lo, hi), 0)
         self.value: dict[int, int] = {}
@@ -89,7 +91,7 @@ class _State:
             for c, v in self.post}
 
 
-class _Part(NamedTuple):
+class Part(NamedTuple):
     """What one range of chunks comes to: its first violation, else its postcondition."""
 
     finding: Finding | None
@@ -104,15 +106,15 @@ def run(p: Problem, batch: int = BATCH_TRANSFERS) -> Outcome:
     weights = np.bincount(p.chunk, minlength=pre.num_chunks) + pre.counts() + post.counts()
     spans = ranges(weights, batch)
     if len(spans) <= 1:
-        parts, shared = [_simulate(p, 0, pre.num_chunks, check_timing=True)], []
+        parts, shared = [simulate(p, 0, pre.num_chunks, check_timing=True)], []
     else:
-        parts = [_simulate(p.restrict(within(p.chunk, lo, hi)), lo, hi, check_timing=False)
+        parts = [simulate(p.restrict(within(p.chunk, lo, hi)), lo, hi, check_timing=False)
                  for lo, hi in spans]
         shared = [] if p.step_model else [link_overlap(p, batch), port_overflow(p, "send", batch),
                                           port_overflow(p, "recv", batch)]
     first = None
     for found in [part.finding for part in parts] + shared:
-        if found is not None and (first is None or _met_before(found, first, p.eps)):
+        if found is not None and (first is None or met_before(key(found), key(first), p.eps)):
             first = found
     if first is not None:
         return Outcome(first, math.inf)
@@ -125,22 +127,30 @@ def run(p: Problem, batch: int = BATCH_TRANSFERS) -> Outcome:
 
 
 #: Violations met when a transfer is delivered; every other engine violation is met at a start.
-_ON_DELIVERY = frozenset({"double-count", "ambiguous-arrival", "overwrite"})
+ON_DELIVERY = frozenset({"double-count", "ambiguous-arrival", "overwrite"})
+
+#: How the engine orders a violation: (engine time, transfer id, priority, met on delivery).
+Key = tuple[float, float, int, bool]
 
 
-def _met_before(a: Finding, b: Finding, eps: float) -> bool:
+def key(found: Finding) -> Key:
+    return found.time, found.transfer, found.priority, found.violation.kind in ON_DELIVERY
+
+
+def met_before(a: Key, b: Key, eps: float) -> bool:
     """Whether the engine meets a before b: starts in (start, id) order, each after every delivery
     up to its start + eps, deliveries in (arrival, id) order; checks on one start by priority."""
-    a_delivery, b_delivery = a.violation.kind in _ON_DELIVERY, b.violation.kind in _ON_DELIVERY
-    if a_delivery == b_delivery:
-        return (a.time, a.transfer, a.priority) < (b.time, b.transfer, b.priority)
-    return a.time <= b.time + eps if a_delivery else not b.time <= a.time + eps
+    if a[3] == b[3]:
+        return a[:3] < b[:3]
+    return a[0] <= b[0] + eps if a[3] else not b[0] <= a[0] + eps
 
 
-def _simulate(p: Problem, lo: int, hi: int, check_timing: bool) -> _Part:
+def simulate(p: Problem, lo: int, hi: int, check_timing: bool) -> Part:
     """Runs the transfers of ``p``, which must be all those of chunks lo..hi-1.
 
     ``check_timing``: also check link occupancy and port limits (timed), when ``p`` is everything.
+    Over 100 lines on purpose: the one event loop of the verifier, whose two steps (``deliver``,
+    ``launch``) read the state through closure locals on the hot path of every check.
     """
     st = _State(p, lo, hi)
     width, eps, combining = st.width, p.eps, st.combining
@@ -263,15 +273,15 @@ def _simulate(p: Problem, lo: int, hi: int, check_timing: bool) -> _Part:
         while ptr < n and arrive[arrivals[ptr]] <= horizon:
             found = deliver(arrivals[ptr])
             if found:
-                return _Part(found, [], None, math.inf)
+                return Part(found, [], None, math.inf)
             ptr += 1
         found = launch(j)
         if found:
-            return _Part(found, [], None, math.inf)
+            return Part(found, [], None, math.inf)
     for i in arrivals[ptr:]:
         found = deliver(i)
         if found:
-            return _Part(found, [], None, math.inf)
+            return Part(found, [], None, math.inf)
     return _postcondition(st)
 
 
@@ -295,7 +305,7 @@ def _instants(p: Problem, role: list[int], via: list[int]) -> dict[int, tuple[in
     return out
 
 
-def _postcondition(st: _State) -> _Part:
+def _postcondition(st: _State) -> Part:
     failing = [(c, v) for c, v in st.post if st.value.get(c * st.width + v) != st.full[c]]
     held = st.value.get(failing[0][0] * st.width + failing[0][1]) if failing and st.combining else None
-    return _Part(None, failing, None if held is None else findings.bits(held), max((t for t in st.since.values() if t is not None), default=0.0))
+    return Part(None, failing, None if held is None else findings.bits(held), max((t for t in st.since.values() if t is not None), default=0.0))

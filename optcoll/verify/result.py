@@ -70,7 +70,7 @@ class Verification:
     S·α + R·b/B_min (step model); ``inf`` when the schedule is invalid. ``starts``/``arrivals``
     are per-transfer seconds (NaN for a malformed transfer). ``redundant`` counts deliveries of
     a chunk to a node that already held it (non-combining collectives; 0 otherwise).
-    ``path`` says which engine decided ("vectorised" or "events").
+    ``path`` says which engine decided ("vectorised", "compiled" or "events").
     """
 
     valid: bool

@@ -1,8 +1,9 @@
 """The one shared verifier: every schedule's number is believed only after passing through here.
 
 ``verify`` picks the engine: the vectorised one (``fast``) for non-combining collectives whose
-sending switches multicast, the event engine (``events``) for everything else. Both implement the
-timed model of docs/model.md §5 and report the earliest violation in (time, transfer id) order.
+sending switches multicast; for everything else the event engine (``events``), run compiled
+(``compiled``) from ``COMPILED_FROM`` transfers on. All implement the timed model of docs/model.md
+§5 and report the earliest violation in (time, transfer id) order, in the same words.
 Step-model schedules (``schedule.rounds`` set) run through the same engines in step time plus the
 per-link per-step capacity and per-round port checks, and cost S·α + R·b/B_min.
 """
@@ -23,7 +24,10 @@ from optcoll.verify.result import Verification
 from optcoll.verify.stats import statistics
 from optcoll.verify.timing import step_capacity, step_ports
 
-ENGINES = ("auto", "vectorised", "events")
+ENGINES = ("auto", "vectorised", "compiled", "events")
+#: From this many transfers on, the event engine runs compiled: below it the Python loop takes
+#: well under a second, and a process that verifies only small schedules never loads the kernel.
+COMPILED_FROM = 20_000
 
 
 def verify(machine: Machine, collective: Collective, schedule: Schedule,
@@ -46,7 +50,7 @@ def require_valid(machine: Machine, collective: Collective, schedule: Schedule,
 
 def verify_with(machine: Machine, collective: Collective, schedule: Schedule, model: TimeModel,
                 engine: str = "auto", batch: int = BATCH_TRANSFERS) -> Verification:
-    """``verify`` with the engine forced: "vectorised" (only where it applies) or "events".
+    """``verify`` with the engine forced: "vectorised" (only where it applies), "compiled" or "events".
 
     ``batch`` bounds the transfers the event engine simulates at once and the timing checks sort
     at once (``problem.BATCH_TRANSFERS``); the verdict never depends on it. For tests that check
@@ -64,14 +68,20 @@ def verify_with(machine: Machine, collective: Collective, schedule: Schedule, mo
         rounds = np.asarray(schedule.rounds, dtype=np.int64)
         step_start = stepmodel.step_starts(machine, collective, schedule.rounds)
     problem, malformed = prepare(machine, collective, schedule, model, step_start)
-    use_fast = fast.applies(problem) if engine == "auto" else engine == "vectorised"
-    if use_fast and not fast.applies(problem):
+    if engine == "auto":
+        engine = ("vectorised" if fast.applies(problem) else
+                  "compiled" if problem.ids.size >= COMPILED_FROM else "events")
+    if engine == "vectorised" and not fast.applies(problem):
         raise ValueError("the vectorised engine applies to non-combining collectives whose sending "
                          "switches multicast")
     first = earliest(rounds_problem, malformed)
     time = math.inf
     if first is None or math.isfinite(first.time):
-        outcome = (fast if use_fast else events).run(problem, batch)
+        if engine == "compiled":
+            from optcoll.verify import compiled  # numba: loaded only here
+            outcome = compiled.run(problem, batch)
+        else:
+            outcome = (fast if engine == "vectorised" else events).run(problem, batch)
         capacity = [step_capacity(problem, weights, rounds), step_ports(problem, weights, rounds, "send"),
                     step_ports(problem, weights, rounds, "recv")] if step_model else []
         first = earliest(first, outcome.finding, *capacity)
@@ -85,7 +95,7 @@ def verify_with(machine: Machine, collective: Collective, schedule: Schedule, mo
                             minlength=S * L).reshape(S, L)
     return Verification(
         valid=first is None, time=time, violation=None if first is None else first.violation,
-        model=schedule.model, path="vectorised" if use_fast else "events",
+        model=schedule.model, path=engine,
         starts=stats.starts, arrivals=stats.arrivals, makespan=stats.makespan,
         link_stats=stats.links, rank_stats=stats.ranks, redundant=stats.redundant,
         steps=schedule.num_steps if step_model else None,

@@ -1,7 +1,7 @@
 """The AllReduce report's plumbing (its figures are in reports/allreduce.md)."""
 from __future__ import annotations
 
-from optcoll.bench.allreduce import Case, _verdict, schedule_name, write_report
+from optcoll.bench.allreduce import AllReduceCase, _verdict, schedule_name, write_report
 from optcoll.collectives.builtins import make_collective
 from optcoll.machines import generators as G
 from optcoll.schedules.jsonfile import load_schedule
@@ -19,12 +19,12 @@ def test_verdicts_need_a_bound_or_a_faster_schedule():
     # a synthesizer's schedule may itself be RS + AG: "no" needs the family's optimum proven
     assert _verdict(4.0, 3.0, 2.0, "cut", "ring", family_proven=False)[0].startswith("open: ring is faster")
     assert _verdict(4.0, 4.0, 3.0, "cut")[0].startswith("open: nothing faster found, 33.33 %")
-    assert schedule_name(Case("dgx1 C=2", G.dgx1, "1 GiB", 2)) == "dgx1-C2.json.gz"
+    assert schedule_name(AllReduceCase("dgx1 C=2", G.dgx1, "1 GiB", 2)) == "dgx1-C2.json.gz"
 
 
 def test_ring4_row_and_its_faster_schedule(tmp_path):
     """On a 4-ring the direct AllReduce takes 3 link times, ReduceScatter + AllGather 4."""
-    case = Case("ring4", lambda: G.ring(4, 1e9, 1e-6), "4 MB")
+    case = AllReduceCase("ring4", lambda: G.ring(4, 1e9, 1e-6), "4 MB")
     out = tmp_path / "allreduce.md"
     text = write_report(str(out), SAFETY_NET, cases=(case,))
     assert "| ring4 | 4 | 1 | 4 MB |" in text and "no: a direct AllReduce (the direct model) is faster (optimal) | 25.00 %" in text

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from optcoll.bench.greedy import (Case, growth_exponent, machine_for, measure, render,
+from optcoll.bench.greedy import (GreedyCase, growth_exponent, machine_for, measure, render,
                                             run_bench)
 
 
@@ -24,7 +24,7 @@ def test_growth_exponent_recovers_a_power_law():
 
 
 def test_one_case_in_process_and_the_report(tmp_path):
-    row = measure(Case("torus2d", 16, "allreduce", "tacos+"))
+    row = measure(GreedyCase("torus2d", 16, "allreduce", "tacos+"))
     assert row["transfers"] == 2 * 16 * 15
     assert row["time_s"] >= row["split_bound_s"] * (1 - 1e-9) >= row["bound_s"] * (1 - 1e-9)
     assert row["synth_cpu_s"] >= 0 and row["rss_peak_bytes"] > 0
@@ -37,7 +37,7 @@ def test_one_case_in_process_and_the_report(tmp_path):
 
 
 def test_rows_carry_load_warmup_and_the_previous_runs_cpu(tmp_path):
-    row = measure(Case("hypercube", 16, "alltoall", "tacos+"), bounds=False)
+    row = measure(GreedyCase("hypercube", 16, "alltoall", "tacos+"), bounds=False)
     assert row["transfers"] == 16 * 32  # every chunk on a shortest path: 32 hops from each NPU
     assert row["load_start"] >= 0 and row["load_end"] >= 0 and row["warmup_cpu_s"] >= 0
     out = tmp_path / "bench.md"

@@ -12,7 +12,7 @@ DGX1 = Path(__file__).resolve().parents[2] / "instances" / "quick" / "dgx1-allga
 def test_a_child_command_is_measured_and_its_answer_read():
     measured = run_command(["solve", str(DGX1), "--model", "step", "--least-steps", "--chunks", "1",
                             "--no-progress", "--json"], timeout=300)
-    assert measured.code == 0 and measured.cpu > 0 and measured.peak_mib > 0
+    assert measured.code == 0 and measured.cpu > 0 and measured.peak_bytes > 0
     assert _answer(measured) == "optimal: S = 2, R = 2"
 
 

@@ -23,7 +23,7 @@ from optcoll.producers.exact.toolkit import SOLVERS, LinearModel, export, solve,
 from optcoll.producers.exact.toolkit.interrupt import run_interruptibly
 from optcoll.producers.exact.toolkit.lex import Affine, lex_leq
 from optcoll.producers.exact.toolkit.model import INF
-from optcoll.producers.exact.toolkit.symmetry import ChunkRoles, ColouredGraph
+from optcoll.producers.exact.toolkit.symmetry import ChunkRoles
 
 
 def knapsack(n: int = 12) -> tuple[LinearModel, float | None]:
@@ -242,18 +242,6 @@ def test_lex_rows_on_expressions_compare_their_values():
     for x0, x1 in itertools.product(range(3), repeat=2):
         ok = any(m.check(np.array([x0, x1, *flags])) for flags in itertools.product((0, 1), repeat=2))
         assert ok == ((x0 + x1, 2) <= (2 - x0, x1 + 1)), (x0, x1)
-
-
-def test_the_symmetry_finder_finds_a_rings_rotations_and_reflections_and_stops_at_its_deadline():
-    n = 6
-    ring = ColouredGraph([0] * n, {**{(v, (v + 1) % n): 1 for v in range(n)}, **{((v + 1) % n, v): 1 for v in range(n)}})
-    found = {tuple(p.tolist()) for p in ring.automorphisms()}
-    assert len(found) == 2 * n  # the dihedral group
-    assert all(ring.is_automorphism(np.array(p)) for p in found)
-    assert list(ring.automorphisms(deadline=time.perf_counter() - 1)) == []
-    one_way = ColouredGraph([0] * n, {(v, (v + 1) % n): 1 for v in range(n)})
-    assert len(list(one_way.automorphisms())) == n
-    assert [p.tolist() for p in one_way.automorphisms({0: 2})] == [[(v + 2) % n for v in range(n)]]
 
 
 def test_chunk_roles_map_chunks_along_a_node_relabelling():

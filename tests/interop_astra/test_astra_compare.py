@@ -1,5 +1,5 @@
 """The side-by-side report: ASTRA-sim predictions next to optcoll's bounds and verified schedules."""
-from optcoll.analysis.astra_compare import astra_compare
+from optcoll.analysis.tools.astra import astra_compare
 from optcoll.interop.astra.network import parse_network
 from optcoll.machines import generators as g
 

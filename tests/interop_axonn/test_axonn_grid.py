@@ -6,11 +6,11 @@ import itertools
 import numpy as np
 import pytest
 
-from optcoll.analysis.axonn.grid import DIMS, Grid, configurations, parse_shape
+from optcoll.analysis.axonn.grid import DIMS, ParallelGrid, configurations, parse_shape
 from optcoll.errors import InputError
 
-GRIDS = [Grid(2, 3, 2, 2), Grid(4, 1, 2, 2), Grid(1, 1, 1, 6), Grid(2, 2, 2, 2, "DZYX"),
-         Grid(3, 2, 1, 2, "ZXDY")]
+GRIDS = [ParallelGrid(2, 3, 2, 2), ParallelGrid(4, 1, 2, 2), ParallelGrid(1, 1, 1, 6), ParallelGrid(2, 2, 2, 2, "DZYX"),
+         ParallelGrid(3, 2, 1, 2, "ZXDY")]
 
 
 def axonn_groups(g_c: int, g_r: int, g_d: int, g_data: int) -> dict[str, set[tuple[int, ...]]]:
@@ -52,14 +52,14 @@ def test_groups_partition_the_ranks_along_one_coordinate(grid, dim):
 
 @pytest.mark.parametrize("shape", [(2, 2, 2, 2), (4, 2, 1, 2), (1, 4, 2, 2), (2, 1, 4, 1), (8, 1, 1, 1)])
 def test_default_order_is_axonns_layout(shape):
-    grid = Grid(*shape)
+    grid = ParallelGrid(*shape)
     expected = axonn_groups(*shape)
     for dim in DIMS:
         assert set(grid.groups(dim)) == expected[dim], dim
 
 
 def test_x_fastest_puts_x_groups_inside_a_node():
-    grid = Grid(4, 2, 2, 2)
+    grid = ParallelGrid(4, 2, 2, 2)
     assert grid.groups("X")[:2] == ((0, 1, 2, 3), (4, 5, 6, 7))
     assert (grid.stride("X"), grid.stride("Y"), grid.stride("Z"), grid.stride("D")) == (1, 4, 8, 16)
     assert grid.coords(13) == (1, 1, 1, 0)
@@ -78,9 +78,9 @@ def test_bad_shapes_name_the_field():
     with pytest.raises(InputError, match="shape"):
         parse_shape("2,2,2")
     with pytest.raises(InputError, match="shape"):
-        Grid(2, 0, 1, 1)
+        ParallelGrid(2, 0, 1, 1)
     with pytest.raises(InputError, match="order"):
-        Grid(2, 2, 1, 1, "XYZ")
+        ParallelGrid(2, 2, 1, 1, "XYZ")
     with pytest.raises(InputError, match="gpus"):
         configurations(0)
-    assert parse_shape(" 4, 2,1 ,8 ") == Grid(4, 2, 1, 8)
+    assert parse_shape(" 4, 2,1 ,8 ") == ParallelGrid(4, 2, 1, 8)

@@ -3,7 +3,7 @@ built-in Perlmutter table, table files, and the ring model ranking with them."""
 import pytest
 
 from optcoll.analysis.axonn.cluster import cluster_from_model
-from optcoll.analysis.axonn.grid import Grid, configurations
+from optcoll.analysis.axonn.grid import ParallelGrid, configurations
 from optcoll.analysis.axonn.layer import TransformerLayer, infeasible, layer_calls
 from optcoll.analysis.axonn.measured import AXONN_PERLMUTTER, bandwidth_table, parse_bandwidth_table
 from optcoll.analysis.axonn.ranking import evaluate, rank_configurations
@@ -36,7 +36,7 @@ def test_a_configuration_costed_by_hand_with_the_table():
     # at level 8 (20), D of 4 at level 16 (20 GiB/s)
     cluster = cluster_from_model("perlmutter", 64)
     layer = TransformerLayer(5120, 2048, 256)
-    grid = Grid(4, 2, 2, 4)
+    grid = ParallelGrid(4, 2, 2, 4)
     result = evaluate(cluster, layer, grid, table=AXONN_PERLMUTTER)
     beta = {"X": 225 * GIB, "Y": 20 * GIB, "Z": 20 * GIB, "D": 20 * GIB}
     for r, call in zip(result.calls, layer_calls(layer, grid)):
@@ -59,7 +59,7 @@ def test_configurations_the_table_cannot_cost_are_skipped_with_why():
     skipped = dict((g.shape, why) for g, why in ranking.skipped)
     assert "partial has no bandwidth for Y groups of 4 at level 2" in skipped[(2, 4, 1, 1)]
     with pytest.raises(InputError, match="no bandwidth for Y groups of 4") as err:
-        evaluate(cluster, layer, Grid(2, 4, 1, 1), table=table)
+        evaluate(cluster, layer, ParallelGrid(2, 4, 1, 1), table=table)
     assert err.value.field == "--bandwidths"
 
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from optcoll.analysis.axonn.cluster import Cluster
-from optcoll.analysis.axonn.grid import Grid
+from optcoll.analysis.axonn.grid import ParallelGrid
 from optcoll.analysis.axonn.layer import AG, AR, RS, TransformerLayer
 from optcoll.analysis.axonn.network import NetworkEvaluator, union_collective
 from optcoll.analysis.axonn.ranking import MODELS, rank_configurations
@@ -72,7 +72,7 @@ def test_concurrent_groups_share_the_nics_as_axonn_assumes():
     one more chunk time than the cut counts.)"""
     c = Cluster(2, 4, 300 * GB, 0.5e-6, 25 * GB, 2e-6)
     ev = NetworkEvaluator(c, chunks_per_rank=8)
-    groups = Grid(1, 1, 4, 2).groups("D")
+    groups = ParallelGrid(1, 1, 4, 2).groups("D")
     beta = group_bandwidths(c, groups, "axonn")
     assert beta.tolist() == [25 * GB] * 4
     for kind in (AG, RS, AR):

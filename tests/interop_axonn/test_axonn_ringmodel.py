@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from optcoll.analysis.axonn.cluster import Cluster
-from optcoll.analysis.axonn.grid import DIMS, Grid, configurations
+from optcoll.analysis.axonn.grid import DIMS, ParallelGrid, configurations
 from optcoll.analysis.axonn.layer import AG, AR, RS, TransformerLayer, infeasible, layer_calls
 from optcoll.analysis.axonn.ranking import evaluate
 from optcoll.analysis.axonn.ringmodel import group_bandwidths, ring_time
@@ -64,7 +64,7 @@ def test_sharing_counts_the_crossing_groups_on_each_node():
 def test_layer_collectives_by_hand():
     layer = TransformerLayer(8, 4, 4)  # 16 tokens, bf16, fp32 gradients, recompute on
     calls = {(c.linear, c.dim, c.kind, c.what[:6]): (c.size_bytes, c.count)
-             for c in layer_calls(layer, Grid(2, 2, 2, 1))}
+             for c in layer_calls(layer, ParallelGrid(2, 2, 2, 1))}
     # qkv 8→24: block 24·8/4 = 48 elements; 16/(Z·D) = 8 local tokens
     assert calls[("qkv", "Z", AG, "weight")] == (96, 2)
     assert calls[("qkv", "Z", RS, "weight")] == (96, 1)
@@ -74,20 +74,20 @@ def test_layer_collectives_by_hand():
     assert calls[("fc2", "Y", AR, "output")] == (8 * 8 // 2 * 2, 2)
     assert calls[("fc2", "X", AR, "input ")] == (8 * 32 // 2 * 2, 1)
     assert not any(dim == "D" for _, dim, _, _ in calls)  # D = 1: no data-parallel group
-    with_d = {(c.linear, c.dim): c.size_bytes for c in layer_calls(layer, Grid(1, 1, 2, 2))
+    with_d = {(c.linear, c.dim): c.size_bytes for c in layer_calls(layer, ParallelGrid(1, 1, 2, 2))
               if c.kind == AR}
     assert with_d[("qkv", "D")] == 192 // 2 * 4  # the Z shard of the weight, in fp32
     no_recompute = TransformerLayer(8, 4, 4, recompute=False)
-    assert {c.count for c in layer_calls(no_recompute, Grid(2, 1, 1, 1))} == {1}
+    assert {c.count for c in layer_calls(no_recompute, ParallelGrid(2, 1, 1, 1))} == {1}
 
 
 def test_infeasible_configurations_say_why():
     layer = TransformerLayer(8, 4, 6)
-    assert "batch" in infeasible(layer, Grid(1, 1, 2, 2))
-    assert "split" in infeasible(TransformerLayer(6, 4, 4), Grid(4, 1, 1, 1))
-    assert infeasible(layer, Grid(2, 2, 1, 2)) is None
+    assert "batch" in infeasible(layer, ParallelGrid(1, 1, 2, 2))
+    assert "split" in infeasible(TransformerLayer(6, 4, 4), ParallelGrid(4, 1, 1, 1))
+    assert infeasible(layer, ParallelGrid(2, 2, 1, 2)) is None
     with pytest.raises(InputError, match="shape"):
-        layer_calls(layer, Grid(1, 1, 2, 2))
+        layer_calls(layer, ParallelGrid(1, 1, 2, 2))
     with pytest.raises(InputError, match="hidden"):
         TransformerLayer(0, 4, 4)
 
@@ -95,7 +95,7 @@ def test_infeasible_configurations_say_why():
 def test_layer_total_is_the_sum_of_closed_forms():
     c = cluster(2, 4)
     layer = TransformerLayer(64, 16, 8)
-    grid = Grid(2, 2, 1, 2)  # X, Y inside a node; D crosses nodes, 4 groups per node
+    grid = ParallelGrid(2, 2, 1, 2)  # X, Y inside a node; D crosses nodes, 4 groups per node
     result = evaluate(c, layer, grid)
     beta = {"X": 300 * GB, "Y": 300 * GB, "D": 100 * GB / 4}
     expected = 0.0
@@ -108,4 +108,4 @@ def test_layer_total_is_the_sum_of_closed_forms():
     assert result.total("ring") == pytest.approx(expected, rel=1e-14)
     assert result.total("bound") is None  # no network evaluator: ring model only
     with pytest.raises(InputError, match="GPUs"):
-        evaluate(c, layer, Grid(2, 2, 2, 2))
+        evaluate(c, layer, ParallelGrid(2, 2, 2, 2))

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from optcoll.analysis.rccl_algorithms import SERIALIZATION, judge_file
+from optcoll.analysis.tools.rccl import SERIALIZATION, judge_file
 from optcoll.interop.msccl import import_msccl_xml, validate_msccl_xml
 from optcoll.machines.catalog import load_machine
 from optcoll.verify import verify

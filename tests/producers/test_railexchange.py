@@ -1,6 +1,6 @@
 """rail-exchange (``producers.baselines.railexchange``, issue 13): verified and above every lower
 bound on the catalog's multi-node machines and on generated clusters; a ReduceScatter + AllGather
-per rail on 3 or more nodes; the node partial through a reducing NVSwitch."""
+per rail on 3 or more nodes (or a halving tree on 2^m ≥ 4); the node partial through a reducing NVSwitch."""
 from __future__ import annotations
 
 from collections import Counter
@@ -15,7 +15,7 @@ from optcoll.collectives.builtins import make_collective
 from optcoll.instances.instance import Instance, TimeModel
 from optcoll.instances.instancefile import load_instance
 from optcoll.machines import generators as G
-from optcoll.producers.baselines.flows import Flow, flows_makespan, schedule_flows
+from optcoll.producers.baselines.flows import Exchange, Flow, flows_makespan, schedule_flows
 from optcoll.producers.baselines.nccl.topology import nccl_topology
 from optcoll.producers.baselines.railexchange import rail_exchange
 from optcoll.producers.base import NotApplicable
@@ -57,14 +57,18 @@ def test_rail_4x8_reduces_in_the_switch_and_beats_the_recorded_best():
 @pytest.mark.parametrize("nodes", [3, 4, 5])
 def test_each_nic_carries_2_n_minus_1_of_a_round(nodes):
     """One round per rail (n chunks): every rail GPU sends and receives 2(n − 1) of them across
-    nodes, the bandwidth-optimal count, against log2 n or n − 1 per chunk for an exchange."""
+    nodes, the bandwidth-optimal count, against log2 n or n − 1 per chunk for an exchange among
+    all; whichever form is kept (ReduceScatter + AllGather, or for n = 4 the halving tree whose
+    roots exchange)."""
     machine = G.multinode(nodes, 2, nvlink_bandwidth=3e11, nvlink_latency=5e-7, nic_bandwidth=2.5e10,
                           nic_latency=2e-6)
     inst = Instance("r", machine, make_collective("allreduce", range(machine.num_npus), 2.0**20 * 2 * nodes, 1))
     topo = nccl_topology(machine, inst.collective.ranks)
     node_of = {v: n for n, node in enumerate(topo.nodes) for v in node}
-    crossing = [f for f in rail_exchange(inst) if isinstance(f, Flow) and f.src in node_of and f.dst in node_of
-                and node_of[f.src] != node_of[f.dst]]
+    sends = [(f.src, f.dst) for f in rail_exchange(inst) if isinstance(f, Flow)]
+    sends += [(a, b) for f in rail_exchange(inst) if isinstance(f, Exchange) for a in f.members for b in f.members
+              if a != b]  # an exchange: every member sends to every other
+    crossing = [Flow(0, a, b) for a, b in sends if a in node_of and b in node_of and node_of[a] != node_of[b]]
     assert Counter(f.src for f in crossing) == {v: 2 * (nodes - 1) for v in node_of}
     assert Counter(f.dst for f in crossing) == {v: 2 * (nodes - 1) for v in node_of}
     _verified_time(inst)

@@ -3,6 +3,7 @@ re-verified without solving, never made worse, and loud about contradictions."""
 import shutil
 import subprocess
 
+import numpy as np
 import pytest
 
 from optcoll.errors import InputError
@@ -271,3 +272,55 @@ def test_a_stored_schedule_that_no_longer_verifies_gives_way_only_to_one_as_fast
     (suite_dir / "ring8-ag.toml").write_text(text)
     with pytest.raises(TruthContradiction, match="no longer verifies"):
         update_suite(find_suite(str(suite_dir)), SETTINGS, recorded[1], workers=0, progress=False)
+
+
+def test_a_schedule_over_the_cap_as_json_is_stored_compact_and_re_verified(recorded, tmp_path, monkeypatch):
+    """Truth keeps a new schedule as JSON while it is within the input cap that reads it back, in
+    the compact form past it; ``truth verify`` reads either."""
+    import dataclasses
+    import gzip
+
+    from optcoll.schedules.files import load_schedule
+    from optcoll.truth.stored import stored_form, verify_stored
+
+    suite_dir = _copy(recorded, tmp_path)
+    spec = find_suite(str(suite_dir)).spec("ring8-ag")
+    truth, _ = load_truth(spec)
+    schedule = load_schedule(spec.path.parent / truth.schedule, spec.instance.machine)
+    path, text = stored_form(spec, schedule, spec.instance.machine)
+    assert path.name.endswith(".json.gz")
+    with monkeypatch.context() as patch:
+        patch.setenv("OPTCOLL_MAX_INPUT_BYTES", str(len(gzip.decompress(text)) - 1))  # JSON over the cap
+        path, content = stored_form(spec, schedule, spec.instance.machine)
+    assert path.suffix == ".npz"
+    path.write_bytes(content)
+    compact = dataclasses.replace(truth, schedule=path.relative_to(spec.path.parent).as_posix())
+    write_results(spec.path, compact.to_dict())
+    spec = find_suite(str(suite_dir)).spec("ring8-ag")
+    assert verify_stored(spec, load_truth(spec)[0]) == truth.best.value
+
+
+def test_named_forwards_survive_the_compact_form_and_re_verify(tmp_path, monkeypatch):
+    """A rail exchange's AllReduce is valid only with the arrivals its switch sends name (via):
+    stored compact by truth, it reads back with them and re-verifies at its recorded time."""
+    import dataclasses
+
+    from optcoll.schedules.files import load_schedule
+    from optcoll.truth.stored import stored_form, verify_stored
+
+    suite_dir = tmp_path / "standard"
+    shutil.copytree(find_suite("standard").spec("cluster2x8-allreduce-c1").path.parent, suite_dir)
+    spec = find_suite(str(suite_dir)).spec("cluster2x8-allreduce-c1")
+    truth, _ = load_truth(spec)
+    schedule = load_schedule(spec.path.parent / truth.schedule, spec.instance.machine)
+    assert schedule.via is not None
+    with monkeypatch.context() as patch:
+        patch.setenv("OPTCOLL_MAX_INPUT_BYTES", "1000")  # JSON over the cap
+        path, content = stored_form(spec, schedule, spec.instance.machine)
+    assert path.suffix == ".npz"
+    path.write_bytes(content)
+    assert np.array_equal(load_schedule(path, spec.instance.machine).via, schedule.via)
+    compact = dataclasses.replace(truth, schedule=path.relative_to(spec.path.parent).as_posix())
+    write_results(spec.path, compact.to_dict())
+    spec = find_suite(str(suite_dir)).spec("cluster2x8-allreduce-c1")
+    assert verify_stored(spec, load_truth(spec)[0]) == truth.best.value

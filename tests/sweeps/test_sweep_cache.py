@@ -5,7 +5,12 @@ import pickle
 import pytest
 
 from optcoll.errors import InputError
+from optcoll.machines.generators import ring
+from optcoll.schedules.jsonfile import schedule_to_dict
+from optcoll.schedules.npzfile import schedule_to_npz
+from optcoll.schedules.schedule import ScheduleBuilder
 from optcoll.sweeps import Job, ResultCache
+from optcoll.sweeps.cache import _CHECKSUM, _HAS_SCHEDULE, _checksum
 from optcoll.instances.suite import find_suite
 from optcoll.instances.suite import InstanceSpec, geometric_sizes, size_label
 from sweep_helpers import small_suite, write_instance
@@ -41,17 +46,46 @@ def test_job_key_depends_on_producer_params_and_pickles(tmp_path):
     assert "instance" not in clone.spec.__dict__ and clone.key == a.key
 
 
+def _ring_allgather():
+    machine = ring(4, 1e9, 1e-6)
+    b = ScheduleBuilder(machine)
+    for k in range(3):
+        for i in range(4):
+            b.send((i - k) % 4, i, (i + 1) % 4, start=k * 2e-6)
+    return machine, b.build()
+
+
 def test_cache_round_trip_and_unreadable_record(tmp_path):
+    machine, schedule = _ring_allgather()
     cache = ResultCache(tmp_path / "c")
-    cache.put("ab" + "0" * 62, {"status": "ok", "x": 1.5}, {"format": "optcoll-schedule"})
+    cache.put("ab" + "0" * 62, {"status": "ok", "x": 1.5}, schedule_to_npz(schedule, machine))
     assert cache.get("ab" + "0" * 62) == {"status": "ok", "x": 1.5}
-    assert cache.schedule("ab" + "0" * 62) == {"format": "optcoll-schedule"}
-    raw = (tmp_path / "c/results/ab" / ("ab" + "0" * 62 + ".schedule.json.gz")).read_bytes()
-    assert json.loads(gzip.decompress(raw)) == {"format": "optcoll-schedule"}
+    back = cache.schedule("ab" + "0" * 62, machine)
+    assert schedule_to_dict(back, machine) == schedule_to_dict(schedule, machine)
+    assert cache.schedule_path("ab" + "0" * 62).name.endswith(".schedule.npz")
     cache.record_path("cd" + "0" * 62).parent.mkdir(parents=True)
     cache.record_path("cd" + "0" * 62).write_text('{"truncated')
     assert cache.get("cd" + "0" * 62) is None
     assert not list((tmp_path / "c").rglob(".*"))  # no temporary files left behind
+
+
+def test_records_written_with_a_json_schedule_are_still_read(tmp_path):
+    """The cache wrote gzipped JSON schedules before the compact form: they still read, checksum
+    and all, and a new result for the key replaces the old files."""
+    machine, schedule = _ring_allgather()
+    key = "ef" + "0" * 62
+    cache = ResultCache(tmp_path / "c")
+    text = json.dumps(schedule_to_dict(schedule, machine), separators=(",", ":")).encode()
+    old = cache.root / "results" / "ef" / f"{key}.schedule.json.gz"
+    old.parent.mkdir(parents=True)
+    old.write_bytes(gzip.compress(text, mtime=0))
+    record = {"status": "ok", _HAS_SCHEDULE: True}
+    cache.record_path(key).write_text(json.dumps({**record, _CHECKSUM: _checksum(record, text)}))
+    assert cache.lookup(key) == {"status": "ok"}
+    assert schedule_to_dict(cache.schedule(key, machine), machine) == schedule_to_dict(schedule, machine)
+    cache.put(key, {"status": "ok"}, schedule_to_npz(schedule, machine))
+    assert not old.exists() and cache.schedule_path(key).suffix == ".npz"
+    assert cache.lookup(key) == {"status": "ok"}
 
 
 def test_suite_errors_name_the_problem(tmp_path):
@@ -100,3 +134,26 @@ def test_job_key_depends_on_the_code_that_runs_it(tmp_path, monkeypatch):
     before = job.key
     monkeypatch.setattr(jobs, "source_digest", lambda: provenance.source_digest(edited))
     assert job.key != before
+
+
+def test_a_cached_schedule_keeps_the_arrivals_its_switch_sends_name(tmp_path):
+    """The cache stores schedules compact: a rail exchange's named forwards (via) come back, and
+    the schedule verifies at its recorded time only with them (without: ambiguous-forward)."""
+    import dataclasses
+
+    from optcoll.schedules.files import load_schedule
+    from optcoll.truth.stored import load_truth
+    from optcoll.verify import verify
+
+    spec = find_suite("standard").spec("cluster2x8-allreduce-c1")
+    truth, _ = load_truth(spec)
+    inst = spec.instance
+    schedule = load_schedule(spec.path.parent / truth.schedule, inst.machine)
+    cache = ResultCache(tmp_path / "c")
+    key = "ab" + "1" * 62
+    cache.put(key, {"status": "ok"}, schedule_to_npz(schedule, inst.machine))
+    back = cache.schedule(key, inst.machine)
+    assert schedule_to_dict(back, inst.machine) == schedule_to_dict(schedule, inst.machine)
+    assert verify(inst.machine, inst.collective, back, inst.model).time == truth.best.value
+    unnamed = verify(inst.machine, inst.collective, dataclasses.replace(back, via=None), inst.model)
+    assert unnamed.violation.kind == "ambiguous-forward"

@@ -1,8 +1,6 @@
 """Batching changes memory, never the verdict: the event engine over ranges of chunks (timing
 checked once, vectorised) and the timing checks over ranges of links and nodes give exactly the
 verdict of one pass over everything, valid or not, combining or not, with switches, timed or step."""
-import dataclasses
-import math
 import random
 
 import numpy as np
@@ -15,26 +13,13 @@ from optcoll.instances.instance import Instance, TimeModel
 from optcoll.machines.generators import torus
 from optcoll.producers.registry import get_synthesizer
 from optcoll.schedules.schedule import REDUCE, Schedule, ScheduleBuilder
-from optcoll.verify import verify
 from optcoll.verify.problem import ranges
-from optcoll.verify.stepmodel import link_weights
 from optcoll.verify.verifier import verify_with
-from verify_helpers import (TAU, collective, full, invert, random_collective, random_machine, random_model,
-                            random_schedule, random_step_schedule, replace)
+from verify_helpers import (TAU, collective, combining_schedules, full, random_case, random_machine, random_step_case,
+                            replace, same_verdict, subset)
 
 BATCH_SETTINGS = settings(max_examples=60, deadline=None, derandomize=True)
 SMALL_BATCHES = (1, 2, 7, 40)
-
-
-def same_verdict(a, b) -> bool:
-    """Validity, time, and the violation down to its kind, transfer and words."""
-    if a.valid != b.valid or a.path != b.path:
-        return False
-    if a.valid:
-        return a.time == b.time and np.array_equal(a.arrivals, b.arrivals)
-    va, vb = a.violation, b.violation
-    both_nan = math.isnan(va.time) and math.isnan(vb.time)
-    return (both_nan or va.time == vb.time) and dataclasses.replace(va, time=0) == dataclasses.replace(vb, time=0)
 
 
 def assert_batching_invisible(machine, coll, schedule, model, engine="events"):
@@ -63,17 +48,14 @@ def mutate(rng: random.Random, machine, coll, s: Schedule, count: int) -> Schedu
             cols["op"][i] ^= 1
         else:
             keep[i] = False
-    return replace(s, **{name: col[keep] for name, col in cols.items()})
+    return subset(replace(s, **cols), keep)
 
 
 @BATCH_SETTINGS
 @given(st.integers(min_value=0, max_value=2**32 - 1))
 def test_batched_timed_schedules_copies_through_any_switch(seed):
     rng = random.Random(seed)
-    machine = random_machine(rng, switches="any")
-    coll = random_collective(rng, machine)
-    model = random_model(rng)
-    s = random_schedule(rng, machine, coll, model)
+    machine, coll, model, s = random_case(rng, "any")
     result = assert_batching_invisible(machine, coll, s, model)
     assert result.valid, result.violation.message
     for _ in range(3):
@@ -93,17 +75,10 @@ def test_batched_combining_schedules(seed):
     n = machine.num_npus
     ranks = sorted(rng.sample(range(n), rng.randint(2, n)))
     c = rng.randint(1, 3)
-    ag, rs, ar = (collective(kind, ranks, c=c) for kind in ("allgather", "reducescatter", "allreduce"))
     model = TimeModel(occupancy="link", send_ports=rng.choice([None, 1]), recv_ports=rng.choice([None, 2]))
-    reverse = machine.reversed()
-    forward = random_schedule(rng, reverse, ag, TimeModel(occupancy="link", send_ports=model.recv_ports,
-                                                          recv_ports=model.send_ports))
-    horizon = verify(reverse, ag, forward).time
-    reduce_scatter = invert(reverse, forward, ag.chunk_bytes, horizon)
+    rs, reduce_scatter, ar, allreduce = combining_schedules(rng, machine, ranks, c, model)
     rs_result = assert_batching_invisible(machine, rs, reduce_scatter, model)
     assert rs_result.valid, rs_result.violation.message
-    gather = random_schedule(rng, machine, ag, model)
-    allreduce = Schedule.concat(reduce_scatter, gather, rs_result.time)
     assert assert_batching_invisible(machine, ar, allreduce, model).valid
     for _ in range(4):
         assert_batching_invisible(machine, ar, mutate(rng, machine, ar, allreduce, rng.randint(1, 3)), model)
@@ -113,9 +88,7 @@ def test_batched_combining_schedules(seed):
 @given(st.integers(min_value=0, max_value=2**32 - 1))
 def test_batched_step_model_schedules(seed):
     rng = random.Random(seed)
-    machine = random_machine(rng, switches="none")
-    coll = random_collective(rng, machine)
-    s = random_step_schedule(rng, machine, coll, link_weights(machine))
+    machine, coll, s = random_step_case(rng)
     assert assert_batching_invisible(machine, coll, s, TimeModel()).valid
     for _ in range(3 if len(s) else 0):
         i = rng.randrange(len(s))

@@ -12,7 +12,7 @@ import pytest
 
 from optcoll.instances.suite import builtin_suite_names, find_suite
 from optcoll.producers.chunks import chosen
-from optcoll.schedules.jsonfile import load_schedule
+from optcoll.schedules.files import load_schedule
 from optcoll.truth.stored import load_truth, schedule_path
 from optcoll.verify import verify
 

@@ -1,6 +1,5 @@
 """Property tests on random small machines: the two engines agree, mutations never make a schedule
 both valid and faster, inversion turns AllGather into ReduceScatter, step and timed models agree."""
-import dataclasses
 import math
 import random
 
@@ -14,22 +13,16 @@ from optcoll.schedules.schedule import Schedule
 from optcoll.verify import step_to_timed, verify
 from optcoll.verify.stepmodel import link_weights
 from optcoll.verify.verifier import verify_with
-from verify_helpers import (collective, invert, random_collective, random_machine, random_model,
-                            random_schedule, random_step_schedule, replace, subset)
+from verify_helpers import (collective, invert, random_case, random_collective, random_machine, random_schedule,
+                            random_step_schedule, replace, same_verdict, subset)
 
 SETTINGS = settings(max_examples=60, deadline=None, derandomize=True)
 seeds = st.integers(min_value=0, max_value=2**32 - 1)
 
 
 def _same(a, b) -> bool:
-    """Two verdicts agree in validity, time and the violation down to its words."""
-    if a.valid != b.valid:
-        return False
-    if a.valid:
-        return a.time == b.time
-    va, vb = a.violation, b.violation
-    nan = math.isnan(va.time) and math.isnan(vb.time)
-    return (nan or va.time == vb.time) and dataclasses.replace(va, time=0) == dataclasses.replace(vb, time=0)
+    """The engines agree: validity, time and every arrival, the violation down to its words."""
+    return same_verdict(a, b, path=False)
 
 
 def _delay(rng, machine, coll, s, i):
@@ -90,10 +83,7 @@ def _mutants(rng, machine, coll, s, kinds, count=4):
 @given(seeds)
 def test_engines_agree_on_random_valid_and_mutated_schedules(seed):
     rng = random.Random(seed)
-    machine = random_machine(rng, switches="multicast")
-    coll = random_collective(rng, machine)
-    model = random_model(rng)
-    s = random_schedule(rng, machine, coll, model)
+    machine, coll, model, s = random_case(rng, "multicast")
     fast = verify_with(machine, coll, s, model, "vectorised")
     slow = verify_with(machine, coll, s, model, "events")
     assert fast.valid, fast.violation.message
@@ -107,10 +97,7 @@ def test_engines_agree_on_random_valid_and_mutated_schedules(seed):
 @given(seeds)
 def test_mutations_are_rejected_or_no_faster(seed):
     rng = random.Random(seed)
-    machine = random_machine(rng, switches="any")
-    coll = random_collective(rng, machine)
-    model = random_model(rng)
-    s = random_schedule(rng, machine, coll, model)
+    machine, coll, model, s = random_case(rng, "any")
     base = verify(machine, coll, s, model)
     assert base.valid, base.violation.message
     for mutant in _mutants(rng, machine, coll, s, NO_FASTER):

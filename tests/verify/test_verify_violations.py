@@ -39,7 +39,7 @@ def rejected(machine, coll, schedule, kind, model=TimeModel(), *, chunk=None, li
     for word in words:
         assert word in v.message, v.message
     # Engines that apply must agree on the verdict, down to the words.
-    for engine in ("events", "vectorised"):
+    for engine in ("events", "compiled", "vectorised"):
         try:
             other = verify_with(machine, coll, schedule, model, engine)
         except ValueError:

@@ -5,6 +5,8 @@ list scheduling along random routing trees) so the verifier is checked against t
 """
 from __future__ import annotations
 
+import dataclasses
+import math
 import random
 from dataclasses import dataclass
 
@@ -14,7 +16,8 @@ from optcoll.collectives.builtins import make_alltoallv, make_collective
 from optcoll.collectives.collective import Collective
 from optcoll.instances.instance import TimeModel
 from optcoll.machines.machine import Machine, MachineBuilder
-from optcoll.schedules.schedule import REDUCE, Schedule, ScheduleBuilder, from_arrays
+from optcoll.schedules.schedule import COPY, REDUCE, Schedule, ScheduleBuilder, from_arrays
+from optcoll.verify.stepmodel import link_weights
 
 BW = 1e9  # bytes / s
 LAT = 1e-6  # s
@@ -100,8 +103,16 @@ def replace(schedule: Schedule, **columns) -> Schedule:
 
 
 def subset(schedule: Schedule, keep: np.ndarray) -> Schedule:
-    return from_arrays(schedule.chunk[keep], schedule.link[keep], schedule.start[keep],
-                       schedule.op[keep], schedule.step[keep], schedule.rounds)
+    """The rows ``keep`` (a mask or rows, in that order); ``via`` renumbered with them, a name of
+    a dropped row dropped too (that send then forwards unnamed)."""
+    rows = np.flatnonzero(keep) if np.asarray(keep).dtype == bool else np.asarray(keep, dtype=np.int64)
+    via = None
+    if schedule.via is not None:
+        new = np.full(len(schedule) + 1, -1, dtype=np.int64)  # last entry: "none named" stays -1
+        new[rows] = np.arange(rows.size)
+        via = new[schedule.via[rows]]
+    return from_arrays(schedule.chunk[rows], schedule.link[rows], schedule.start[rows],
+                       schedule.op[rows], schedule.step[rows], schedule.rounds, via)
 
 
 # -- random machines and collectives ---------------------------------------------------------------
@@ -109,7 +120,7 @@ def random_machine(rng: random.Random, *, max_npus: int = 5, switches: str = "an
                    equal_links: bool = False) -> Machine:
     """A strongly connected random machine: a ring backbone, random extra (parallel) links and
     up to two switches. ``switches``: "any", "multicast" (every switch multicasts), "reduce-multicast",
-    or "none". Bandwidths are 1 or 2 GB/s so step-model weights are whole numbers."""
+    "plain" (no switch multicasts or reduces) or "none". Bandwidths are 1 or 2 GB/s so step-model weights are whole numbers."""
     n = rng.randint(2, max_npus)
     b = MachineBuilder("random", n)
 
@@ -127,7 +138,7 @@ def random_machine(rng: random.Random, *, max_npus: int = 5, switches: str = "an
     count = 0 if switches == "none" else rng.randint(0, 2)
     for k in range(count):
         flags = {"any": (rng.random() < 0.5, rng.random() < 0.3), "multicast": (True, rng.random() < 0.3),
-                 "reduce-multicast": (True, True)}[switches]
+                 "reduce-multicast": (True, True), "plain": (False, False)}[switches]
         sw = b.add_switch(f"sw{k}", multicast=flags[0], reduce=flags[1])
         for v in rng.sample(range(n), rng.randint(2, n)):
             b.add_link(v, sw, bidirectional=True, **params())
@@ -195,7 +206,7 @@ def random_schedule(rng: random.Random, machine: Machine, coll: Collective, mode
     """A valid timed schedule for a non-combining collective (or its copies-only dual).
 
     Each chunk follows a random routing tree; a switch that cannot multicast gets one incoming copy
-    per outgoing transfer. Transfers are list-scheduled: each starts after its copy arrived, its
+    per outgoing transfer, and a plain switch's send names the arrival it forwards (``via``). Transfers are list-scheduled: each starts after its copy arrived, its
     link is free and (with port limits) a port slot is free, plus an occasional random delay.
     """
     b = coll.chunk_bytes
@@ -204,7 +215,7 @@ def random_schedule(rng: random.Random, machine: Machine, coll: Collective, mode
     npus = machine.num_npus
     link_free = np.zeros(machine.num_links)
     send, recv = _Slots(model.send_ports, {}), _Slots(model.recv_ports, {})
-    rows: list[tuple[int, int, float]] = []
+    rows: list[tuple[int, int, float, int]] = []
     chunks = list(range(coll.num_chunks))
     rng.shuffle(chunks)
     for c in chunks:
@@ -221,8 +232,8 @@ def random_schedule(rng: random.Random, machine: Machine, coll: Collective, mode
                 return 1
             return sum(copies(w) for w in children.get(v, []))
 
-        # ready[v]: arrival times of v's copies (a buffer node keeps its first forever).
-        ready: dict[int, list[float]] = {s: [0.0] for s in sources}
+        # ready[v]: (arrival time, row) of v's copies (a buffer node keeps its first forever).
+        ready: dict[int, list[tuple[float, int]]] = {s: [(0.0, -1)] for s in sources}
         frontier = list(sources)
         while frontier:
             u = frontier.pop(0)
@@ -231,10 +242,11 @@ def random_schedule(rng: random.Random, machine: Machine, coll: Collective, mode
                 e = parent[w]
                 arrivals = []
                 for _ in range(copies(w)):
+                    plain = u >= npus and not (machine.switch(u).multicast or machine.switch(u).reduce)
                     if u < npus or machine.switch(u).multicast:
-                        have = ready[u][0]
+                        have, _ = ready[u][0]
                     else:
-                        have = ready[u][used]
+                        have, named = ready[u][used]
                         used += 1
                     start = max(have, link_free[e], send.earliest(u, npus), recv.earliest(w, npus))
                     if rng.random() < 0.2:
@@ -242,24 +254,39 @@ def random_schedule(rng: random.Random, machine: Machine, coll: Collective, mode
                     link_free[e] = start + occ[e]
                     send.take(u, npus, start + occ[e])
                     recv.take(w, npus, start + occ[e])
-                    rows.append((c, e, start))
-                    arrivals.append(start + dur[e])
+                    arrivals.append((start + dur[e], len(rows)))
+                    rows.append((c, e, start, named if plain else -1))
                 ready[w] = sorted(arrivals)
                 frontier.append(w)
     if not rows:
         return from_arrays([], [], [])
-    chunk, link, start = zip(*rows)
+    chunk, link, start, via = zip(*rows)
     order = list(range(len(rows)))
     rng.shuffle(order)  # the verifier must not depend on row order
-    return from_arrays(np.array(chunk)[order], np.array(link)[order], np.array(start)[order])
+    return subset(from_arrays(chunk, link, start, via=via), np.array(order, dtype=np.int64))
 
 
 def invert(machine: Machine, schedule: Schedule, chunk_bytes: float, horizon: float) -> Schedule:
     """SCCL inversion: a copies-only schedule on ``machine`` reversed in time with reduces, valid
-    on ``machine.reversed()`` for the dual collective (AllGather → ReduceScatter)."""
+    on ``machine.reversed()`` for the dual collective (AllGather → ReduceScatter). A send B out of
+    a plain switch that forwarded arrival A becomes the arrival that the reversed A forwards; a
+    partial goes into a switch that does not reduce as a copy (it passes on)."""
     dur = (machine.link_latency + chunk_bytes / machine.link_bandwidth)[schedule.link]
+    via = np.full(len(schedule), -1, dtype=np.int64)
+    named = np.flatnonzero(schedule.named() >= 0)
+    via[schedule.named()[named]] = named
+    into = machine.link_src[schedule.link]  # the reversed transfer's receiver
+    passes = np.array([v >= machine.num_npus and not machine.switch(v).reduce for v in into.tolist()], dtype=bool)
     return from_arrays(schedule.chunk, schedule.link, horizon - (schedule.start + dur),
-                       np.full(len(schedule), REDUCE, dtype=np.uint8))
+                       np.where(passes, COPY, REDUCE).astype(np.uint8), via=via)
+
+
+def random_case(rng: random.Random, switches: str = "any"):
+    """(machine, collective, model, valid timed schedule), drawn in that order from ``rng``."""
+    machine = random_machine(rng, switches=switches)
+    coll = random_collective(rng, machine)
+    model = random_model(rng)
+    return machine, coll, model, random_schedule(rng, machine, coll, model)
 
 
 def random_step_schedule(rng: random.Random, machine: Machine, coll: Collective,
@@ -294,3 +321,119 @@ def random_step_schedule(rng: random.Random, machine: Machine, coll: Collective,
         return from_arrays([], [], step=[], rounds=rounds)
     chunk, link, step = zip(*rows)
     return from_arrays(chunk, link, step=step, rounds=rounds)
+
+
+def random_step_case(rng: random.Random):
+    """(machine without switches, collective, valid step-model schedule), drawn in that order."""
+    machine = random_machine(rng, switches="none")
+    coll = random_collective(rng, machine)
+    return machine, coll, random_step_schedule(rng, machine, coll, link_weights(machine))
+
+
+# -- mutants: the edits a person (or a buggy producer) makes to a valid schedule --------------------
+def _edit(schedule: Schedule, i: int, **values) -> Schedule:
+    cols = {name: getattr(schedule, name).copy() for name in ("chunk", "link", "start", "op", "step")}
+    for name, value in values.items():
+        cols[name][i] = value
+    return replace(schedule, **cols)
+
+
+def mutants(rng: random.Random, machine: Machine, coll: Collective, s: Schedule, count: int):
+    """``count`` single-edit mutants of ``s``, each (what was done, the mutant): a transfer
+    deleted, started earlier or later, two transfers' links or starts swapped, a transfer (a
+    reduce where there is one) listed twice, its op flipped, its chunk or link changed, or the
+    same transfers listed in another order; a plain switch's send named to forward no arrival
+    (``via``), or another one."""
+    if not len(s):
+        return
+    tau = float(np.min(machine.link_latency + coll.chunk_bytes / machine.link_bandwidth))
+    timed = s.rounds is None
+    for _ in range(count):
+        i, j = rng.randrange(len(s)), rng.randrange(len(s))
+        kind = rng.choice(["delete", "earlier", "later", "swap-links", "swap-starts", "duplicate",
+                           "flip-op", "other-chunk", "other-link", "relist", "unname", "rename"])
+        if kind == "delete":
+            yield kind, subset(s, np.arange(len(s)) != i)
+        elif kind in ("earlier", "later") and timed:
+            shift = rng.choice([0.25, 0.5, 1.0, 2.0]) * tau * (-1 if kind == "earlier" else 1)
+            yield kind, _edit(s, i, start=max(0.0, float(s.start[i]) + shift))
+        elif kind in ("earlier", "later"):
+            yield kind, _edit(s, i, step=max(1, min(s.num_steps, int(s.step[i]) + (-1 if kind == "earlier" else 1))))
+        elif kind == "swap-links":
+            yield kind, _edit(_edit(s, i, link=int(s.link[j])), j, link=int(s.link[i]))
+        elif kind == "swap-starts":
+            yield kind, _edit(_edit(s, i, start=float(s.start[j]), step=int(s.step[j])), j,
+                              start=float(s.start[i]), step=int(s.step[i]))
+        elif kind == "duplicate":
+            reduces = np.flatnonzero(s.op == REDUCE)
+            k = int(rng.choice(reduces.tolist())) if reduces.size else i
+            rows = np.append(np.arange(len(s)), k)
+            yield kind, subset(s, rows)
+        elif kind == "flip-op":
+            yield kind, _edit(s, i, op=1 - int(s.op[i]))
+        elif kind == "relist":
+            yield kind, subset(s, np.array(rng.sample(range(len(s)), len(s)), dtype=np.int64))
+        elif kind in ("unname", "rename"):
+            via = s.named().copy()
+            named = np.flatnonzero(via >= 0)
+            if kind == "unname" and named.size:
+                via[int(rng.choice(named.tolist()))] = -1
+            else:
+                via[i] = j
+            yield kind, replace(s, via=via)
+        elif kind == "other-chunk":
+            yield kind, _edit(s, i, chunk=rng.randrange(coll.num_chunks))
+        else:
+            yield kind, _edit(s, i, link=rng.randrange(machine.num_links))
+
+
+# -- the schedules recorded as ground truth -------------------------------------------------------
+def stored_schedules(max_bytes: int | None = None):
+    """(name, instance at its chosen C, path) of every schedule recorded in the built-in suites,
+    those whose file holds at most ``max_bytes`` when given; in a stable order."""
+    from optcoll.instances.suite import builtin_suite_names, find_suite
+    from optcoll.producers.chunks import chosen
+    from optcoll.truth.stored import load_truth
+
+    for suite in builtin_suite_names():
+        for spec in find_suite(suite).specs:
+            truth, _ = load_truth(spec)
+            if truth is None or truth.best is None or not truth.schedule:
+                continue
+            path = spec.path.parent / truth.schedule
+            if max_bytes is not None and path.stat().st_size > max_bytes:
+                continue
+            yield f"{suite}/{spec.name}", chosen(spec.instance, truth.best.details.get("params", {})), path
+
+
+def same_verdict(a, b, *, path: bool = True) -> bool:
+    """Validity, time (and every arrival), and the violation down to its kind, transfer and
+    words; and the engine that decided (unless ``path`` is False)."""
+    if a.valid != b.valid or (path and a.path != b.path):
+        return False
+    if a.valid:
+        return a.time == b.time and np.array_equal(a.arrivals, b.arrivals)
+    va, vb = a.violation, b.violation
+    both_nan = math.isnan(va.time) and math.isnan(vb.time)
+    return (both_nan or va.time == vb.time) and dataclasses.replace(va, time=0) == dataclasses.replace(vb, time=0)
+
+
+def combining_schedules(rng: random.Random, machine: Machine, ranks: list[int], c: int, model: TimeModel):
+    """(ReduceScatter, a schedule of it, AllReduce, a schedule of it): the ReduceScatter an
+    inverted random AllGather, the AllReduce it followed by a random AllGather. Valid, except that
+    some of the plain switches' sends may name no arrival (``via``), which may be ambiguous."""
+    from optcoll.verify.verifier import verify_with
+
+    ag, rs, ar = (collective(kind, ranks, c=c) for kind in ("allgather", "reducescatter", "allreduce"))
+    reverse = machine.reversed()
+    forward = random_schedule(rng, reverse, ag, TimeModel(occupancy=model.occupancy, send_ports=model.recv_ports,
+                                                          recv_ports=model.send_ports))
+    horizon = verify_with(reverse, ag, forward, TimeModel(occupancy=model.occupancy), "events").time
+    reduce_scatter = invert(reverse, forward, ag.chunk_bytes, horizon)
+    done = verify_with(machine, rs, reduce_scatter, model, "events").time
+    unnamed = rng.choice([0.0, 0.5, 1.0])  # the share of plain switches' sends left to the rule
+    if reduce_scatter.via is not None and unnamed:  # valid, or an ambiguous forward
+        keep = np.array([rng.random() >= unnamed for _ in range(len(reduce_scatter))])
+        reduce_scatter = replace(reduce_scatter, via=np.where(keep, reduce_scatter.via, -1))
+    gather = random_schedule(rng, machine, ag, model)
+    return rs, reduce_scatter, ar, Schedule.concat(reduce_scatter, gather, done)

@@ -28,7 +28,7 @@ def _check_order(order: str) -> str:
 
 
 @dataclass(frozen=True)
-class Grid:
+class ParallelGrid:
     """A 4D configuration: group sizes along X, Y, Z and D, and the rank order (fastest first)."""
 
     x: int
@@ -87,16 +87,16 @@ class Grid:
         return tuple(tuple(int(r) for r in row) for row in rows)
 
 
-def parse_shape(text: str, order: str = AXONN_ORDER) -> Grid:
-    """``"X,Y,Z,D"`` (e.g. ``"4,2,2,4"``) as a ``Grid``."""
+def parse_shape(text: str, order: str = AXONN_ORDER) -> ParallelGrid:
+    """``"X,Y,Z,D"`` (e.g. ``"4,2,2,4"``) as a ``ParallelGrid``."""
     parts = [p.strip() for p in str(text).split(",")]
     if len(parts) != 4 or not all(p.isdigit() for p in parts):
         raise InputError(f"must be four positive integers X,Y,Z,D, got {text!r}", field="shape")
     x, y, z, d = (int(p) for p in parts)
-    return Grid(x, y, z, d, order)
+    return ParallelGrid(x, y, z, d, order)
 
 
-def configurations(gpus: int, order: str = AXONN_ORDER) -> list[Grid]:
+def configurations(gpus: int, order: str = AXONN_ORDER) -> list[ParallelGrid]:
     """Every grid with X·Y·Z·D = ``gpus``, in lexicographic (X, Y, Z, D) order."""
     if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 1:
         raise InputError(f"must be a positive integer, got {gpus!r}", field="gpus")
@@ -108,5 +108,5 @@ def configurations(gpus: int, order: str = AXONN_ORDER) -> list[Grid]:
                 continue
             for z in divisors:
                 if gpus % (x * y * z) == 0:
-                    grids.append(Grid(x, y, z, gpus // (x * y * z), order))
+                    grids.append(ParallelGrid(x, y, z, gpus // (x * y * z), order))
     return grids

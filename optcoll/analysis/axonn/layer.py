@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from optcoll.analysis.axonn.grid import Grid
+from optcoll.analysis.axonn.grid import ParallelGrid
 from optcoll.errors import InputError
 
 AG, RS, AR = "allgather", "reducescatter", "allreduce"
@@ -91,7 +91,7 @@ class Call:
     count: int
 
 
-def infeasible(layer: TransformerLayer, grid: Grid) -> str | None:
+def infeasible(layer: TransformerLayer, grid: ParallelGrid) -> str | None:
     """Why AxoNN cannot split this layer on ``grid`` (its layer code asserts these), or None."""
     if layer.batch % (grid.z * grid.d):
         return f"batch {layer.batch} not divisible by Z·D = {grid.z * grid.d}"
@@ -104,7 +104,7 @@ def infeasible(layer: TransformerLayer, grid: Grid) -> str | None:
     return None
 
 
-def layer_calls(layer: TransformerLayer, grid: Grid) -> list[Call]:
+def layer_calls(layer: TransformerLayer, grid: ParallelGrid) -> list[Call]:
     """Every collective of one training step of ``layer`` on ``grid`` (groups of size 1 skipped)."""
     reason = infeasible(layer, grid)
     if reason is not None:

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from optcoll.analysis.axonn.cluster import Cluster
-from optcoll.analysis.axonn.grid import AXONN_ORDER, Grid, configurations
+from optcoll.analysis.axonn.grid import AXONN_ORDER, ParallelGrid, configurations
 from optcoll.analysis.axonn.layer import Call, TransformerLayer, infeasible, layer_calls
 from optcoll.analysis.axonn.measured import BandwidthTable
 from optcoll.analysis.axonn.network import Measured, NetworkEvaluator
@@ -51,7 +51,7 @@ class CallResult:
 
 @dataclass(frozen=True)
 class ConfigResult:
-    grid: Grid
+    grid: ParallelGrid
     calls: tuple[CallResult, ...]
 
     def total(self, model: str) -> float | None:
@@ -64,7 +64,7 @@ class ConfigResult:
         return sum(count * t for count, t in times)  # type: ignore[operator]
 
 
-def unmeasured(table: BandwidthTable | None, layer: TransformerLayer, grid: Grid) -> str | None:
+def unmeasured(table: BandwidthTable | None, layer: TransformerLayer, grid: ParallelGrid) -> str | None:
     """Why ``table`` cannot cost ``grid`` (a group it has no entry for), or None."""
     for call in layer_calls(layer, grid) if table is not None else ():
         p, level = grid.size(call.dim), grid.stride(call.dim)
@@ -73,7 +73,7 @@ def unmeasured(table: BandwidthTable | None, layer: TransformerLayer, grid: Grid
     return None
 
 
-def evaluate(cluster: Cluster, layer: TransformerLayer, grid: Grid, *, sharing: str = "axonn",
+def evaluate(cluster: Cluster, layer: TransformerLayer, grid: ParallelGrid, *, sharing: str = "axonn",
              evaluator: NetworkEvaluator | None = None, table: BandwidthTable | None = None
              ) -> ConfigResult:
     """Costs every collective of ``layer`` on ``grid`` (``evaluator`` None: ring model only);
@@ -101,7 +101,7 @@ class Ranking:
     """Feasible configurations (lexicographic order) and the ones AxoNN could not run, with why."""
 
     results: tuple[ConfigResult, ...]
-    skipped: tuple[tuple[Grid, str], ...]
+    skipped: tuple[tuple[ParallelGrid, str], ...]
 
     def ranked(self, model: str) -> list[ConfigResult]:
         """Fastest first; ties broken by (X, Y, Z, D) so the order is deterministic."""

@@ -24,7 +24,7 @@ def target(size: int) -> float | None:
 
 
 @dataclass(frozen=True)
-class Point:
+class AccuracyPoint:
     size: int
     measured: float
     predicted: Choice
@@ -39,11 +39,11 @@ class Point:
         return None if limit is None else abs(self.error) <= limit
 
 
-def points(entry: Measurement) -> list[Point]:
+def points(entry: Measurement) -> list[AccuracyPoint]:
     """The prediction of what the entry ran (its forced algorithm, else the library's own choice)."""
     ctx = context(load_machine(entry.machine), generation_of(entry.machine))
     forced = entry.algorithm if entry.algorithm != "default" else None
-    return [Point(size, seconds, runtime_choice(ctx, entry.collective, size, forced))
+    return [AccuracyPoint(size, seconds, runtime_choice(ctx, entry.collective, size, forced))
             for size, seconds in sorted(entry.points) if size >= KIB]
 
 

@@ -1,6 +1,6 @@
 """ASTRA-sim 2.0 interop: network.yml, Chakra ET export of verified schedules, a predictor of the
 analytical backends' native-algorithm timing (the side-by-side report is
-``optcoll.analysis.astra_compare``).
+``optcoll.analysis.tools.astra``).
 
 - ``network``: ``read_network``/``parse_network`` → ``AstraNetwork`` (``.machine()``),
   ``network_of(machine)``/``write_network`` for machines that are ASTRA-sim networks.

@@ -134,7 +134,7 @@ class Program:
 
 
 @dataclass(frozen=True, eq=False)
-class Trace:
+class ExecutionTrace:
     """When each step ran (NaN: never), in execution order, and what was left stuck."""
 
     order: tuple[int, ...]
@@ -149,7 +149,7 @@ class Trace:
     stuck: tuple[int, ...]  # the first unexecuted step of every unfinished tb
 
 
-def run(program: Program, wire: Callable[[int, int, int], Wire], reduce_delay: float = 0.0) -> Trace:
+def run(program: Program, wire: Callable[[int, int, int], Wire], reduce_delay: float = 0.0) -> ExecutionTrace:
     """Executes the program ASAP; ties go to the lower (gpu, tb) so runs are deterministic."""
     steps, owner, tbs, first = program.steps, program.owner, program.tbs, program.first
     n = len(steps)
@@ -238,4 +238,4 @@ def run(program: Program, wire: Callable[[int, int, int], Wire], reduce_delay: f
         consider(tb)
         wake(i)
     stuck = tuple(nxt[tb] for tb in range(len(tbs)) if nxt[tb] < first[tb + 1])
-    return Trace(tuple(order), start, finish, arrivals, wires, hops, stuck)
+    return ExecutionTrace(tuple(order), start, finish, arrivals, wires, hops, stuck)

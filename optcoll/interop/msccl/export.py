@@ -30,7 +30,7 @@ from optcoll.errors import InputError
 from optcoll.interop.msccl.importer import import_msccl_xml
 from optcoll.interop.msccl.ir import PROTOCOLS, Algo, to_xml
 from optcoll.interop.msccl.layout import layout_of
-from optcoll.interop.msccl.plan import Plan, Xfer, plan
+from optcoll.interop.msccl.plan import SlotPlan, Xfer, plan
 from optcoll.interop.msccl.routes import Collapsed, Routes, collapse, connections
 from optcoll.interop.msccl.runtimes import Runtime, runtime_named
 from optcoll.interop.msccl.threadblocks import assign
@@ -157,7 +157,7 @@ def _build(machine: Machine, collective: Collective, schedule: Schedule, *, mode
     return algo, result.time, seen
 
 
-def _keep_port_order(xfers: list[Xfer], p: Plan) -> None:
+def _keep_port_order(xfers: list[Xfer], p: SlotPlan) -> None:
     """Sends that leave a GPU on one link (its port into a switch) for different connections wait
     for one another in the schedule's order: the runtime would otherwise pick an order of its own."""
     by_port: dict[int, list[Xfer]] = {}

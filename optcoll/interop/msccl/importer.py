@@ -36,16 +36,15 @@ import math
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
 
 import numpy as np
 
 from optcoll.collectives.builtins import make_collective, make_custom
 from optcoll.collectives.collective import Collective
 from optcoll.errors import InputError
-from optcoll.interop.msccl.execute import REDUCING_RECVS, Hop, Program, Trace, Wire, run
+from optcoll.interop.msccl.execute import REDUCING_RECVS, Hop, Program, ExecutionTrace, Wire, run
 from optcoll.interop.msccl.ir import RECVS, SENDS, Algo, parse_algo
-from optcoll.interop.msccl.layout import (ROOTED, Layout, chunks_from_loop, kind_of, layout_of,
+from optcoll.interop.msccl.layout import (ROOTED, BufferLayout, SlotValue, chunks_from_loop, kind_of, layout_of,
                                           make_layout)
 from optcoll.interop.msccl.routes import Routes, routing_view
 from optcoll.interop.msccl.runtimes import Runtime, runtime_named
@@ -79,12 +78,6 @@ class MscclImport:
     @property
     def faithful(self) -> bool:
         return not self.problems
-
-
-class Val(NamedTuple):
-    chunk: int
-    mask: int  # contributing GPUs (combining collectives), 0 otherwise
-    origin: int  # the transfer that delivered this value, -1 if computed or initial
 
 
 def import_msccl_xml(source: str | os.PathLike, machine: Machine, *, size: float | None = None,
@@ -143,7 +136,7 @@ def import_msccl_xml(source: str | os.PathLike, machine: Machine, *, size: float
 
 def _resolve(algo: Algo, program: Program, machine: Machine, name: str, size: float | None,
              collective: Collective | None, ranks: Sequence[int] | None, root: int | None,
-             inplace: bool) -> tuple[Collective, list[int], Layout]:
+             inplace: bool) -> tuple[Collective, list[int], BufferLayout]:
     """The collective, the NPU of each GPU and the buffer layout the file runs."""
     kind, n = kind_of(algo.coll), algo.ngpus
     if collective is not None:
@@ -193,7 +186,7 @@ def _given(collective: Collective, kind: str, n: int, ranks: Sequence[int] | Non
     return collective, list(collective.ranks)
 
 
-def _collective(kind: str, layout: Layout, rank_map: list[int], root_gpu: int | None,
+def _collective(kind: str, layout: BufferLayout, rank_map: list[int], root_gpu: int | None,
                 size: float | None, name: str) -> Collective:
     if size is None:
         raise InputError("pass size (the buffer M in bytes, as nccl-tests counts it)", source=name,
@@ -237,15 +230,15 @@ def _bits(mask: int) -> str:
 
 
 class _Replay:
-    def __init__(self, program: Program, trace: Trace, layout: Layout, combining: bool):
+    def __init__(self, program: Program, trace: ExecutionTrace, layout: BufferLayout, combining: bool):
         self.p, self.trace, self.layout, self.combining = program, trace, layout, combining
-        self.buf: dict[tuple[int, str, int], Val] = {}
+        self.buf: dict[tuple[int, str, int], SlotValue] = {}
         self.full: dict[int, int] = {}
         for (g, c), (b, off) in layout.pre.items():
             mine = 1 << g if combining else 0
-            self.buf[(g, b, off)] = Val(c, mine, -1)
+            self.buf[(g, b, off)] = SlotValue(c, mine, -1)
             self.full[c] = self.full.get(c, 0) | mine
-        self.sent: dict[int, list[Val | None]] = {}
+        self.sent: dict[int, list[SlotValue | None]] = {}
         # transfers: chunk, wire key (link), start, op, src gpu, dst gpu, mask, send step
         self.rows: list[list] = []
         self.problems: list[str] = []
@@ -253,7 +246,7 @@ class _Replay:
     def slot(self, g: int, ref: tuple[str, int], k: int) -> tuple[int, str, int]:
         return (g, *self.layout.canonical(g, (ref[0], ref[1] + k)))
 
-    def read(self, i: int, ref: tuple[str, int], k: int) -> Val | None:
+    def read(self, i: int, ref: tuple[str, int], k: int) -> SlotValue | None:
         g = self.p.gpu_of(i)
         key = self.slot(g, ref, k)
         value = self.buf.get(key)
@@ -262,7 +255,7 @@ class _Replay:
                                  f"nothing at {format_time(self.trace.start[i])}")
         return value
 
-    def combine(self, i: int, a: Val | None, b: Val | None, flip: bool) -> Val | None:
+    def combine(self, i: int, a: SlotValue | None, b: SlotValue | None, flip: bool) -> SlotValue | None:
         if a is None or b is None:
             return None
         if not self.combining:
@@ -278,7 +271,7 @@ class _Replay:
             for v in (a, b):
                 if v.origin >= 0:
                     self.rows[v.origin][3] = REDUCE
-        return Val(a.chunk, a.mask | b.mask, -1)
+        return SlotValue(a.chunk, a.mask | b.mask, -1)
 
     def run(self) -> None:
         p = self.p
@@ -287,7 +280,7 @@ class _Replay:
             cnt = max(step.cnt, 1)
             got = self.sent.get(p.match[i], []) if step.type in RECVS else []
             got = got + [None] * (cnt - len(got))
-            out: list[Val | None] = []
+            out: list[SlotValue | None] = []
             t = step.type
             for k in range(cnt):
                 if t == "s":
@@ -308,14 +301,14 @@ class _Replay:
             if t in SENDS:
                 self.emit(i, out)
 
-    def write(self, g: int, ref: tuple[str, int], k: int, value: Val | None) -> None:
+    def write(self, g: int, ref: tuple[str, int], k: int, value: SlotValue | None) -> None:
         key = self.slot(g, ref, k)
         if value is None:
             self.buf.pop(key, None)
         else:
             self.buf[key] = value
 
-    def emit(self, i: int, values: list[Val | None]) -> None:
+    def emit(self, i: int, values: list[SlotValue | None]) -> None:
         """One row per chunk and link: a route through switches gives a row per hop, only the
         first naming the sending GPU and only the last the receiving one (and the reduce)."""
         p = self.p
@@ -324,7 +317,7 @@ class _Replay:
         wire = self.trace.wires[i]
         links = (wire.key, *(h.key for h in wire.after))
         dst = p.gpu_of(r) if r >= 0 else -1
-        delivered: list[Val | None] = []
+        delivered: list[SlotValue | None] = []
         for value, starts in zip(values, self.trace.hops[i]):
             if value is None:
                 delivered.append(None)  # reading nothing was reported; nothing real travels
@@ -333,7 +326,7 @@ class _Replay:
             for h, (link, start) in enumerate(zip(links, starts)):
                 self.rows.append([value.chunk, link, start, op if h == last else COPY,
                                   p.gpu_of(i) if h == 0 else -1, dst if h == last else -1, value.mask, i])
-            delivered.append(Val(value.chunk, value.mask, len(self.rows) - 1))
+            delivered.append(SlotValue(value.chunk, value.mask, len(self.rows) - 1))
         self.sent[i] = delivered
 
     def schedule(self, **meta) -> Schedule:

@@ -8,7 +8,7 @@ The format (FIELD-NOTES.md section 5)::
           <step s type srcbuf srcoff dstbuf dstoff cnt depid deps hasdep/>
 
 Parsing never stops at the first problem: the structural validator wants every finding, so a
-missing or malformed attribute becomes a ``Finding`` and a harmless default. ``fatal`` findings
+missing or malformed attribute becomes an ``IrFinding`` and a harmless default. ``fatal`` findings
 make the file impossible to execute (the importer refuses it); the others are what a runtime
 would reject or mis-run but a simulation can still interpret.
 
@@ -46,7 +46,7 @@ Ref = tuple[str, int]  # (buffer, chunk offset)
 
 
 @dataclass(frozen=True)
-class Finding:
+class IrFinding:
     message: str
     fatal: bool
     refused: bool = False  # a runtime's loader refuses the file
@@ -124,15 +124,15 @@ class _Attrs:
     """Typed attribute reads that record a finding instead of raising. ``runtime``: read integers
     as the runtimes do (``strtol``), noting where that differs from the written number."""
 
-    def __init__(self, element: ET.Element, where: str, findings: list[Finding], runtime: bool = False):
+    def __init__(self, element: ET.Element, where: str, findings: list[IrFinding], runtime: bool = False):
         self.a, self.where, self.findings, self.runtime = element.attrib, where, findings, runtime
         if runtime and self.a.get(""):
-            findings.append(Finding(f"{where}: a value {self.a['']!r} without a name: the runtimes' reader "
+            findings.append(IrFinding(f"{where}: a value {self.a['']!r} without a name: the runtimes' reader "
                                     "splits `key =value` into an empty key and a nameless value", False, True))
 
     def text(self, name: str, default: str = "", fatal: bool = True) -> str:
         if name not in self.a:
-            self.findings.append(Finding(f"{self.where}: missing attribute {name!r}", fatal, self.runtime))
+            self.findings.append(IrFinding(f"{self.where}: missing attribute {name!r}", fatal, self.runtime))
             return default
         return self.a[name]
 
@@ -147,14 +147,14 @@ class _Attrs:
         if self.runtime:
             value = strtol(raw)
             if written is None:
-                self.findings.append(Finding(f"{self.where}: attribute {name}={raw!r} is not an integer (the "
+                self.findings.append(IrFinding(f"{self.where}: attribute {name}={raw!r} is not an integer (the "
                                              f"runtimes read it as {value})", False, True))
             elif written != value:
-                self.findings.append(Finding(f"{self.where}: attribute {name}={raw!r} is read as {value} by "
+                self.findings.append(IrFinding(f"{self.where}: attribute {name}={raw!r} is read as {value} by "
                                              "the runtimes (C strtol, base 0)", False))
             return value
         if written is None:
-            self.findings.append(Finding(f"{self.where}: attribute {name}={raw!r} is not an integer", fatal))
+            self.findings.append(IrFinding(f"{self.where}: attribute {name}={raw!r} is not an integer", fatal))
             return default
         return written
 
@@ -166,7 +166,7 @@ def _read_text(source: str | os.PathLike) -> tuple[str, str]:
     return str(source), "<msccl-xml>"
 
 
-def parse_algo(source: str | os.PathLike, *, like_runtime: bool = False) -> tuple[Algo, list[Finding], str]:
+def parse_algo(source: str | os.PathLike, *, like_runtime: bool = False) -> tuple[Algo, list[IrFinding], str]:
     """The algorithm in ``source`` (path or XML text), every parse finding, and the source name.
 
     Raises ``InputError`` only when the text is not XML or its root is not ``<algo>``;
@@ -183,7 +183,7 @@ def parse_algo(source: str | os.PathLike, *, like_runtime: bool = False) -> tupl
             raise InputError(f"not well-formed XML: {exc}", source=name) from None
     if root.tag != "algo":
         raise InputError(f"the root element is <{root.tag}>, expected <algo>", source=name)
-    findings: list[Finding] = []
+    findings: list[IrFinding] = []
     at = _Attrs(root, "algo", findings, like_runtime)
     # Only what execution needs is reported missing here; which of the rest a runtime requires
     # is the validator's call (it depends on the runtime).
@@ -199,7 +199,7 @@ def parse_algo(source: str | os.PathLike, *, like_runtime: bool = False) -> tupl
     gpus = []
     for k, g in enumerate(root):
         if g.tag != "gpu":
-            findings.append(Finding(f"algo: unexpected element <{g.tag}> (only <gpu> belongs here)", False))
+            findings.append(IrFinding(f"algo: unexpected element <{g.tag}> (only <gpu> belongs here)", False))
             continue
         gpus.append(_parse_gpu(g, k, findings, like_runtime))
     algo = Algo(values["name"], values["proto"], values["nchannels"], values["nchunksperloop"],
@@ -209,7 +209,7 @@ def parse_algo(source: str | os.PathLike, *, like_runtime: bool = False) -> tupl
     return algo, findings, name
 
 
-def _parse_gpu(g: ET.Element, k: int, findings: list[Finding], runtime: bool) -> Gpu:
+def _parse_gpu(g: ET.Element, k: int, findings: list[IrFinding], runtime: bool) -> Gpu:
     gid = _Attrs(g, f"gpu element #{k}", findings, runtime).int("id")
     where = f"gpu {gid}"
     at = _Attrs(g, where, findings, runtime)
@@ -217,7 +217,7 @@ def _parse_gpu(g: ET.Element, k: int, findings: list[Finding], runtime: bool) ->
     tbs = []
     for j, t in enumerate(g):
         if t.tag != "tb":
-            findings.append(Finding(f"{where}: unexpected element <{t.tag}> (only <tb> belongs here)", False))
+            findings.append(IrFinding(f"{where}: unexpected element <{t.tag}> (only <tb> belongs here)", False))
             continue
         tid = _Attrs(t, f"{where} tb element #{j}", findings, runtime).int("id")
         tat = _Attrs(t, f"{where} tb {tid}", findings, runtime)
@@ -225,7 +225,7 @@ def _parse_gpu(g: ET.Element, k: int, findings: list[Finding], runtime: bool) ->
         steps = []
         for i, s in enumerate(t):
             if s.tag != "step":
-                findings.append(Finding(f"{where} tb {tid}: unexpected element <{s.tag}>", False))
+                findings.append(IrFinding(f"{where} tb {tid}: unexpected element <{s.tag}>", False))
                 continue
             sat = _Attrs(s, where_step(gid, tid, i), findings, runtime)
             steps.append(Step(sat.int("s", i, False), sat.text("type", "nop"), sat.text("srcbuf", "i"),

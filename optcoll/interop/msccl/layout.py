@@ -28,6 +28,7 @@ msccl-tools writes it (alltoall: N·C, broadcast/reduce: C, the others N·C or K
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from optcoll.collectives.collective import Collective
 from optcoll.errors import InputError
@@ -53,8 +54,16 @@ def kind_of(coll: str) -> str:
     return key
 
 
+class SlotValue(NamedTuple):
+    """What a buffer slot holds while a runtime replays a schedule (MSCCL XML or an MSCCL++ plan)."""
+
+    chunk: int
+    mask: int  # contributing GPUs (combining collectives), 0 otherwise
+    origin: int  # the transfer that delivered it, -1 if computed or initial
+
+
 @dataclass(frozen=True, eq=False)
-class Layout:
+class BufferLayout:
     kind: str
     num_gpus: int
     num_chunks: int
@@ -101,54 +110,73 @@ def _split(kind: str, n: int, k: int) -> int:
     return k // unit
 
 
+Slots = dict[tuple[int, int], Ref]  # (GPU, chunk) -> the buffer slot it is in
+
+
 def make_layout(kind: str, num_gpus: int, num_chunks: int, inplace: bool, root: int | None = None,
-                custom: Collective | None = None) -> Layout:
+                custom: Collective | None = None) -> BufferLayout:
     """The layout of a built-in collective (``custom`` takes the collective for its pre/post)."""
     n, k = num_gpus, num_chunks
     c = _split(kind, n, k)
     if kind in ROOTED and not (root is not None and 0 <= root < n):
         raise InputError(f"{kind} needs a root GPU in 0..{n - 1}, got {root}", field="root")
-    pre: dict[tuple[int, int], Ref] = {}
-    post: dict[tuple[int, int], Ref] = {}
-    gpus = range(n)
     if kind in ("allgather", "gather"):
-        pre = {(g, g * c + j): ("i", j) for g in gpus for j in range(c)}
-        dests = gpus if kind == "allgather" else [root]
-        post = {(g, x): ("o", x) for g in dests for x in range(k)}
-        sizes = (c, k)
+        pre, post, sizes = _gathered(n, k, c, range(n) if kind == "allgather" else [root])
     elif kind in ("reducescatter", "scatter"):
-        holders = gpus if kind == "reducescatter" else [root]
-        pre = {(g, x): ("i", x) for g in holders for x in range(k)}
-        post = {(g, g * c + j): ("o", j) for g in gpus for j in range(c)}
-        sizes = (k, c)
+        pre, post, sizes = _scattered(n, k, c, range(n) if kind == "reducescatter" else [root])
     elif kind == "alltoall":
-        for g in gpus:
-            for h in gpus:
-                for j in range(c):
-                    chunk = (g * n + h) * c + j
-                    pre[(g, chunk)] = ("i", h * c + j)
-                    post[(h, chunk)] = ("o", g * c + j)
-        sizes = (n * c, n * c)
+        pre, post, sizes = _alltoall(n, c)
     elif kind == "custom":
         assert custom is not None, "a custom layout needs its collective"
-        slot = {v: g for g, v in enumerate(custom.ranks)}
-        for which, sets, buf in ((pre, custom.pre, "i"), (post, custom.post, "o")):
-            for chunk, node in zip(*(a.tolist() for a in sets.pairs())):
-                which[(slot[node], chunk)] = (buf, chunk)
-        sizes = (k, k)
+        pre, post, sizes = _custom(custom, k)
     else:  # allreduce, broadcast, reduce: slot k holds chunk k
-        holders = [root] if kind == "broadcast" else gpus
-        dests = [root] if kind == "reduce" else gpus
+        holders = [root] if kind == "broadcast" else range(n)
+        dests = [root] if kind == "reduce" else range(n)
         pre = {(g, x): ("i", x) for g in holders for x in range(k)}
         post = {(g, x): ("o", x) for g in dests for x in range(k)}
         sizes = (k, k)
-    layout = Layout(kind, n, k, inplace, *sizes, {}, {})
-    return Layout(kind, n, k, inplace, *sizes,
-                  {key: layout.canonical(key[0], ref) for key, ref in pre.items()},
-                  {key: layout.canonical(key[0], ref) for key, ref in post.items()})
+    layout = BufferLayout(kind, n, k, inplace, *sizes, {}, {})
+    return BufferLayout(kind, n, k, inplace, *sizes,
+                        {key: layout.canonical(key[0], ref) for key, ref in pre.items()},
+                        {key: layout.canonical(key[0], ref) for key, ref in post.items()})
 
 
-def layout_of(collective: Collective, inplace: bool) -> Layout:
+def _gathered(n: int, k: int, c: int, dests) -> tuple[Slots, Slots, tuple[int, int]]:
+    """GPU g's C chunks in its input, every chunk in the output of each of ``dests``."""
+    pre = {(g, g * c + j): ("i", j) for g in range(n) for j in range(c)}
+    return pre, {(g, x): ("o", x) for g in dests for x in range(k)}, (c, k)
+
+
+def _scattered(n: int, k: int, c: int, holders) -> tuple[Slots, Slots, tuple[int, int]]:
+    """Every chunk in the input of each of ``holders``, GPU g's C chunks in its output."""
+    pre = {(g, x): ("i", x) for g in holders for x in range(k)}
+    return pre, {(g, g * c + j): ("o", j) for g in range(n) for j in range(c)}, (k, c)
+
+
+def _alltoall(n: int, c: int) -> tuple[Slots, Slots, tuple[int, int]]:
+    pre: Slots = {}
+    post: Slots = {}
+    for g in range(n):
+        for h in range(n):
+            for j in range(c):
+                chunk = (g * n + h) * c + j
+                pre[(g, chunk)] = ("i", h * c + j)
+                post[(h, chunk)] = ("o", g * c + j)
+    return pre, post, (n * c, n * c)
+
+
+def _custom(custom: Collective, k: int) -> tuple[Slots, Slots, tuple[int, int]]:
+    """Slot k holds chunk k wherever the collective's pre- and postconditions put it."""
+    slot = {v: g for g, v in enumerate(custom.ranks)}
+    pre: Slots = {}
+    post: Slots = {}
+    for which, sets, buf in ((pre, custom.pre, "i"), (post, custom.post, "o")):
+        for chunk, node in zip(*(a.tolist() for a in sets.pairs())):
+            which[(slot[node], chunk)] = (buf, chunk)
+    return pre, post, (k, k)
+
+
+def layout_of(collective: Collective, inplace: bool) -> BufferLayout:
     """The layout of a collective about to be exported (GPU g = ``collective.ranks[g]``)."""
     kind = collective.kind
     if kind not in KINDS:

@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from optcoll.interop.msccl.ir import Ref
-from optcoll.interop.msccl.layout import Layout
+from optcoll.interop.msccl.layout import BufferLayout
 from optcoll.schedules.schedule import REDUCE
 
 Event = tuple  # ("s", transfer) | ("r", transfer) | ("l", gpu, index)
@@ -52,7 +52,7 @@ class Local:
 
 
 @dataclass
-class Plan:
+class SlotPlan:
     read: dict[int, Ref] = field(default_factory=dict)  # transfer -> slot its sender reads
     write: dict[int, Ref] = field(default_factory=dict)  # transfer -> slot its receiver writes
     recv_type: dict[int, str] = field(default_factory=dict)  # "r" or "rrc"
@@ -76,8 +76,8 @@ class _Slot:
     busy: float = 0.0  # when the last read of the current content leaves the wire
 
 
-def plan(xfers: list[Xfer], layout: Layout, combining: bool, eps: float) -> Plan:
-    p = Plan()
+def plan(xfers: list[Xfer], layout: BufferLayout, combining: bool, eps: float) -> SlotPlan:
+    p = SlotPlan()
     for x in xfers:
         p.key[("s", x.id)], p.finish[("s", x.id)] = x.start, x.release
         p.key[("r", x.id)], p.finish[("r", x.id)] = x.arrive, x.arrive
@@ -112,7 +112,7 @@ def _merge(ws: list[Xfer], rs: list[Xfer], eps: float):
         yield "w", w
 
 
-def _walk_copies(p: Plan, layout: Layout, c: int, g: int, ws: list[Xfer], rs: list[Xfer],
+def _walk_copies(p: SlotPlan, layout: BufferLayout, c: int, g: int, ws: list[Xfer], rs: list[Xfer],
                  eps: float, evicts: list[Xfer] | None) -> None:
     """``evicts``: sends of another chunk that starts in this chunk's output slot (in-place
     AlltoAll); then arrivals wait in scratch and move in once those sends have left."""
@@ -135,7 +135,7 @@ def _walk_copies(p: Plan, layout: Layout, c: int, g: int, ws: list[Xfer], rs: li
         _local(p, g, max((p.finish[d] for d in deps), default=0.0), final, post, deps)
 
 
-def _walk_combining(p: Plan, layout: Layout, c: int, g: int, ws: list[Xfer], rs: list[Xfer],
+def _walk_combining(p: SlotPlan, layout: BufferLayout, c: int, g: int, ws: list[Xfer], rs: list[Xfer],
                     eps: float) -> None:
     pre, post = layout.pre.get((g, c)), layout.post.get((g, c))
     slots: dict[Ref, _Slot] = {}
@@ -178,7 +178,7 @@ def _walk_combining(p: Plan, layout: Layout, c: int, g: int, ws: list[Xfer], rs:
         _local(p, g, max((p.finish[d] for d in deps), default=0.0), current, post, deps)
 
 
-def _local(p: Plan, g: int, key: float, src: Ref, dst: Ref, deps: list[Event]) -> None:
+def _local(p: SlotPlan, g: int, key: float, src: Ref, dst: Ref, deps: list[Event]) -> None:
     step = Local(g, len(p.locals), key, src, dst)
     p.locals.append(step)
     event = ("l", g, step.index)

@@ -31,8 +31,8 @@ from dataclasses import dataclass, field, replace
 
 from optcoll.errors import InputError
 from optcoll.interop.msccl.ir import Gpu, Step, ThreadBlock
-from optcoll.interop.msccl.layout import Layout
-from optcoll.interop.msccl.plan import Event, Plan, Xfer
+from optcoll.interop.msccl.layout import BufferLayout
+from optcoll.interop.msccl.plan import Event, SlotPlan, Xfer
 
 
 @dataclass
@@ -61,7 +61,7 @@ class _Block:
     items: list[_Item] = field(default_factory=list)
 
 
-def assign(xfers: list[Xfer], p: Plan, layout: Layout, combining: bool, fuse: bool, eps: float,
+def assign(xfers: list[Xfer], p: SlotPlan, layout: BufferLayout, combining: bool, fuse: bool, eps: float,
            max_steps: int, links: dict[tuple[int, int], int]) -> list[Gpu]:
     """The GPUs' thread blocks, every block within ``max_steps`` (see the module docstring)."""
     gpus = [_emit(g, blocks, p, layout) for g, blocks in _blocks(xfers, p, layout, combining, fuse, eps).items()]
@@ -101,7 +101,7 @@ def _split(g: int, blocks: list[_Block], size: int, links: dict[tuple[int, int],
     return out
 
 
-def _blocks(xfers: list[Xfer], p: Plan, layout: Layout, combining: bool, fuse: bool, eps: float
+def _blocks(xfers: list[Xfer], p: SlotPlan, layout: BufferLayout, combining: bool, fuse: bool, eps: float
             ) -> dict[int, list[_Block]]:
     blocks: dict[int, list[_Block]] = {g: [] for g in range(layout.num_gpus)}
     conns: dict[tuple[int, int, int], list[Xfer]] = {}  # (src, dst, lane): one link, in order
@@ -141,7 +141,7 @@ def _recv(x: Xfer) -> _Item:
     return _Item((("r", x.id),), x.arrive, 0, x.id, x.arrive, recv=x)
 
 
-def _fusions(xfers, p: Plan, conns, dependents, combining: bool, eps: float):
+def _fusions(xfers, p: SlotPlan, conns, dependents, combining: bool, eps: float):
     """Blocks that each join one receive connection and one send connection of a GPU."""
     candidates: dict[tuple, dict[int, list[Xfer]]] = {}  # (recv conn, send conn) -> recv -> sends
     into: dict[tuple[int, int, int], list[Xfer]] = {}  # (gpu, chunk, lane) -> receives
@@ -166,7 +166,7 @@ def _fusions(xfers, p: Plan, conns, dependents, combining: bool, eps: float):
             yield rconn[1], block
 
 
-def _try_merge(rconn, sconn, options, p: Plan, sends: list[Xfer], recvs: list[Xfer], dependents,
+def _try_merge(rconn, sconn, options, p: SlotPlan, sends: list[Xfer], recvs: list[Xfer], dependents,
                eps: float) -> _Block | None:
     paired: dict[int, Xfer] = {}
     taken: set[int] = set()
@@ -197,7 +197,7 @@ def _try_merge(rconn, sconn, options, p: Plan, sends: list[Xfer], recvs: list[Xf
     return _Block(sconn[1], rconn[0], sconn[2], items)
 
 
-def _emit(g: int, blocks: list[_Block], p: Plan, layout: Layout) -> Gpu:
+def _emit(g: int, blocks: list[_Block], p: SlotPlan, layout: BufferLayout) -> Gpu:
     blocks.sort(key=lambda b: (b.send == -1 and b.recv == -1, b.send, b.recv, b.chan))
     where: dict[Event, tuple[int, int]] = {}  # event -> (block, ordinal)
     for t, b in enumerate(blocks):
@@ -244,7 +244,7 @@ def _emit(g: int, blocks: list[_Block], p: Plan, layout: Layout) -> Gpu:
     return Gpu(g, layout.input_chunks, layout.output_chunks, p.scratch.get(g, 0), tuple(tbs))
 
 
-def _step(it: _Item, s: int, depid: int, deps: int, hasdep: int, p: Plan) -> Step:
+def _step(it: _Item, s: int, depid: int, deps: int, hasdep: int, p: SlotPlan) -> Step:
     def make(kind: str, src, dst) -> Step:
         return Step(s, kind, src[0], src[1], dst[0], dst[1], 1, depid, deps, hasdep)
 

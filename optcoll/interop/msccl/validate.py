@@ -22,7 +22,7 @@ from itertools import islice
 from optcoll.errors import InputError
 from optcoll.interop.msccl.execute import BROKEN, Program, Wire, run
 from optcoll.interop.msccl.ir import (BUFFERS, LOCAL_DST, LOCAL_SRC, PROTOCOLS, RECVS, SENDS, Algo,
-                                      Finding, Step, parse_algo, where_step)
+                                      Gpu, IrFinding, Step, parse_algo, where_step)
 from optcoll.interop.msccl.layout import ROOTED, chunks_from_loop, kind_of, make_layout
 from optcoll.interop.msccl.reader import ReaderError
 from optcoll.interop.msccl.runtimes import EXECUTOR, Runtime, runtime_named
@@ -39,18 +39,18 @@ def validate_msccl_xml(source: str | os.PathLike, *, runtime: str | Runtime = "e
     return [f.message for f in check(algo, parsed, runtime=runtime, root=root)]
 
 
-def read_for_runtime(source: str | os.PathLike) -> tuple[Algo, list[Finding], str]:
+def read_for_runtime(source: str | os.PathLike) -> tuple[Algo, list[IrFinding], str]:
     """The algorithm as the runtimes' reader sees it; if that reader stops, a refused finding
     saying where, and the algorithm as an XML parser reads it (to find everything else)."""
     try:
         return parse_algo(source, like_runtime=True)
     except ReaderError as exc:
         algo, parsed, name = parse_algo(source)
-        return algo, [Finding(f"the runtimes' XML reader stops at {exc}", False, True)] + parsed, name
+        return algo, [IrFinding(f"the runtimes' XML reader stops at {exc}", False, True)] + parsed, name
 
 
-def check(algo: Algo, parsed: list[Finding], *, runtime: Runtime | None = EXECUTOR,
-          root: int | None = None) -> list[Finding]:
+def check(algo: Algo, parsed: list[IrFinding], *, runtime: Runtime | None = EXECUTOR,
+          root: int | None = None) -> list[IrFinding]:
     """``runtime=None``: only what execution itself needs (no loader rules)."""
     out = list(parsed)
     rules = runtime or _NO_RUNTIME
@@ -71,16 +71,16 @@ _NO_RUNTIME = Runtime("any", "", (), frozenset(), EXECUTOR.step_types + ("ra",),
                       max_blocks=2**31, max_channels=2**31, max_count=2**31, max_peers_per_channel=2**31)
 
 
-def _add(out: list[Finding], message: str, fatal: bool = True, refused: bool = False) -> None:
-    out.append(Finding(message, fatal, refused))
+def _add(out: list[IrFinding], message: str, fatal: bool = True, refused: bool = False) -> None:
+    out.append(IrFinding(message, fatal, refused))
 
 
-def _refuse(out: list[Finding], rt: Runtime, message: str, fatal: bool = False) -> None:
+def _refuse(out: list[IrFinding], rt: Runtime, message: str, fatal: bool = False) -> None:
     """A rule of the runtime's loader: it refuses the file."""
     _add(out, f"{message} (the {rt.name} runtime refuses it)" if rt.source else message, fatal, True)
 
 
-def _check_algo(algo: Algo, rt: Runtime, named: bool, out: list[Finding]) -> str | None:
+def _check_algo(algo: Algo, rt: Runtime, named: bool, out: list[IrFinding]) -> str | None:
     for a in rt.required:
         if a not in algo.present and a not in ("ngpus", "nchunksperloop", "coll"):  # parse reported those
             _refuse(out, rt, f"algo: missing attribute {a!r}")
@@ -117,7 +117,16 @@ def _check_algo(algo: Algo, rt: Runtime, named: bool, out: list[Finding]) -> str
     return kind
 
 
-def _check_gpus(algo: Algo, rt: Runtime, out: list[Finding]) -> None:
+def _check_gpus(algo: Algo, rt: Runtime, out: list[IrFinding]) -> None:
+    """The <gpu> elements: ids, then per GPU its chunk counts, thread block ids and peers."""
+    _check_gpu_ids(algo, out)
+    for g in algo.gpus:
+        _check_chunk_counts(algo, g, rt, out)
+        _check_tb_ids(g, rt, out)
+        _check_tb_peers(algo, g, rt, out)
+
+
+def _check_gpu_ids(algo: Algo, out: list[IrFinding]) -> None:
     ids = Counter(g.id for g in algo.gpus)
     for gid, count in sorted(ids.items()):
         if count > 1:
@@ -130,59 +139,76 @@ def _check_gpus(algo: Algo, rt: Runtime, out: list[Finding]) -> None:
         more = algo.ngpus - len(present) - len(first)
         _add(out, f"algo: ngpus={algo.ngpus} but no <gpu> element for id(s) {', '.join(map(str, first))}"
                   + (f" and {more} more" if more else ""))
+
+
+def _check_chunk_counts(algo: Algo, g: Gpu, rt: Runtime, out: list[IrFinding]) -> None:
     in_mult = algo.ngpus if algo.coll == "allgather" else 1
     out_mult = algo.ngpus if algo.coll == "reduce_scatter" else 1
-    for g in algo.gpus:
-        for a, value in (("i_chunks", g.i_chunks), ("o_chunks", g.o_chunks), ("s_chunks", g.s_chunks)):
-            if value < 0:
-                _add(out, f"gpu {g.id}: attribute {a}={value} must not be negative", refused=True)
-        if rt.chunks_match_loop and (g.i_chunks > 0 and g.i_chunks * in_mult != algo.nchunksperloop
-                                     or g.o_chunks > 0 and g.o_chunks * out_mult != algo.nchunksperloop):
-            _refuse(out, rt, f"gpu {g.id}: i_chunks={g.i_chunks} / o_chunks={g.o_chunks} disagree with "
-                             f"nchunksperloop={algo.nchunksperloop} for coll={algo.coll!r}")
-        tids = Counter(t.id for t in g.tbs)
-        for tid, count in sorted(tids.items()):
-            if count > 1:
-                _refuse(out, rt, f"gpu {g.id} tb {tid}: id used by {count} thread blocks", True)
-            if not 0 <= tid < rt.max_blocks:
-                _refuse(out, rt, f"gpu {g.id} tb {tid}: ids must be in 0..{rt.max_blocks - 1}")
-        if tids and sorted(tids) != list(range(len(tids))):
-            _refuse(out, rt, f"gpu {g.id}: thread block ids {_list(sorted(tids))} are not dense "
-                             f"0..{len(tids) - 1}")
-        owners: dict[tuple[str, int, int], int] = {}
-        per_channel: Counter[tuple[str, int]] = Counter()  # (direction, channel) -> peers
-        for t in g.tbs:
-            where = f"gpu {g.id} tb {t.id}"
-            for a, peer in (("send", t.send), ("recv", t.recv)):
-                per_channel[(a, t.chan)] += peer >= 0
-                if peer == g.id or peer < -1:
-                    _refuse(out, rt, f"{where}: attribute {a}={peer} must be -1 or another GPU id", True)
-                elif peer >= algo.ngpus:
-                    message = f"{where}: attribute {a}={peer} is not a GPU id in 0..{algo.ngpus - 1}"
-                    if rt.peers_below_ngpus:
-                        _refuse(out, rt, message, True)
-                    else:
-                        _add(out, message)
-                elif peer >= 0:
-                    key = (a, peer, t.chan)
-                    if key in owners:
-                        side = "send to" if a == "send" else "receive from"
-                        _add(out, f"{where}: tb {owners[key]} and tb {t.id} both {side} gpu {peer} on "
-                                  f"channel {t.chan} (one thread block per peer, channel and direction)")
-                    owners.setdefault(key, t.id)
-            if not 0 <= t.chan < rt.max_channels:
-                _refuse(out, rt, f"{where}: attribute chan={t.chan} must be in 0..{rt.max_channels - 1}",
-                        t.chan < 0 and (t.send >= 0 or t.recv >= 0))
-            if len(t.steps) > rt.max_steps:
-                _refuse(out, rt, f"{where}: {len(t.steps)} steps, more than its {rt.max_steps} per thread block")
-        for (a, chan), count in sorted(per_channel.items()):
-            if count > rt.max_peers_per_channel:
-                verb = {"send": "sending", "recv": "receiving"}[a]
-                _refuse(out, rt, f"gpu {g.id}: {count} thread blocks {verb} on channel {chan}, more than "
-                                 f"{rt.max_peers_per_channel}")
+    for a, value in (("i_chunks", g.i_chunks), ("o_chunks", g.o_chunks), ("s_chunks", g.s_chunks)):
+        if value < 0:
+            _add(out, f"gpu {g.id}: attribute {a}={value} must not be negative", refused=True)
+    if rt.chunks_match_loop and (g.i_chunks > 0 and g.i_chunks * in_mult != algo.nchunksperloop
+                                 or g.o_chunks > 0 and g.o_chunks * out_mult != algo.nchunksperloop):
+        _refuse(out, rt, f"gpu {g.id}: i_chunks={g.i_chunks} / o_chunks={g.o_chunks} disagree with "
+                         f"nchunksperloop={algo.nchunksperloop} for coll={algo.coll!r}")
 
 
-def _check_steps(algo: Algo, program: Program, rt: Runtime, out: list[Finding]) -> None:
+def _check_tb_ids(g: Gpu, rt: Runtime, out: list[IrFinding]) -> None:
+    tids = Counter(t.id for t in g.tbs)
+    for tid, count in sorted(tids.items()):
+        if count > 1:
+            _refuse(out, rt, f"gpu {g.id} tb {tid}: id used by {count} thread blocks", True)
+        if not 0 <= tid < rt.max_blocks:
+            _refuse(out, rt, f"gpu {g.id} tb {tid}: ids must be in 0..{rt.max_blocks - 1}")
+    if tids and sorted(tids) != list(range(len(tids))):
+        _refuse(out, rt, f"gpu {g.id}: thread block ids {_list(sorted(tids))} are not dense "
+                         f"0..{len(tids) - 1}")
+
+
+def _check_tb_peers(algo: Algo, g: Gpu, rt: Runtime, out: list[IrFinding]) -> None:
+    """Each thread block's send and recv peers, channel and step count, then how many thread
+    blocks send and receive on each channel."""
+    owners: dict[tuple[str, int, int], int] = {}
+    per_channel: Counter[tuple[str, int]] = Counter()  # (direction, channel) -> peers
+    for t in g.tbs:
+        where = f"gpu {g.id} tb {t.id}"
+        for a, peer in (("send", t.send), ("recv", t.recv)):
+            per_channel[(a, t.chan)] += peer >= 0
+            _check_peer(algo, g, rt, out, where, a, peer, t.chan, t.id, owners)
+        if not 0 <= t.chan < rt.max_channels:
+            _refuse(out, rt, f"{where}: attribute chan={t.chan} must be in 0..{rt.max_channels - 1}",
+                    t.chan < 0 and (t.send >= 0 or t.recv >= 0))
+        if len(t.steps) > rt.max_steps:
+            _refuse(out, rt, f"{where}: {len(t.steps)} steps, more than its {rt.max_steps} per thread block")
+    for (a, chan), count in sorted(per_channel.items()):
+        if count > rt.max_peers_per_channel:
+            verb = {"send": "sending", "recv": "receiving"}[a]
+            _refuse(out, rt, f"gpu {g.id}: {count} thread blocks {verb} on channel {chan}, more than "
+                             f"{rt.max_peers_per_channel}")
+
+
+def _check_peer(algo: Algo, g: Gpu, rt: Runtime, out: list[IrFinding], where: str, a: str, peer: int, chan: int,
+                tid: int, owners: dict[tuple[str, int, int], int]) -> None:
+    """One thread block's ``send`` or ``recv`` peer (``a``); ``owners`` records which thread
+    block holds each (direction, peer, channel)."""
+    if peer == g.id or peer < -1:
+        _refuse(out, rt, f"{where}: attribute {a}={peer} must be -1 or another GPU id", True)
+    elif peer >= algo.ngpus:
+        message = f"{where}: attribute {a}={peer} is not a GPU id in 0..{algo.ngpus - 1}"
+        if rt.peers_below_ngpus:
+            _refuse(out, rt, message, True)
+        else:
+            _add(out, message)
+    elif peer >= 0:
+        key = (a, peer, chan)
+        if key in owners:
+            side = "send to" if a == "send" else "receive from"
+            _add(out, f"{where}: tb {owners[key]} and tb {tid} both {side} gpu {peer} on "
+                      f"channel {chan} (one thread block per peer, channel and direction)")
+        owners.setdefault(key, tid)
+
+
+def _check_steps(algo: Algo, program: Program, rt: Runtime, out: list[IrFinding]) -> None:
     by_id = {g.id: g for g in algo.gpus}
     waited: set[int] = set()
     for k, (gid, tid, send, recv, _) in enumerate(program.tbs):
@@ -236,7 +262,7 @@ def _check_steps(algo: Algo, program: Program, rt: Runtime, out: list[Finding]) 
                       f"hasdep={program.steps[d].hasdep} (the runtime never signals it)", False)
 
 
-def _check_step_refs(step: Step, where: str, gpu, rt: Runtime, out: list[Finding]) -> None:
+def _check_step_refs(step: Step, where: str, gpu, rt: Runtime, out: list[IrFinding]) -> None:
     for side in ("src", "dst"):
         if getattr(step, side)[0] not in BUFFERS:  # read for every step, nops too
             _refuse(out, rt, f"{where}: attribute {side}buf={getattr(step, side)[0]!r} is not one of i, o, s",
@@ -267,7 +293,7 @@ def _ordinal(k: int) -> str:
     return f"{k}{'th' if 10 <= k % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(k % 10, 'th')}"
 
 
-def _check_connections(program: Program, out: list[Finding]) -> None:
+def _check_connections(program: Program, out: list[IrFinding]) -> None:
     steps = program.steps
     for conn in sorted(set(program.sender) | set(program.receiver)):
         u, v, chan = conn
@@ -319,7 +345,7 @@ def infer_root(program: Program, ngpus: int, kind: str) -> int | None:
     return found[0] if len(found) == 1 else None
 
 
-def _check_layout(algo: Algo, program: Program, kind: str, root: int | None, out: list[Finding]) -> None:
+def _check_layout(algo: Algo, program: Program, kind: str, root: int | None, out: list[IrFinding]) -> None:
     if kind == "custom":
         return  # a custom collective's layout is not in the file
     if kind in ROOTED and root is None:
@@ -344,7 +370,7 @@ def _check_layout(algo: Algo, program: Program, kind: str, root: int | None, out
                       f"{algo.nchunksperloop} needs {n} {buf} chunks")
 
 
-def _check_progress(program: Program, out: list[Finding]) -> None:
+def _check_progress(program: Program, out: list[IrFinding]) -> None:
     trace = run(program, lambda g, peer, chan: Wire((g, peer, chan), 1.0, 1.0))
     for i in trace.stuck[:20]:
         step = program.steps[i]

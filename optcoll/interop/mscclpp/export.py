@@ -30,7 +30,7 @@ from optcoll.interop.mscclpp.geometry import SIZES, sizes_for
 from optcoll.interop.mscclpp.gpuview import Put, gpu_view
 from optcoll.interop.mscclpp.importer import import_mscclpp_plan
 from optcoll.interop.mscclpp.plan_builder import Block, Built, add_handshake, build, check_limits
-from optcoll.interop.mscclpp.routes import Routes
+from optcoll.interop.mscclpp.routes import PeerPaths
 from optcoll.interop.mscclpp.schema import PROTOCOLS, parse_plan
 from optcoll.interop.mscclpp.validate import check_plan
 from optcoll.interop.msccl.export import protocol_for_size
@@ -109,7 +109,7 @@ def export_mscclpp(machine: Machine, collective: Collective, schedule: Schedule,
     wait = 0.0
     if handshake and protocol == "Simple":
         add_handshake(built)
-        routes, ranks = Routes(machine), collective.ranks
+        routes, ranks = PeerPaths(machine), collective.ranks
         wait = max((routes.latency(ranks[x.gpu], ranks[y.gpu]) for c in built.channels for x, y in ((c.a, c.b), (c.b, c.a))),
                    default=0.0)
     check_limits(built)

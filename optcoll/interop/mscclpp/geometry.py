@@ -22,7 +22,7 @@ import math
 from dataclasses import dataclass
 
 from optcoll.errors import InputError
-from optcoll.interop.mscclpp.schema import BufRef, Gpu, Op, Plan
+from optcoll.interop.mscclpp.schema import BufRef, PlanGpu, Op, ExecutionPlan
 
 #: Collectives optcoll gives pre/postconditions to, and the per-GPU (input, output) byte counts.
 SIZES = {"allreduce": lambda m, n: (m, m), "allgather": lambda m, n: (m // n, m),
@@ -38,7 +38,7 @@ class Sizes:
     chunk: int  # bytes per plan chunk (input or output chunk, scratch chunks alike)
 
 
-def sizes_for(plan: Plan, size: int) -> Sizes:
+def sizes_for(plan: ExecutionPlan, size: int) -> Sizes:
     """The per-GPU sizes of a collective of M = ``size`` bytes, after the executor's checks."""
     n = len(plan.gpus)
     if plan.collective not in SIZES:
@@ -97,7 +97,7 @@ class Piece:
 
 
 @dataclass(frozen=True)
-class Step:
+class UnrolledOp:
     """One op as a thread block executes it: a pipeline is unrolled into its iterations."""
 
     op: Op
@@ -106,7 +106,7 @@ class Step:
     iteration: int | None = None
 
 
-def _pieces(refs: tuple[BufRef, ...], op: Op, sizes: Sizes, plan: Plan, window: tuple[int, int] | None
+def _pieces(refs: tuple[BufRef, ...], op: Op, sizes: Sizes, plan: ExecutionPlan, window: tuple[int, int] | None
             ) -> tuple[Piece, ...]:
     out = []
     a = plan.buffer_alignment
@@ -126,23 +126,23 @@ def _pieces(refs: tuple[BufRef, ...], op: Op, sizes: Sizes, plan: Plan, window: 
     return tuple(out)
 
 
-def steps_of(gpu: Gpu, tb_ops: tuple[Op, ...], sizes: Sizes, plan: Plan) -> list[Step]:
+def steps_of(gpu: PlanGpu, tb_ops: tuple[Op, ...], sizes: Sizes, plan: ExecutionPlan) -> list[UnrolledOp]:
     """A thread block's ops as it executes them, with their byte ranges."""
     steps = []
     for op in tb_ops:
         if op.name != "pipeline":
-            steps.append(Step(op, _pieces(op.src, op, sizes, plan, None), _pieces(op.dst, op, sizes, plan, None)))
+            steps.append(UnrolledOp(op, _pieces(op.src, op, sizes, plan, None), _pieces(op.dst, op, sizes, plan, None)))
             continue
         upper = math.ceil(sizes.chunk / plan.buffer_alignment) * plan.buffer_alignment
         iterations = -(-(op.num_chunks * upper) // op.unit_size)
         for i in range(iterations):
             window = (i * op.unit_size, op.unit_size)
-            steps += [Step(inner, _pieces(inner.src, inner, sizes, plan, window),
+            steps += [UnrolledOp(inner, _pieces(inner.src, inner, sizes, plan, window),
                            _pieces(inner.dst, inner, sizes, plan, window), i) for inner in op.inner]
     return steps
 
 
-def unit_bytes(all_steps: list[list[Step]], sizes: Sizes, plan: Plan) -> int:
+def unit_bytes(all_steps: list[list[UnrolledOp]], sizes: Sizes, plan: ExecutionPlan) -> int:
     """The largest unit every buffer boundary and range of the run is a whole number of."""
     g = math.gcd(sizes.input, sizes.output, sizes.chunk)
     for steps in all_steps:

@@ -21,7 +21,7 @@ import numpy as np
 from optcoll.collectives.collective import Collective
 from optcoll.errors import InputError
 from optcoll.interop.gpuview import describe, extra_sends, follow
-from optcoll.interop.mscclpp.routes import Routes
+from optcoll.interop.mscclpp.routes import PeerPaths
 from optcoll.machines.machine import Machine
 from optcoll.schedules.schedule import REDUCE, Schedule
 
@@ -118,104 +118,129 @@ def nodes_of(machine: Machine) -> list[int]:
 
 def gpu_view(machine: Machine, collective: Collective, schedule: Schedule, arrivals: np.ndarray,
              eps: float) -> View:
-    """The schedule as puts and NVLS reductions (module docstring); ``arrivals``: the verifier's."""
-    seen = follow(machine, collective, schedule, arrivals, eps, "an MSCCL++ plan")
-    ranks = list(collective.ranks)
-    gpu = {npu: g for g, npu in enumerate(ranks)}
-    node = nodes_of(machine)
-    routes = Routes(machine)
-    src, dst = machine.link_src[schedule.link].tolist(), machine.link_dst[schedule.link].tolist()
-    chunk, start, op = schedule.chunk.tolist(), schedule.start.tolist(), schedule.op.tolist()
-    arrive = [float(a) for a in arrivals]
-    sources = seen.sources
-
-    def where(j: int) -> str:
-        return describe(machine, schedule, j)
-
-    versions: dict[tuple[int, int], list[Version]] = {}
-    for c, v in zip(*(a.tolist() for a in collective.pre.pairs())):
-        g = gpu[v]
-        versions.setdefault((g, c), []).append(Version(g, c, (1 << g) if collective.combining else 0, "pre", 0.0))
-    after: dict[int, Version] = {}  # a transfer landing on a GPU -> the GPU's version once it has
-
-    def sent(j: int) -> Version:
-        """The version transfer ``j`` takes from the GPU it leaves."""
-        if sources[j] >= 0:
-            return after[sources[j]]
-        pre = versions.get((gpu[src[j]], chunk[j]))
-        if not pre or pre[0].maker != "pre":
-            raise InputError(f"{where(j)}: GPU {machine.label(src[j])} holds no chunk {chunk[j]} (the schedule is "
-                             "not verified)", field="schedule")
-        return pre[0]
-
-    # an in-switch sum leaves its switch at the first start of a transfer that carries it
-    leaves: dict[tuple[int, int], float] = {}
-    for j, came in enumerate(sources):
-        if machine.is_switch(src[j]) and came >= 0 and op[came] == REDUCE:
-            leaves[(src[j], chunk[j])] = min(leaves.get((src[j], chunk[j]), np.inf), start[j])
-    landing = {s.id: s for s in seen.sends}
-    puts: list[Put] = []
-    nvls: list[Nvls] = []
-    groups: dict[tuple[int, int], Nvls] = {}
-    for j in sorted(range(len(schedule)), key=lambda j: (arrive[j], j)):
-        b, c = dst[j], chunk[j]
-        if machine.is_switch(b):
-            if op[j] != REDUCE:
-                continue
-            if machine.is_switch(src[j]):
-                raise InputError(f"{where(j)} reduces a value that did not come straight from a GPU into "
-                                 f"switch {machine.label(b)}; MSCCL++'s glres reduces the members' own "
-                                 "buffers only", field="schedule")
-            e = groups.get((b, c))
-            if e is None:
-                e = groups[(b, c)] = Nvls(len(nvls), c, b)
-                nvls.append(e)
-            elif arrive[j] > leaves.get((b, c), np.inf) + eps:
-                raise InputError(f"{where(j)} reduces into switch {machine.label(b)} after its sum of chunk "
-                                 f"{c} was sent on; MSCCL++'s glres forms one sum per chunk", field="schedule")
-            version = sent(j)
-            e.members.append(version.gpu)
-            e.sources.append(version)
-            e.start = min(e.start, start[j])
-            continue
-        s, g = landing[j], gpu[b]
-        if s.from_sum:
-            e = groups[(s.src, c)]
-            if op[j] == REDUCE:
-                raise InputError(f"{where(j)} adds the sum reduced in switch {machine.label(s.src)} to what GPU "
-                                 f"{machine.label(b)} holds; MSCCL++'s glres can only write that sum over it",
-                                 field="schedule")
-            if g not in e.members:
-                raise InputError(f"{where(j)} sends the sum of chunk {c} to GPU {ranks[g]}, which did not "
-                                 "contribute to it; glres writes the sum to its members only", field="schedule")
-            e.issuer = g if e.issuer is None else e.issuer
-            made = e.made.setdefault(g, Version(g, c, e.mask, e, arrive[j]))
-            if versions[(g, c)][-1] is not made:
-                versions[(g, c)].append(made)
-            after[j] = made
-            continue
-        version = sent(s.first)
-        if s.route != tuple(routes.path(s.src, b)):
-            raise InputError(f"{where(j)} reaches GPU {machine.label(b)} from {machine.label(s.src)} over links "
-                             f"{list(s.route)}; MSCCL++ would take links {routes.path(s.src, b)} (the fewest hops "
-                             "through switches)", field="schedule")
-        have = versions.get((g, c), [])
-        mask = version.mask | (have[-1].mask if op[j] == REDUCE and have else 0)
-        p = Put(j, c, gpu[s.src], g, version, s.start, arrive[j], op[j], s.route, node[s.src] != node[b], s.first)
-        e = version.maker if isinstance(version.maker, Nvls) else None
-        if e is not None and g in e.members and op[j] != REDUCE:
-            p.covered = True  # the NVLS multicast writes the sum there already
-            made = e.made.setdefault(g, Version(g, c, e.mask, e, arrive[j]))
-            if not have or have[-1] is not made:
-                versions.setdefault((g, c), []).append(made)
-            p.made = made
+    """The schedule as puts and NVLS reductions (module docstring); ``arrivals``: the verifier's.
+    Transfers are taken in order of arrival: into a switch (an NVLS reduction), out of a switch
+    with its sum (the multicast), or a put between GPUs."""
+    view = _Viewing(machine, collective, schedule, arrivals, eps)
+    for j in sorted(range(len(schedule)), key=lambda j: (view.arrive[j], j)):
+        if machine.is_switch(view.dst[j]):
+            if view.op[j] == REDUCE:
+                view.into_switch(j)
+        elif view.landing[j].from_sum:
+            view.sum_out(j)
         else:
-            p.made = Version(g, c, mask, p, arrive[j])
-            versions.setdefault((g, c), []).append(p.made)
-        after[j] = p.made
-        puts.append(p)
-    for e in nvls:
+            view.put(j)
+    for e in view.nvls:
         if e.issuer is None:
             raise InputError(f"the sum of chunk {e.chunk} reduced in switch {machine.label(e.switch)} never "
                              "leaves it", field="schedule")
-    return View(puts, nvls, versions, extra_sends([p.first for p in puts if not p.covered]))
+    return View(view.puts, view.nvls, view.versions, extra_sends([p.first for p in view.puts if not p.covered]))
+
+
+class _Viewing:
+    """``gpu_view`` under way: each GPU's versions of each chunk, and what each transfer made."""
+
+    def __init__(self, machine: Machine, collective: Collective, schedule: Schedule, arrivals: np.ndarray,
+                 eps: float):
+        self.machine, self.schedule, self.eps = machine, schedule, eps
+        seen = follow(machine, collective, schedule, arrivals, eps, "an MSCCL++ plan")
+        self.ranks = list(collective.ranks)
+        self.gpu = {npu: g for g, npu in enumerate(self.ranks)}
+        self.node = nodes_of(machine)
+        self.routes = PeerPaths(machine)
+        self.src, self.dst = machine.link_src[schedule.link].tolist(), machine.link_dst[schedule.link].tolist()
+        self.chunk, self.start, self.op = schedule.chunk.tolist(), schedule.start.tolist(), schedule.op.tolist()
+        self.arrive = [float(a) for a in arrivals]
+        self.sources = seen.sources
+        self.versions: dict[tuple[int, int], list[Version]] = {}
+        for c, v in zip(*(a.tolist() for a in collective.pre.pairs())):
+            g = self.gpu[v]
+            self.versions.setdefault((g, c), []).append(
+                Version(g, c, (1 << g) if collective.combining else 0, "pre", 0.0))
+        self.after: dict[int, Version] = {}  # a transfer landing on a GPU -> the GPU's version once it has
+        # an in-switch sum leaves its switch at the first start of a transfer that carries it
+        self.leaves: dict[tuple[int, int], float] = {}
+        for j, came in enumerate(self.sources):
+            if machine.is_switch(self.src[j]) and came >= 0 and self.op[came] == REDUCE:
+                key = (self.src[j], self.chunk[j])
+                self.leaves[key] = min(self.leaves.get(key, np.inf), self.start[j])
+        self.landing = {s.id: s for s in seen.sends}
+        self.puts: list[Put] = []
+        self.nvls: list[Nvls] = []
+        self.groups: dict[tuple[int, int], Nvls] = {}
+
+    def where(self, j: int) -> str:
+        return describe(self.machine, self.schedule, j)
+
+    def sent(self, j: int) -> Version:
+        """The version transfer ``j`` takes from the GPU it leaves."""
+        if self.sources[j] >= 0:
+            return self.after[self.sources[j]]
+        pre = self.versions.get((self.gpu[self.src[j]], self.chunk[j]))
+        if not pre or pre[0].maker != "pre":
+            raise InputError(f"{self.where(j)}: GPU {self.machine.label(self.src[j])} holds no chunk {self.chunk[j]} "
+                             "(the schedule is not verified)", field="schedule")
+        return pre[0]
+
+    def into_switch(self, j: int) -> None:
+        """A GPU's contribution reduced into a switch: a member of that chunk's NVLS group."""
+        m, b, c = self.machine, self.dst[j], self.chunk[j]
+        if m.is_switch(self.src[j]):
+            raise InputError(f"{self.where(j)} reduces a value that did not come straight from a GPU into "
+                             f"switch {m.label(b)}; MSCCL++'s glres reduces the members' own "
+                             "buffers only", field="schedule")
+        e = self.groups.get((b, c))
+        if e is None:
+            e = self.groups[(b, c)] = Nvls(len(self.nvls), c, b)
+            self.nvls.append(e)
+        elif self.arrive[j] > self.leaves.get((b, c), np.inf) + self.eps:
+            raise InputError(f"{self.where(j)} reduces into switch {m.label(b)} after its sum of chunk "
+                             f"{c} was sent on; MSCCL++'s glres forms one sum per chunk", field="schedule")
+        version = self.sent(j)
+        e.members.append(version.gpu)
+        e.sources.append(version)
+        e.start = min(e.start, self.start[j])
+
+    def sum_out(self, j: int) -> None:
+        """A switch's sum written back to a member GPU (glres's multicast)."""
+        m, b, c = self.machine, self.dst[j], self.chunk[j]
+        s, g = self.landing[j], self.gpu[b]
+        e = self.groups[(s.src, c)]
+        if self.op[j] == REDUCE:
+            raise InputError(f"{self.where(j)} adds the sum reduced in switch {m.label(s.src)} to what GPU "
+                             f"{m.label(b)} holds; MSCCL++'s glres can only write that sum over it",
+                             field="schedule")
+        if g not in e.members:
+            raise InputError(f"{self.where(j)} sends the sum of chunk {c} to GPU {self.ranks[g]}, which did not "
+                             "contribute to it; glres writes the sum to its members only", field="schedule")
+        e.issuer = g if e.issuer is None else e.issuer
+        made = e.made.setdefault(g, Version(g, c, e.mask, e, self.arrive[j]))
+        if self.versions[(g, c)][-1] is not made:
+            self.versions[(g, c)].append(made)
+        self.after[j] = made
+
+    def put(self, j: int) -> None:
+        """A value sent from one GPU to another over the route MSCCL++ takes."""
+        m, b, c = self.machine, self.dst[j], self.chunk[j]
+        s, g = self.landing[j], self.gpu[b]
+        version = self.sent(s.first)
+        if s.route != tuple(self.routes.path(s.src, b)):
+            raise InputError(f"{self.where(j)} reaches GPU {m.label(b)} from {m.label(s.src)} over links "
+                             f"{list(s.route)}; MSCCL++ would take links {self.routes.path(s.src, b)} (the fewest "
+                             "hops through switches)", field="schedule")
+        have = self.versions.get((g, c), [])
+        mask = version.mask | (have[-1].mask if self.op[j] == REDUCE and have else 0)
+        p = Put(j, c, self.gpu[s.src], g, version, s.start, self.arrive[j], self.op[j], s.route,
+                self.node[s.src] != self.node[b], s.first)
+        e = version.maker if isinstance(version.maker, Nvls) else None
+        if e is not None and g in e.members and self.op[j] != REDUCE:
+            p.covered = True  # the NVLS multicast writes the sum there already
+            made = e.made.setdefault(g, Version(g, c, e.mask, e, self.arrive[j]))
+            if not have or have[-1] is not made:
+                self.versions.setdefault((g, c), []).append(made)
+            p.made = made
+        else:
+            p.made = Version(g, c, mask, p, self.arrive[j])
+            self.versions.setdefault((g, c), []).append(p.made)
+        self.after[j] = p.made
+        self.puts.append(p)

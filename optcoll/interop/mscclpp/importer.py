@@ -26,7 +26,7 @@ from optcoll.collectives.collective import Collective
 from optcoll.errors import InputError
 from optcoll.instances.instance import TimeModel
 from optcoll.interop.mscclpp.geometry import sizes_for, steps_of, unit_bytes
-from optcoll.interop.mscclpp.schema import Op, Plan, read_plan
+from optcoll.interop.mscclpp.schema import Op, ExecutionPlan, read_plan
 from optcoll.interop.mscclpp.simulate import Simulator
 from optcoll.interop.mscclpp.validate import check_plan
 from optcoll.interop.msccl.layout import COMBINING, make_layout
@@ -43,7 +43,7 @@ PACKET_WIRE = 2
 
 @dataclass(frozen=True, eq=False)
 class MscclppImport:
-    plan: Plan
+    plan: ExecutionPlan
     collective: Collective
     schedule: Schedule
     ranks: tuple[int, ...]
@@ -58,11 +58,11 @@ class MscclppImport:
         return not self.problems
 
 
-def import_mscclpp_plan(source: str | os.PathLike | Plan, machine: Machine, *, size: int,
+def import_mscclpp_plan(source: str | os.PathLike | ExecutionPlan, machine: Machine, *, size: int,
                         ranks: Sequence[int] | None = None, model: TimeModel = TimeModel()) -> MscclppImport:
-    """Reads the plan (a path or a parsed ``Plan``) as a schedule of a collective of M = ``size``
+    """Reads the plan (a path or a parsed ``ExecutionPlan``) as a schedule of a collective of M = ``size``
     bytes on ``machine``; ``ranks``: the NPU of each GPU (default 0..N-1)."""
-    plan = source if isinstance(source, Plan) else read_plan(source)
+    plan = source if isinstance(source, ExecutionPlan) else read_plan(source)
     notes = check_plan(plan)
     sizes = sizes_for(plan, int(size))
     n = len(plan.gpus)
@@ -105,7 +105,7 @@ def packet_view(machine: Machine) -> Machine:
                                                           "(microsoft/mscclpp LL16Packet)"))
 
 
-def _packet_transfers(plan: Plan) -> bool:
+def _packet_transfers(plan: ExecutionPlan) -> bool:
     """Whether the plan's transfers between GPUs are LL packets; refuses a plan with both kinds."""
     first: dict[bool, Op] = {}
     for gpu in plan.gpus:

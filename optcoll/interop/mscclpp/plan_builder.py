@@ -72,7 +72,7 @@ PUTS_PER_BLOCK = 15
 
 
 @dataclass(eq=False)
-class Channel:
+class PlannedChannel:
     """A memory or port channel: sender block ``a`` (GPU a.gpu) signals, block ``b`` waits."""
 
     a: Block
@@ -84,7 +84,7 @@ class Channel:
 @dataclass
 class Built:
     blocks: dict[int, list[Block]]
-    channels: list[Channel]
+    channels: list[PlannedChannel]
     switch_groups: list[tuple[tuple[int, ...], str]]  # (members, buffer type), in order
     scratch: dict[int, int]
     semaphores: dict[int, list[tuple]]  # gpu -> (producer, consumer) pairs in id order
@@ -98,51 +98,72 @@ def build(view: View, n: int, pre: dict[tuple[int, int], Slot], post: dict[tuple
         staged = _packet_slots(view, pre, post, combining, scratch)
     else:
         _slots(view, pre, post, combining, scratch, n)
-    blocks: dict[int, list[Block]] = {g: [] for g in range(n)}
-    channels: list[Channel] = []
-    made_by: dict[int, Action] = {}  # id(version) -> the action after which it is usable
-    senders: dict[tuple[int, int], Block] = {}
-    receivers: dict[tuple[int, int], Block] = {}  # (gpu, id(sender block))
-    pending: list[tuple[Action, Version, str]] = []  # (consumer, version it reads, what) resolved later
+    plan = _Blocks(view, n, post)
+    for p in sorted((p for p in view.puts if not p.covered), key=lambda p: (p.start, p.id)):
+        s, chained = plan.sender(p)
+        r, ch = plan.receiver(p.v, s, "port" if p.port else "memory")
+        if packets:
+            plan.packet_put(p, s, r, ch, chained, staged.get(id(p)))
+        else:
+            plan.plain_put(p, s, r, ch, chained)
+    for e in sorted(view.nvls, key=lambda e: (e.start, e.id)):
+        _nvls(e, plan.block(e.issuer, f"NVLS reduction of chunk {e.chunk}"), plan.receiver, plan.made_by, post)
+    plan.local_copies(combining)
+    plan.resolve()
+    return Built(plan.blocks, plan.channels, _switch_groups(view), scratch, _semaphores(plan.blocks))
 
-    def block(g: int, name: str) -> Block:
+
+class _Blocks:
+    """The thread blocks and channels of a plan as they are written, and which action makes each
+    value usable (by ``id(version)``), so readers can wait for it once every action is placed."""
+
+    def __init__(self, view: View, n: int, post: dict[tuple[int, int], Slot]):
+        self.view, self.n, self.post = view, n, post
+        self.blocks: dict[int, list[Block]] = {g: [] for g in range(n)}
+        self.channels: list[PlannedChannel] = []
+        self.made_by: dict[int, Action] = {}  # id(version) -> the action after which it is usable
+        self.senders: dict[tuple[int, int], Block] = {}
+        self.receivers: dict[tuple[int, int], Block] = {}  # (gpu, id(sender block))
+        self.pending: list[tuple[Action, Version, str]] = []  # (consumer, version it reads, what)
+
+    def block(self, g: int, name: str) -> Block:
         b = Block(g, name)
-        blocks[g].append(b)
+        self.blocks[g].append(b)
         return b
 
-    def receiver(g: int, sender: Block, kind: str) -> tuple[Block, Channel]:
+    def receiver(self, g: int, sender: Block, kind: str) -> tuple[Block, PlannedChannel]:
         key = (g, id(sender))
-        if key not in receivers:
-            receivers[key] = block(g, f"receive from GPU {sender.gpu} ({sender.name})")
-            channels.append(Channel(sender, receivers[key], kind, len(channels)))
-        ch = next(c for c in channels if c.a is sender and c.b is receivers[key])
-        return receivers[key], ch
+        if key not in self.receivers:
+            self.receivers[key] = self.block(g, f"receive from GPU {sender.gpu} ({sender.name})")
+            self.channels.append(PlannedChannel(sender, self.receivers[key], kind, len(self.channels)))
+        ch = next(c for c in self.channels if c.a is sender and c.b is self.receivers[key])
+        return self.receivers[key], ch
 
-    puts = sorted((p for p in view.puts if not p.covered), key=lambda p: (p.start, p.id))
-    for p in puts:
+    def sender(self, p) -> tuple[Block, Action | None]:
+        """The block that sends ``p`` on its first link, and the action it must follow: a full
+        block hands its link on to the next, which starts once the last put has left."""
         key = (p.u, p.route[0])
-        s = senders.get(key)
-        if s is None or len(s.actions) == PUTS_PER_BLOCK:
-            # a full block hands its link on to the next, which starts once the last put has left
-            senders[key] = block(p.u, f"send on link {p.route[0]}" + (f" (part {s.part + 2})" if s else ""))
-            senders[key].part = s.part + 1 if s else 0
-            chained = s.actions[-1] if s else None
-            s = senders[key]
-        else:
-            chained = None
-        r, ch = receiver(p.v, s, "port" if p.port else "memory")
-        if packets:
-            send, recv = _packet_actions(p, ch, staged.get(id(p)), _previous(view, p.made), s, r)
-            send.needs += [chained] if chained else []
-            s.actions.append(send)
-            if p.src.packets is None or staged.get(id(p)) is not None:
-                pending.append((send, p.src, f"put of chunk {p.chunk} from GPU {p.u}"))
-            if recv is not None:
-                r.actions.append(recv)
-                made_by[id(p.made)] = recv
-                if recv.ops[0]["name"] == "repkt":
-                    pending.append((recv, _previous(view, p.made), f"reduction of chunk {p.chunk} at GPU {p.v}"))
-            continue
+        s = self.senders.get(key)
+        if s is not None and len(s.actions) != PUTS_PER_BLOCK:
+            return s, None
+        self.senders[key] = self.block(p.u, f"send on link {p.route[0]}" + (f" (part {s.part + 2})" if s else ""))
+        self.senders[key].part = s.part + 1 if s else 0
+        return self.senders[key], s.actions[-1] if s else None
+
+    def packet_put(self, p, s: Block, r: Block, ch: PlannedChannel, chained: Action | None, staged: Slot | None
+                   ) -> None:
+        send, recv = _packet_actions(p, ch, staged, _previous(self.view, p.made), s, r)
+        send.needs += [chained] if chained else []
+        s.actions.append(send)
+        if p.src.packets is None or staged is not None:
+            self.pending.append((send, p.src, f"put of chunk {p.chunk} from GPU {p.u}"))
+        if recv is not None:
+            r.actions.append(recv)
+            self.made_by[id(p.made)] = recv
+            if recv.ops[0]["name"] == "repkt":
+                self.pending.append((recv, _previous(self.view, p.made), f"reduction of chunk {p.chunk} at GPU {p.v}"))
+
+    def plain_put(self, p, s: Block, r: Block, ch: PlannedChannel, chained: Action | None) -> None:
         src = _ref(p.src.slot)
         dst = {"remote": (p.v, p.made.slot[0], ch.kind), "index": p.made.slot[1], "size": 1}
         if p.port:
@@ -152,37 +173,42 @@ def build(view: View, n: int, pre: dict[tuple[int, int], Slot], post: dict[tuple
                    {"name": "signal", "channel": ch, "channel_type": "memory"}]
         send = Action(ops, (p.start, p.id), tb=s, needs=[chained] if chained else [])
         s.actions.append(send)
-        pending.append((send, p.src, f"put of chunk {p.chunk} from GPU {p.u}"))
+        self.pending.append((send, p.src, f"put of chunk {p.chunk} from GPU {p.u}"))
         recv_ops = [{"name": "wait", "channel": ch, "channel_type": ch.kind}]
         recv = Action(recv_ops, (len(s.actions), p.arrive), tb=r)
         r.actions.append(recv)
         if p.op == REDUCE:
-            prev = _previous(view, p.made)
+            prev = _previous(self.view, p.made)
             if prev is not None:
                 recv_ops.append({"name": "re", "src_buff": [_ref(prev.slot), _ref(p.made.slot)],
                                  "dst_buff": [_ref(p.made.slot)], "reduce_op": "sum"})
-                pending.append((recv, prev, f"reduction of chunk {p.chunk} at GPU {p.v}"))
-        made_by[id(p.made)] = recv
-        _finish(recv, p.made, post)
-    for e in sorted(view.nvls, key=lambda e: (e.start, e.id)):
-        _nvls(e, block(e.issuer, f"NVLS reduction of chunk {e.chunk}"), receiver, made_by, post)
-    for (g, c), vs in sorted(view.versions.items()):
-        if vs[0].maker == "pre" and post.get((g, c)) is not None and _final(vs, combining) is vs[0] \
-                and vs[0].slot != post[(g, c)]:
-            local = next((b for b in blocks[g] if b.name == "local copies"), None) or block(g, "local copies")
-            local.actions.append(Action([_copy(vs[0].slot, post[(g, c)])], (0.0, c), tb=local))
-    for consumer, version, what in pending:
-        if version.maker == "pre":
-            continue
-        producer = made_by.get(id(version))
-        if producer is None:
-            raise InputError(f"the {what} reads the NVLS sum at its issuer before the switch has written it "
-                             "back; MSCCL++'s glres gives the issuer no earlier copy", field="schedule")
-        consumer.needs.append(producer)
-    for g in range(n):
-        for k, b in enumerate(blocks[g]):
-            b.id = k
-    return Built(blocks, channels, _switch_groups(view), scratch, _semaphores(blocks))
+                self.pending.append((recv, prev, f"reduction of chunk {p.chunk} at GPU {p.v}"))
+        self.made_by[id(p.made)] = recv
+        _finish(recv, p.made, self.post)
+
+    def local_copies(self, combining: bool) -> None:
+        """A value a GPU holds from the start in another slot than its output: one local copy."""
+        post = self.post
+        for (g, c), vs in sorted(self.view.versions.items()):
+            if vs[0].maker == "pre" and post.get((g, c)) is not None and _final(vs, combining) is vs[0] \
+                    and vs[0].slot != post[(g, c)]:
+                local = next((b for b in self.blocks[g] if b.name == "local copies"), None) or \
+                    self.block(g, "local copies")
+                local.actions.append(Action([_copy(vs[0].slot, post[(g, c)])], (0.0, c), tb=local))
+
+    def resolve(self) -> None:
+        """Every reader waits for the action that made what it reads; blocks numbered per GPU."""
+        for consumer, version, what in self.pending:
+            if version.maker == "pre":
+                continue
+            producer = self.made_by.get(id(version))
+            if producer is None:
+                raise InputError(f"the {what} reads the NVLS sum at its issuer before the switch has written it "
+                                 "back; MSCCL++'s glres gives the issuer no earlier copy", field="schedule")
+            consumer.needs.append(producer)
+        for g in range(self.n):
+            for k, b in enumerate(self.blocks[g]):
+                b.id = k
 
 
 def _packet_slots(view: View, pre: dict, post: dict, combining: bool, scratch: dict[int, int]) -> dict[int, Slot]:
@@ -228,7 +254,7 @@ def _packet_slots(view: View, pre: dict, post: dict, combining: bool, scratch: d
     return staged
 
 
-def _packet_actions(p: Put, ch: Channel, staged: Slot | None, prev: Version | None, s: Block, r: Block
+def _packet_actions(p: Put, ch: PlannedChannel, staged: Slot | None, prev: Version | None, s: Block, r: Block
                     ) -> tuple[Action, Action | None]:
     """The LL send of one put and what its receiver does: the sender writes packets into the
     receiver's scratch (``ppkt`` from plain data, ``rppkt`` forwarding packets it received, which

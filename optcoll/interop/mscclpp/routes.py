@@ -1,4 +1,4 @@
-"""Routes a runtime's peer-to-peer transfer takes on a machine: through switches only.
+"""Paths a runtime's peer-to-peer transfer takes on a machine: through switches only.
 
 A GPU writes to or reads from a peer over NVLink, Infinity Fabric or its NIC; no other GPU relays
 it. The route is the machine's path of fewest hops (then least latency) whose inner nodes are all
@@ -13,7 +13,9 @@ from optcoll.errors import InputError
 from optcoll.machines.machine import Machine
 
 
-class Routes:
+class PeerPaths:
+    """Each GPU pair's path through switches only, computed on demand (module docstring)."""
+
     def __init__(self, machine: Machine):
         self.machine = machine
         self._paths: dict[tuple[int, int], list[int]] = {}

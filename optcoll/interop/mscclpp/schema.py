@@ -108,7 +108,7 @@ class Threadblock:
 
 
 @dataclass(frozen=True)
-class Gpu:
+class PlanGpu:
     where: str
     id: int
     input_chunks: int
@@ -133,13 +133,13 @@ class Gpu:
 
 
 @dataclass(frozen=True)
-class Plan:
+class ExecutionPlan:
     source: str
     name: str
     collective: str
     protocol: str
     inplace: bool
-    gpus: tuple[Gpu, ...]
+    gpus: tuple[PlanGpu, ...]
     buffer_alignment: int = 16
     min_message_size: int = 0
     max_message_size: int = MAX_U64
@@ -266,7 +266,7 @@ class _Reader:
                            tuple(self.op(v, w) for w, v in self.items(obj, "ops", where)),
                            {k: tuple(v) for k, v in channels.items()}, {k: tuple(v) for k, v in buffers.items()})
 
-    def gpu(self, value: Any, where: str) -> Gpu:
+    def gpu(self, value: Any, where: str) -> PlanGpu:
         obj = self.table(value, where)
         remote = []
         for w, rb in self.items(obj, "remote_buffers", where, None):
@@ -275,7 +275,7 @@ class _Reader:
                            for k, t in enumerate(self.get(rb, "access_channel_types", w, list)))
             remote.append(RemoteBuffer(w, self.count(rb, "rank", w), self.choice(rb, "type", w, BUFFERS), access))
         sems = tuple(self.count(self.table(s, w), "init_value", w) for w, s in self.items(obj, "semaphores", where, None))
-        return Gpu(where, self.count(obj, "id", where), self.count(obj, "input_chunks", where),
+        return PlanGpu(where, self.count(obj, "id", where), self.count(obj, "input_chunks", where),
                    self.count(obj, "output_chunks", where), self.count(obj, "scratch_chunks", where),
                    tuple(self.channel(v, w) for w, v in self.items(obj, "channels", where, None)), tuple(remote),
                    tuple(self.threadblock(v, w) for w, v in self.items(obj, "threadblocks", where)), sems)
@@ -296,7 +296,7 @@ def _old_key(data: Any) -> str | None:
     return None
 
 
-def parse_plan(data: Any, source: str = "plan.json") -> Plan:
+def parse_plan(data: Any, source: str = "plan.json") -> ExecutionPlan:
     """A plan from parsed JSON; every problem is an ``InputError`` naming ``source`` and the element."""
     r = _Reader(source)
     old = _old_key(data)
@@ -309,11 +309,11 @@ def parse_plan(data: Any, source: str = "plan.json") -> Plan:
     align = r.count(obj, "buffer_alignment", "", 16)
     if align == 0:
         raise r.fail("buffer_alignment", "must be positive")
-    return Plan(source, r.get(obj, "name", "", str), r.get(obj, "collective", "", str),
+    return ExecutionPlan(source, r.get(obj, "name", "", str), r.get(obj, "collective", "", str),
                 r.choice(obj, "protocol", "", PROTOCOLS), r.get(obj, "inplace", "", bool), gpus, align,
                 r.count(obj, "min_message_size", "", 0), r.count(obj, "max_message_size", "", MAX_U64),
                 r.get(obj, "reuse_resources", "", bool, False), r.get(obj, "use_double_scratch_buffer", "", bool, False))
 
 
-def read_plan(path: str | os.PathLike) -> Plan:
+def read_plan(path: str | os.PathLike) -> ExecutionPlan:
     return parse_plan(read_json(path), str(path))

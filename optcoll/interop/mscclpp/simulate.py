@@ -36,26 +36,19 @@ import math
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import NamedTuple
 
 from optcoll.instances.instance import TimeModel
-from optcoll.interop.mscclpp.geometry import Piece, Step
-from optcoll.interop.mscclpp.routes import Routes
-from optcoll.interop.mscclpp.schema import Gpu, Plan, Threadblock
+from optcoll.interop.mscclpp.geometry import Piece, UnrolledOp
+from optcoll.interop.mscclpp.routes import PeerPaths
+from optcoll.interop.mscclpp.schema import PlanGpu, ExecutionPlan, Threadblock
 from optcoll.interop.mscclpp.validate import op_channel, remote_of, switch_of
-from optcoll.interop.msccl.layout import Layout
+from optcoll.interop.msccl.layout import BufferLayout, SlotValue
 from optcoll.machines.machine import Machine
 from optcoll.schedules.schedule import COPY, REDUCE
 from optcoll.units import format_time
 
 PACKET_READS = {"upkt": 0, "repkt": 1, "recpkt": 1, "recspkt": 1, "respkt": 1, "rppkt": 0, "gstorepkt": 0}
 Slot = tuple[int, str, int]  # (gpu, canonical buffer, unit)
-
-
-class Val(NamedTuple):
-    chunk: int
-    mask: int
-    origin: int  # row of the transfer that delivered it, -1 otherwise
 
 
 @dataclass
@@ -69,21 +62,22 @@ class Run:
 
 
 class Simulator:
-    def __init__(self, plan: Plan, machine: Machine, ranks: list[int], tbs: list[tuple[Gpu, Threadblock, list[Step]]],
-                 unit: int, layout: Layout, combining: bool, model: TimeModel):
+    def __init__(self, plan: ExecutionPlan, machine: Machine, ranks: list[int],
+                 tbs: list[tuple[PlanGpu, Threadblock, list[UnrolledOp]]],
+                 unit: int, layout: BufferLayout, combining: bool, model: TimeModel):
         self.plan, self.machine, self.ranks, self.layout, self.combining = plan, machine, ranks, layout, combining
         self.tbs, self.unit = tbs, unit
         timing = model.link_timing(machine, float(self.unit))
         self.delay, self.busy = timing.delay, timing.busy
         self.reduce_extra = float(model.reduce_cost * self.unit)
-        self.routes = Routes(machine)
+        self.routes = PeerPaths(machine)
         self.out = Run()
-        self.buf: dict[Slot, Val] = {}
+        self.buf: dict[Slot, SlotValue] = {}
         self.packets: set[Slot] = set()
         self.full: dict[int, int] = {}
         for (g, c), (b, off) in layout.pre.items():
             mine = 1 << g if combining else 0
-            self.buf[(g, b, off)] = Val(c, mine, -1)
+            self.buf[(g, b, off)] = SlotValue(c, mine, -1)
             self.full[c] = self.full.get(c, 0) | mine
         self.free: dict[int, list[tuple[float, float]]] = defaultdict(list)  # busy intervals, sorted
         self.signals: dict[tuple, list[float]] = defaultdict(list)
@@ -127,14 +121,14 @@ class Simulator:
         return [(gpu, *self.layout.canonical(gpu, (buf, u))) for u in range(piece.start // self.unit,
                                                                             piece.end // self.unit)]
 
-    def read(self, slot: Slot, where: str) -> Val | None:
+    def read(self, slot: Slot, where: str) -> SlotValue | None:
         value = self.buf.get(slot)
         if value is None:
             self.out.problems.append(f"{where} reads {slot[1]}[unit {slot[2]}] of GPU {slot[0]}, which holds "
                                      f"nothing at {format_time(self.now)}")
         return value
 
-    def combine(self, values: list[Val | None], where: str) -> Val | None:
+    def combine(self, values: list[SlotValue | None], where: str) -> SlotValue | None:
         if any(v is None for v in values):
             return None
         if not self.combining:
@@ -154,9 +148,9 @@ class Simulator:
             mask |= v.mask
             if v.origin >= 0 and v is not holding:
                 self.out.rows[v.origin][3] = REDUCE
-        return Val(first.chunk, mask, -1)
+        return SlotValue(first.chunk, mask, -1)
 
-    def write(self, slot: Slot, value: Val | None, packet: bool = False) -> None:
+    def write(self, slot: Slot, value: SlotValue | None, packet: bool = False) -> None:
         if value is None:
             self.buf.pop(slot, None)
         else:
@@ -166,7 +160,8 @@ class Simulator:
 
     # -- moving data ----------------------------------------------------------------------------------
 
-    def send(self, value: Val | None, src: int, dst: int, t: float, op: int, lane: int = 0) -> tuple[float, float]:
+    def send(self, value: SlotValue | None, src: int, dst: int, t: float, op: int, lane: int = 0
+             ) -> tuple[float, float]:
         """One unit from GPU ``src`` to GPU ``dst`` (or a switch node, as a machine node) along the
         route; returns (when it left the first link, when it arrived). Records the transfers."""
         path = self.routes.path(self.node(src), self.node(dst), lane)
@@ -198,11 +193,11 @@ class Simulator:
     def node(self, gpu_or_node: int) -> int:
         return self.ranks[gpu_or_node] if gpu_or_node >= 0 else -1 - gpu_or_node
 
-    def deliver(self, slot: Slot, value: Val | None, t: float, packet: bool = False, local: bool = False) -> None:
+    def deliver(self, slot: Slot, value: SlotValue | None, t: float, packet: bool = False, local: bool = False) -> None:
         """``value`` written at ``t``: by the transfer just recorded, or (``local``) by a local op,
         which keeps the transfer it came by (none for a reduction's result)."""
         row = value.origin if local and value is not None else len(self.out.rows) - 1
-        landed = Val(value.chunk, value.mask, row) if value is not None else None
+        landed = SlotValue(value.chunk, value.mask, row) if value is not None else None
         self.at(t, 0, lambda: (self.write(slot, landed, packet), self.retry()))
 
     # -- thread blocks --------------------------------------------------------------------------------
@@ -225,7 +220,7 @@ class Simulator:
         self.at(finish, 1, lambda: self.try_step(k, finish))
         self.retry()
 
-    def ready(self, k: int, g: Gpu, tb: Threadblock, step: Step, t: float) -> float | None:
+    def ready(self, k: int, g: PlanGpu, tb: Threadblock, step: UnrolledOp, t: float) -> float | None:
         """When the step may start (None: not known yet, something must happen first)."""
         op = step.op
         if op.name in ("wait", "rlxwait"):
@@ -257,7 +252,7 @@ class Simulator:
                 return None
         return t
 
-    def execute(self, k: int, g: Gpu, tb: Threadblock, step: Step, t: float) -> float:
+    def execute(self, k: int, g: PlanGpu, tb: Threadblock, step: UnrolledOp, t: float) -> float:
         op, name = step.op, step.op.name
         where = op.where + (f" (iteration {step.iteration})" if step.iteration is not None else "")
         if name in ("wait", "rlxwait"):
@@ -291,14 +286,14 @@ class Simulator:
 
     # -- data ops -------------------------------------------------------------------------------------
 
-    def local(self, g: Gpu, piece: Piece) -> list[Slot]:
+    def local(self, g: PlanGpu, piece: Piece) -> list[Slot]:
         return self.slots(g.id, piece.ref.type, piece)
 
-    def remote(self, g: Gpu, tb: Threadblock, step: Step, piece: Piece) -> tuple[int, list[Slot]]:
+    def remote(self, g: PlanGpu, tb: Threadblock, step: UnrolledOp, piece: Piece) -> tuple[int, list[Slot]]:
         rb = remote_of(g, tb, step.op, piece.ref)
         return rb.rank, self.slots(rb.rank, rb.type, piece)
 
-    def move(self, k: int, g: Gpu, tb: Threadblock, step: Step, t: float, where: str) -> float:
+    def move(self, k: int, g: PlanGpu, tb: Threadblock, step: UnrolledOp, t: float, where: str) -> float:
         op, name = step.op, step.op.name
         port = op.channel_type == "port"
         if name in ("glres", "gstore", "gstorepkt"):
@@ -320,7 +315,7 @@ class Simulator:
         units = first.end // self.unit - first.start // self.unit
         end = t
         arrivals = [t] * units
-        values: list[Val | None] = []
+        values: list[SlotValue | None] = []
         for u in range(units):
             parts = [self.read(self.local(g, first)[u], where)]
             if name in ("re", "res", "repkt", "respkt", "recpkt", "recspkt", "rre", "rres"):
@@ -330,7 +325,7 @@ class Simulator:
                     value = self.read(slots[u], where)
                     _, arrive = self.send(value, peer, g.id, t, REDUCE)
                     arrivals[u] = max(arrivals[u], arrive)
-                    parts.append(None if value is None else Val(value.chunk, value.mask, -1))
+                    parts.append(None if value is None else SlotValue(value.chunk, value.mask, -1))
                 values.append(self.combine(parts, where) if len(parts) > 1 else parts[0])
             else:
                 values.append(parts[0])
@@ -354,7 +349,7 @@ class Simulator:
                     end = max(end, left)
         return end
 
-    def nvls(self, k: int, g: Gpu, tb: Threadblock, step: Step, t: float, where: str) -> float:
+    def nvls(self, k: int, g: PlanGpu, tb: Threadblock, step: UnrolledOp, t: float, where: str) -> float:
         dst = step.dst[0]
         buf_out, members, _ = switch_of(g, tb, dst.ref)
         switch = self.routes.switch_of([self.node(m) for m in members])

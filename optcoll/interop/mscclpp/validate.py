@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 from optcoll.errors import InputError
 from optcoll.interop.mscclpp.schema import (MAX_CHANNEL, MAX_CHANNEL_PER_OPERATION, MAX_DEVICE_SEMAPHORES,
-                                            MAX_OPERATION, BufRef, Gpu, Op, Plan, Threadblock)
+                                            MAX_OPERATION, BufRef, PlanGpu, Op, ExecutionPlan, Threadblock)
 
 SIGNALLING = ("signal", "wait", "rlxsignal", "rlxwait", "pws", "pwsf", "flush")
 
@@ -44,7 +44,7 @@ class ChannelEnd:
     where: str
 
 
-def channel_ends(gpu: Gpu, kind: str) -> list[ChannelEnd]:
+def channel_ends(gpu: PlanGpu, kind: str) -> list[ChannelEnd]:
     """The GPU's channels of one type, numbered as the executor numbers them."""
     seen: Counter = Counter()
     out = []
@@ -54,17 +54,17 @@ def channel_ends(gpu: Gpu, kind: str) -> list[ChannelEnd]:
     return out
 
 
-def op_channel(plan: Plan, gpu: Gpu, tb: Threadblock, op: Op, i: int) -> ChannelEnd:
+def op_channel(plan: ExecutionPlan, gpu: PlanGpu, tb: Threadblock, op: Op, i: int) -> ChannelEnd:
     """The channel end an op's ``channel_ids[i]`` names (after ``check_plan``)."""
     return channel_ends(gpu, op.channel_type)[tb.channels[op.channel_type][op.channel_ids[i]]]
 
 
-def remote_of(gpu: Gpu, tb: Threadblock, op: Op, ref: BufRef):
+def remote_of(gpu: PlanGpu, tb: Threadblock, op: Op, ref: BufRef):
     """The remote buffer (``RemoteBuffer``) a ``buffer_id`` reference names."""
     return gpu.remote_buffers[tb.buffers[op.channel_type][ref.buffer_id]]
 
 
-def switch_of(gpu: Gpu, tb: Threadblock, ref: BufRef) -> tuple[str, tuple[int, ...], int]:
+def switch_of(gpu: PlanGpu, tb: Threadblock, ref: BufRef) -> tuple[str, tuple[int, ...], int]:
     """(buffer type, member GPUs, chunks) of the switch channel a ``switch_channel_id`` names."""
     channel, group = gpu.numbered("switch")[tb.channels["switch"][ref.switch_channel_id]]
     size, ranks = channel.groups[group]
@@ -72,7 +72,7 @@ def switch_of(gpu: Gpu, tb: Threadblock, ref: BufRef) -> tuple[str, tuple[int, .
 
 
 class _Checker:
-    def __init__(self, plan: Plan):
+    def __init__(self, plan: ExecutionPlan):
         self.plan = plan
         self.notes: list[str] = []
 
@@ -104,7 +104,7 @@ class _Checker:
         self.pairs()
         return self.notes
 
-    def threadblock(self, gpu: Gpu, tb: Threadblock) -> None:
+    def threadblock(self, gpu: PlanGpu, tb: Threadblock) -> None:
         for kind, numbers in tb.channels.items():
             have = len(gpu.numbered(kind)) if kind != "none" else 0
             for c in numbers:
@@ -131,7 +131,7 @@ class _Checker:
             for o in (op, *op.inner):
                 self.op(gpu, tb, o)
 
-    def op(self, gpu: Gpu, tb: Threadblock, op: Op) -> None:
+    def op(self, gpu: PlanGpu, tb: Threadblock, op: Op) -> None:
         listed = tb.channels.get(op.channel_type or "", ())
         if len(op.channel_ids) > MAX_CHANNEL_PER_OPERATION:
             raise self.fail(f"{op.where}.channel_ids", f"{len(op.channel_ids)} channels; an op holds "
@@ -153,7 +153,7 @@ class _Checker:
         if op.name == "barrier" and (op.barrier_id is None or op.num_threadblocks is None):
             raise self.fail(op.where, "a barrier needs barrier_id and num_threadblocks")
 
-    def ref(self, gpu: Gpu, tb: Threadblock, op: Op, ref: BufRef) -> None:
+    def ref(self, gpu: PlanGpu, tb: Threadblock, op: Op, ref: BufRef) -> None:
         if ref.switch_channel_id is not None:
             listed = tb.channels.get("switch", ())
             if ref.switch_channel_id >= len(listed):
@@ -194,6 +194,6 @@ class _Checker:
                                                      f"at {op.where} is never matched")
 
 
-def check_plan(plan: Plan) -> list[str]:
+def check_plan(plan: ExecutionPlan) -> list[str]:
     """Raises the first structural problem (``InputError`` naming the element); returns notes."""
     return _Checker(plan).run()

@@ -44,7 +44,7 @@ import numpy as np
 from optcoll.instances.clock import check_current
 from optcoll.instances.instance import Instance
 from optcoll.producers.base import NotApplicable
-from optcoll.producers.baselines.listsched import Calendar, Routes
+from optcoll.producers.baselines.listsched import Calendar, ShortestPaths
 from optcoll.producers.spread import forward
 from optcoll.schedules.schedule import COPY, REDUCE, Schedule, from_arrays
 
@@ -77,7 +77,7 @@ class FlowScheduler:
         timing = instance.model.link_timing(instance.machine, coll.chunk_bytes)
         self.machine = instance.machine
         self.problem = problem
-        self.routes: dict[frozenset[int], Routes] = {}
+        self.routes: dict[frozenset[int], ShortestPaths] = {}
         #: chunk -> switches that flows reduce it into (module docstring: relays)
         self.holding: dict[int, frozenset[int]] = {}
         self.calendar = Calendar(problem)
@@ -151,7 +151,7 @@ class FlowScheduler:
         if routes is None:
             relays = np.arange(self.width) >= self.machine.num_npus
             relays[list(avoid)] = False
-            routes = self.routes[avoid] = Routes(self.problem, relays)
+            routes = self.routes[avoid] = ShortestPaths(self.problem, relays)
         return routes.path(flow.src, flow.dst)
 
     def send(self, flow: Flow, ready: float = 0.0) -> float:

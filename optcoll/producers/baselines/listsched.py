@@ -29,7 +29,7 @@ from optcoll.producers.spread import COPY, EXCLUSIVE, SpreadProblem
 from optcoll.schedules.schedule import Schedule, from_arrays
 
 
-class Routes:
+class ShortestPaths:
     """Shortest paths by link delay, computed per source on demand.
 
     ``relays`` (bool per node, optional): the only nodes a path may pass through; a path that
@@ -125,7 +125,7 @@ class ListScheduler:
     def __init__(self, problem: SpreadProblem):
         self.p = problem
         self.width = problem.num_nodes
-        self.routes = Routes(problem)
+        self.routes = ShortestPaths(problem)
         self.calendar = Calendar(problem)
         self.delay = problem.delay.tolist()
         self.mode = problem.mode.tolist()

@@ -30,6 +30,15 @@ pipelined over chunks by the flow scheduler:
      2(n − 1)/n for n ≥ 3, and needs one crossing less of latency only at n = 2, where the two
      send the same volume. Each node reduces its chunks in the order its head sends them (the
      chunks owned by node i + 1 first), and spreads them in the order the sums reach it.
+   * n = 2^m ≥ 4, also the *halving* form: per chunk a binomial reduction of the heads onto two
+     roots, an exchange between them, and the mirror broadcast, roles relabelled per chunk
+     (node i plays role i XOR p for the chunk at position p of its rail's round) so each NIC again
+     carries 2(n − 1) per round each way. A chunk's sum then waits for 2m − 1 crossings instead of
+     the ReduceScatter's n − 1 arrivals into one owner, so a rail GPU's link never idles between
+     the two halves: a crossing through a store-and-forward rail switch takes two NIC occupancies,
+     and on dgxh100-rail-4x8 (C = 1) the ReduceScatter + AllGather leaves each NIC idle one
+     occupancy (6.21 ms) where the halving form keeps it busy (5.54 ms; 16x8: 5.64 -> 5.47 ms).
+     Each node reduces the chunks its head sends first (leaves, then roots) first.
 3. **Inside every node again**, the head spreads the sum: one copy into a switch that multicasts,
    which delivers it to the node's other GPUs; otherwise, when a round has one chunk per GPU (as
    many rails as GPUs), its sums are ready together and every GPU must receive G − 1 of them
@@ -210,10 +219,51 @@ def _reduce_scatter_gather_flows(nodes: list[_Node], num_chunks: int) -> list[Fl
     return reduces + crossings + spreads
 
 
-def _flows(nodes: list[_Node], num_chunks: int) -> list[Flow | Exchange]:
-    if len(nodes) == 2:
-        return _exchange_flows(nodes, num_chunks)
-    return _reduce_scatter_gather_flows(nodes, num_chunks)
+def _halving_flows(nodes: list[_Node], num_chunks: int) -> list[Flow | Exchange]:
+    """n = 2^m ≥ 4 nodes: per chunk a binomial reduction onto two roots, their exchange, and the
+    mirror broadcast, among the heads of its rail, each chunk's roles relabelled by its position
+    p in the round (node i plays role i XOR p) so every NIC carries the same load per round
+    (module docstring, step 2, the halving form)."""
+    count, rails = len(nodes), nodes[0].rails
+    levels = count.bit_length() - 2  # reduce levels below the exchange between roles 0 and count/2
+    half = count // 2
+
+    def node(k: int, role: int) -> int:
+        return nodes[role ^ (k // rails) % count].head(k)
+
+    def need(i: int, last: bool = False) -> list[int]:
+        """Node i's chunks, per round those its head sends earliest first: by the level its role
+        first sends at (its lowest set bit; the two roots last, together), each level across the
+        rails (``last``: the levels in reverse, the order the sums reach it)."""
+        order = sorted(range(count), key=lambda p: (min((i ^ p) & -(i ^ p) or half, half), p), reverse=last)
+        return [k for first in range(0, num_chunks, count * rails) for p in order
+                for k in range(first + p * rails, min(first + (p + 1) * rails, num_chunks))]
+
+    chunks = range(num_chunks)
+    reduces: list[Flow | Exchange] = [flow for i, n in enumerate(nodes) for flow in n.reduce(need(i))]
+    for level in range(levels):  # roles with bit `level` set (and none below) send to the role without it
+        step = 1 << level
+        reduces += [Flow(k, node(k, role), node(k, role - step), REDUCE)
+                    for k in chunks for role in range(step, count, 2 * step)]
+    swaps: list[Flow | Exchange] = [Exchange(k, (node(k, 0), node(k, half))) for k in chunks]
+    copies: list[Flow | Exchange] = []
+    for level in reversed(range(levels)):
+        step = 1 << level
+        copies += [Flow(k, node(k, role - step), node(k, role), COPY)
+                   for k in chunks for role in range(step, count, 2 * step)]
+    spreads = [flow for i, n in enumerate(nodes) for flow in n.spread(need(i, last=True))]
+    return reduces + swaps + copies + spreads
+
+
+def _flows(nodes: list[_Node], num_chunks: int) -> list[list[Flow | Exchange]]:
+    """The across-node forms for this node count (module docstring, step 2)."""
+    count = len(nodes)
+    if count == 2:
+        return [_exchange_flows(nodes, num_chunks)]
+    forms = [_reduce_scatter_gather_flows(nodes, num_chunks)]
+    if count & (count - 1) == 0:
+        forms.append(_halving_flows(nodes, num_chunks))
+    return forms
 
 
 def _forms(nodes: list[_Node], num_chunks: int) -> list[list[Flow | Exchange]]:
@@ -226,7 +276,7 @@ def _forms(nodes: list[_Node], num_chunks: int) -> list[list[Flow | Exchange]]:
                     for op in (REDUCE, COPY, None)]
     forms = []
     for variant in variants:
-        forms.append(_flows(variant, num_chunks))
+        forms += _flows(variant, num_chunks)
         try:
             forms.append(_staggered_flows(variant, num_chunks))
         except NotApplicable:

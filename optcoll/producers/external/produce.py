@@ -46,7 +46,7 @@ class Failed(Exception):
 
 
 @dataclass(frozen=True, eq=False)
-class Produced:
+class Imported:
     """A schedule and where it came from. ``problems``: an MSCCL file's departures from optcoll's
     model (the importer's list); the file is invalid even when the verifier accepts the schedule."""
 
@@ -80,7 +80,7 @@ def _alarm(seconds: float) -> Iterator[None]:
         signal.signal(signal.SIGALRM, previous)
 
 
-def produce(synth: SynthSpec, spec: InstanceSpec, time_limit: float, workdir: Path) -> Produced:
+def produce(synth: SynthSpec, spec: InstanceSpec, time_limit: float, workdir: Path) -> Imported:
     """The schedule ``synth`` makes for ``spec``; raises ``Failed``."""
     instance = spec.instance
     if synth.kind == "dir":
@@ -100,7 +100,7 @@ def _tail(text: str) -> str:
     return "\n".join((["..."] if len(lines) > TAIL_LINES else []) + lines[-TAIL_LINES:])
 
 
-def _call(synth: SynthSpec, instance: Instance, time_limit: float) -> Produced:
+def _call(synth: SynthSpec, instance: Instance, time_limit: float) -> Imported:
     from optcoll.producers.base import NotApplicable
 
     if synth.kind == "builtin":
@@ -136,7 +136,7 @@ def _call(synth: SynthSpec, instance: Instance, time_limit: float) -> Produced:
     if not isinstance(result, Schedule):
         raise Failed("malformed", f"the synthesizer returned a {type(result).__name__}, not an "
                      f"optcoll Schedule", seconds=seconds)
-    return Produced(result, f"returned by {synth}", seconds)
+    return Imported(result, f"returned by {synth}", seconds)
 
 
 def _placeholders(synth: SynthSpec, spec: InstanceSpec, workdir: Path) -> dict[str, str]:
@@ -156,7 +156,7 @@ def _placeholders(synth: SynthSpec, spec: InstanceSpec, workdir: Path) -> dict[s
     return values
 
 
-def _command(synth: SynthSpec, spec: InstanceSpec, time_limit: float, workdir: Path) -> Produced:
+def _command(synth: SynthSpec, spec: InstanceSpec, time_limit: float, workdir: Path) -> Imported:
     workdir.mkdir(parents=True, exist_ok=True)
     values = _placeholders(synth, spec, workdir)
     argv = [arg.format_map(values) for arg in synth.argv]
@@ -192,7 +192,7 @@ def _command(synth: SynthSpec, spec: InstanceSpec, time_limit: float, workdir: P
     except Failed as failure:
         failure.seconds = seconds
         raise
-    return Produced(produced.schedule, f"{Path(produced.source).name} written by the command",
+    return Imported(produced.schedule, f"{Path(produced.source).name} written by the command",
                     seconds, produced.problems)
 
 
@@ -219,7 +219,7 @@ def _named(path: Path) -> Path:
     return path.rename(path.with_name(path.name + suffix))
 
 
-def load_file(path: Path, instance: Instance) -> Produced:
+def load_file(path: Path, instance: Instance) -> Imported:
     """A schedule file (optcoll JSON, gzip JSON or MSCCL-IR XML) as a schedule on the instance."""
     path = _named(path)
     try:
@@ -228,10 +228,10 @@ def load_file(path: Path, instance: Instance) -> Produced:
 
             imported = import_msccl_xml(path, instance.machine, collective=instance.collective,
                                         model=instance.model)
-            return Produced(imported.schedule, str(path), None, imported.problems)
+            return Imported(imported.schedule, str(path), None, imported.problems)
         from optcoll.schedules.jsonfile import load_schedule
 
-        return Produced(load_schedule(path, instance.machine), str(path), None)
+        return Imported(load_schedule(path, instance.machine), str(path), None)
     except InputError as exc:
         raise Failed("malformed", f"unreadable schedule: {exc.one_line()}") from None
     except OSError as exc:

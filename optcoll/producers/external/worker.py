@@ -13,7 +13,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from optcoll.producers.external.produce import Failed, Produced, produce
+from optcoll.producers.external.produce import Failed, Imported, produce
 from optcoll.producers.external.spec import parse_synth
 from optcoll.instances.suite import InstanceSpec
 
@@ -63,7 +63,7 @@ def _invalid(kind: str, message: str, **where: Any) -> dict[str, Any]:
             "violation": violation}
 
 
-def _verdict(spec: InstanceSpec, produced: Produced) -> dict[str, Any]:
+def _verdict(spec: InstanceSpec, produced: Imported) -> dict[str, Any]:
     from optcoll.errors import ScheduleRejected
     from optcoll.results.record import verified
 

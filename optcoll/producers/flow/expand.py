@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from optcoll.machines.automorphisms import NodeGroup
+from optcoll.machines.automorphisms import SymmetryGroup
 from optcoll.producers.flow.routes import PairRoutes, Route
 
 
@@ -44,7 +44,7 @@ class ChunkImages:
         return self.chunk[where]
 
 
-def expand_transfers(group: NodeGroup, images: ChunkImages, chunk: np.ndarray, link: np.ndarray,
+def expand_transfers(group: SymmetryGroup, images: ChunkImages, chunk: np.ndarray, link: np.ndarray,
                      start: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Every element's copy of the transfers (identity first)."""
     at = images.positions(chunk)
@@ -53,7 +53,7 @@ def expand_transfers(group: NodeGroup, images: ChunkImages, chunk: np.ndarray, l
             np.tile(start, group.order))
 
 
-def expand_routes(group: NodeGroup, routes: list[PairRoutes]) -> list[PairRoutes]:
+def expand_routes(group: SymmetryGroup, routes: list[PairRoutes]) -> list[PairRoutes]:
     """Every element's image of ``routes`` (element-major: all of g's routes, then the next g)."""
     out: list[PairRoutes] = []
     for g in range(group.order):

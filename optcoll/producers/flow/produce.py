@@ -28,7 +28,7 @@ import numpy as np
 from optcoll.bounds.mcf import FlowSolution, FlowTooLarge, relay_flow, solve_flow, tidy_flow
 from optcoll.collectives.collective import Collective
 from optcoll.instances.instance import Instance, TimeModel
-from optcoll.machines.automorphisms import NodeGroup, semiregular_group, trivial_group
+from optcoll.machines.automorphisms import SymmetryGroup, semiregular_group, trivial_group
 from optcoll.machines.machine import Machine
 from optcoll.producers.base import NotApplicable
 from optcoll.producers.flow.expand import ChunkImages, expand_routes, expand_transfers
@@ -160,14 +160,14 @@ def flow_schedule(instance: Instance, seed: int = 0) -> Schedule:
                        hot_first=hot_first, lookahead=look, variants=ran)
 
 
-def _machine_group(machine: Machine, collective: Collective) -> NodeGroup:
+def _machine_group(machine: Machine, collective: Collective) -> SymmetryGroup:
     """The machine's symmetries that keep the communicator, for coordinated tie-breaking."""
     members = np.zeros(machine.num_nodes, dtype=np.int64)
     members[list(collective.ranks)] = 1
     return semiregular_group(machine, members)
 
 
-def _pair_types(group: NodeGroup, chunk: np.ndarray, source: np.ndarray, dest: np.ndarray) -> np.ndarray:
+def _pair_types(group: SymmetryGroup, chunk: np.ndarray, source: np.ndarray, dest: np.ndarray) -> np.ndarray:
     """Tie-break keys that equal for chunks whose pairs a symmetry maps onto each other (then
     equally urgent chunks are chosen alike everywhere, as in a copied schedule): the source's
     orbit, the destination seen from the orbit's representative, the chunk's piece number."""
@@ -184,7 +184,7 @@ def _pair_types(group: NodeGroup, chunk: np.ndarray, source: np.ndarray, dest: n
     return key
 
 
-def _resource_rank(group: NodeGroup, resource: np.ndarray, load: np.ndarray) -> np.ndarray:
+def _resource_rank(group: SymmetryGroup, resource: np.ndarray, load: np.ndarray) -> np.ndarray:
     """Resources by the LP load of their links' orbit (heaviest first), then orbit, then id:
     the same order wherever the network looks the same."""
     orbit_load = np.bincount(group.link_orbit, weights=load)[group.link_orbit]

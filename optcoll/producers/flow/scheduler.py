@@ -22,6 +22,7 @@ per chunk size.
 from __future__ import annotations
 
 import heapq
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -135,24 +136,6 @@ def schedule(machine: Machine, model: TimeModel, routes: list[Route], chunks: Ch
             if r in idle:
                 touched.add(r)
 
-    def pick(heap: list[tuple[float, int, int, int]]) -> tuple[float, int, int, int] | None:
-        found: list[tuple[float, int, int, int]] = []
-        while heap and len(found) < max(1, lookahead):
-            entry = heapq.heappop(heap)
-            if at[entry[2]] != src[entry[3]]:
-                continue  # stale: the chunk has left that node
-            if found and entry[0] > found[0][0] * (1 - URGENCY_TOLERANCE):
-                heapq.heappush(heap, entry)
-                break
-            found.append(entry)
-        if not found:
-            return None
-        best = min(found, key=lambda x: (pressure(x[2], x[3]), x[1])) if lookahead else found[0]
-        for entry in found:
-            if entry is not best:
-                heapq.heappush(heap, entry)
-        return best
-
     touched: set[int] = set()
     for c in range(chunks.ids.size):
         offer(c, at[c], touched)
@@ -163,7 +146,7 @@ def schedule(machine: Machine, model: TimeModel, routes: list[Route], chunks: Ch
         if steps % 1024 == 0:
             check_current()  # under a solver's clock (a start schedule), until it ends
         for r in sorted(touched, key=res_rank.__getitem__):
-            chosen = pick(waiting[r])
+            chosen = _pick(waiting[r], at, src, lookahead, pressure)
             if chosen is None:
                 continue
             _, _, c, e = chosen
@@ -193,3 +176,26 @@ def schedule(machine: Machine, model: TimeModel, routes: list[Route], chunks: Ch
                 offer(ident, node, touched)
     chunk = chunks.ids[np.array(out_chunk, dtype=np.int64)]
     return Timed(chunk, np.array(out_link, dtype=np.int64), np.array(out_start, dtype=float), last)
+
+
+def _pick(heap: list[tuple[float, int, int, int]], at: list[int], src: list[int], lookahead: int,
+          pressure: Callable[[int, int], int]) -> tuple[float, int, int, int] | None:
+    """The waiting entry a free resource takes: the most urgent whose chunk still waits at the
+    link's tail (stale entries dropped); with ``lookahead``, among up to that many about as
+    urgent, the one whose next hop is least wanted (``pressure``), then by rank."""
+    found: list[tuple[float, int, int, int]] = []
+    while heap and len(found) < max(1, lookahead):
+        entry = heapq.heappop(heap)
+        if at[entry[2]] != src[entry[3]]:
+            continue  # stale: the chunk has left that node
+        if found and entry[0] > found[0][0] * (1 - URGENCY_TOLERANCE):
+            heapq.heappush(heap, entry)
+            break
+        found.append(entry)
+    if not found:
+        return None
+    best = min(found, key=lambda x: (pressure(x[2], x[3]), x[1])) if lookahead else found[0]
+    for entry in found:
+        if entry is not best:
+            heapq.heappush(heap, entry)
+    return best

@@ -346,6 +346,9 @@ def _remove(k, i, offer_e, offer_x, offer_n):
 def _match_nodes(order, t, rng, plus, same_release, lsrc, ldst, delay, busy, in_ptr, in_ids,
                  free_in, free_count, link_free, avail, want, holders, rarity, heap_time,
                  heap_seq, heap_rec, counters, randoms, out_chunk, out_link, out_start):
+    """At time t, each node of ``order`` that wants chunks takes one per free in-link from the
+    senders' offers: tacos+'s pick (``_plus_offer``, ``_rarest_chunk``) or TACOS's
+    (``_plain_offer``)."""
     words = want.shape[1]
     max_in = 1
     for v in range(in_ptr.shape[0] - 1):
@@ -370,90 +373,105 @@ def _match_nodes(order, t, rng, plus, same_release, lsrc, ldst, delay, busy, in_
         if not wanted:
             continue
         k = _offers(d, lsrc, in_ptr, free_in, free_count, avail, want, offer_e, offer_x, offer_n)
-        if plus:
-            if k:
-                _not_others(d, lsrc, in_ptr, in_ids, avail, sources, not_others, prefix)
-            while k > 0:
-                best, best_only, best_count, best_r = -1, 0, 0, 0.0
-                for i in range(k):
-                    u = lsrc[offer_e[i]]
-                    row = 0
-                    while sources[row] != u:
-                        row += 1
-                    only = 0
-                    for w in range(words):
-                        only += _popcount(offer_x[i, w] & not_others[row, w])
-                    r = _random(rng, randoms, counters)
-                    first, second = (0, only) if only else (1, offer_n[i])
-                    if (best < 0 or first < best_only or (first == best_only and second < best_count)
-                            or (first == best_only and second == best_count and r < best_r)):
-                        best, best_only, best_count, best_r = i, first, second, r
-                        if only:
-                            for w in range(words):
-                                pool[w] = offer_x[i, w] & not_others[row, w]
-                        else:
-                            pool[:] = offer_x[i, :]
-                c = -1
-                for level in range(LEVELS):
-                    total = 0
-                    for w in range(words):
-                        total += _popcount(pool[w] & rarity[level, w])
-                    if total:
-                        for w in range(words):
-                            rarest[w] = pool[w] & rarity[level, w]
-                        c = _kth_bit(rarest, np.int64(_random(rng, randoms, counters) * total))
-                        break
-                e = offer_e[best]
-                k = _remove(k, best, offer_e, offer_x, offer_n)
-                _assign(c, e, t, plus, same_release, lsrc, ldst, delay, busy, in_ptr, free_in,
-                        free_count, link_free, want, holders, rarity, heap_time, heap_seq,
-                        heap_rec, counters, out_chunk, out_link, out_start)
-                k = _still_open(k, c, offer_e, offer_x, offer_n)
-            continue
+        if plus and k:
+            _not_others(d, lsrc, in_ptr, in_ids, avail, sources, not_others, prefix)
         while k > 0:
-            if k == 1:
-                c = _kth_bit(offer_x[0], np.int64(_random(rng, randoms, counters) * offer_n[0]))
-                _assign(c, offer_e[0], t, plus, same_release, lsrc, ldst, delay, busy, in_ptr,
-                        free_in, free_count, link_free, want, holders, rarity, heap_time,
-                        heap_seq, heap_rec, counters, out_chunk, out_link, out_start)
-                break
-            total = 0
-            for i in range(k):
-                total += offer_n[i]
-            while True:
-                r = _random(rng, randoms, counters) * total
-                pick = k - 1
-                for i in range(k):
-                    if r < offer_n[i]:
-                        pick = i
-                        break
-                    r -= offer_n[i]
-                c = _kth_bit(offer_x[pick], np.int64(r))
-                h = 0
-                for i in range(k):
-                    if _has(offer_x[i], c):
-                        holding[h] = i
-                        h += 1
-                if h == 1 or _random(rng, randoms, counters) * h < 1.0:
-                    break
-            best_delay = np.inf
-            ties = 0
-            for j in range(h):
-                de = delay[offer_e[holding[j]]]
-                if de < best_delay:
-                    best_delay = de
-                    holding[0] = holding[j]
-                    ties = 1
-                elif de == best_delay:
-                    holding[ties] = holding[j]
-                    ties += 1
-            chosen = holding[0] if ties == 1 else holding[np.int64(_random(rng, randoms, counters) * ties)]
+            if plus:
+                chosen = _plus_offer(k, lsrc, offer_e, offer_x, offer_n, sources, not_others, pool, rng, randoms,
+                                     counters)
+                c = _rarest_chunk(pool, rarity, rarest, rng, randoms, counters)
+            elif k == 1:
+                chosen, c = 0, _kth_bit(offer_x[0], np.int64(_random(rng, randoms, counters) * offer_n[0]))
+            else:
+                chosen, c = _plain_offer(k, offer_e, offer_x, offer_n, holding, delay, rng, randoms, counters)
             e = offer_e[chosen]
             k = _remove(k, chosen, offer_e, offer_x, offer_n)
             _assign(c, e, t, plus, same_release, lsrc, ldst, delay, busy, in_ptr, free_in,
                     free_count, link_free, want, holders, rarity, heap_time, heap_seq, heap_rec,
                     counters, out_chunk, out_link, out_start)
             k = _still_open(k, c, offer_e, offer_x, offer_n)
+
+
+@njit(cache=True)
+def _plus_offer(k, lsrc, offer_e, offer_x, offer_n, sources, not_others, pool, rng, randoms, counters):
+    """tacos+'s offer among the first ``k``: fewest chunks only its sender can give (none
+    counting last), then fewest chunks, then a random draw; ``pool`` gets the chunks to pick
+    from (the sender's own where there are any)."""
+    words = offer_x.shape[1]
+    best, best_only, best_count, best_r = -1, 0, 0, 0.0
+    for i in range(k):
+        u = lsrc[offer_e[i]]
+        row = 0
+        while sources[row] != u:
+            row += 1
+        only = 0
+        for w in range(words):
+            only += _popcount(offer_x[i, w] & not_others[row, w])
+        r = _random(rng, randoms, counters)
+        first, second = (0, only) if only else (1, offer_n[i])
+        if (best < 0 or first < best_only or (first == best_only and second < best_count)
+                or (first == best_only and second == best_count and r < best_r)):
+            best, best_only, best_count, best_r = i, first, second, r
+            if only:
+                for w in range(words):
+                    pool[w] = offer_x[i, w] & not_others[row, w]
+            else:
+                pool[:] = offer_x[i, :]
+    return best
+
+
+@njit(cache=True)
+def _rarest_chunk(pool, rarity, rarest, rng, randoms, counters):
+    """A random chunk of ``pool`` among those of the rarest level present (-1 if none)."""
+    words = pool.shape[0]
+    for level in range(LEVELS):
+        total = 0
+        for w in range(words):
+            total += _popcount(pool[w] & rarity[level, w])
+        if total:
+            for w in range(words):
+                rarest[w] = pool[w] & rarity[level, w]
+            return _kth_bit(rarest, np.int64(_random(rng, randoms, counters) * total))
+    return -1
+
+
+@njit(cache=True)
+def _plain_offer(k, offer_e, offer_x, offer_n, holding, delay, rng, randoms, counters):
+    """TACOS's pick among ``k`` > 1 offers: a chunk drawn uniformly over every offered chunk
+    (redrawn with probability 1 - 1/h when h offers hold it, so each distinct chunk is as
+    likely), then among its holders the fastest link, ties at random. Returns (offer, chunk)."""
+    total = 0
+    for i in range(k):
+        total += offer_n[i]
+    while True:
+        r = _random(rng, randoms, counters) * total
+        pick = k - 1
+        for i in range(k):
+            if r < offer_n[i]:
+                pick = i
+                break
+            r -= offer_n[i]
+        c = _kth_bit(offer_x[pick], np.int64(r))
+        h = 0
+        for i in range(k):
+            if _has(offer_x[i], c):
+                holding[h] = i
+                h += 1
+        if h == 1 or _random(rng, randoms, counters) * h < 1.0:
+            break
+    best_delay = np.inf
+    ties = 0
+    for j in range(h):
+        de = delay[offer_e[holding[j]]]
+        if de < best_delay:
+            best_delay = de
+            holding[0] = holding[j]
+            ties = 1
+        elif de == best_delay:
+            holding[ties] = holding[j]
+            ties += 1
+    chosen = holding[0] if ties == 1 else holding[np.int64(_random(rng, randoms, counters) * ties)]
+    return chosen, c
 
 
 @njit(cache=True)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -19,7 +18,7 @@ from optcoll.producers.exact.allreduce import encoding
 from optcoll.producers.exact.allreduce.problem import DirectProblem
 from optcoll.producers.exact.allreduce.transfers import RouteTransfers, partial_sums
 from optcoll.producers.exact.memory import ModelSize, require_fits
-from optcoll.producers.exact.toolkit import run_cpsat
+from optcoll.producers.exact.toolkit import ObjectiveProgress, run_cpsat
 
 if TYPE_CHECKING:  # the symmetry quotient (scipy's graph routines) loads only where it is used
     from optcoll.producers.exact.allreduce.symmetric import Orbit
@@ -48,10 +47,6 @@ def check_build_time(size: ModelSize, terms_per_second: float, clock: Clock) -> 
                              "not built")
 
 
-#: (incumbent epochs or None, proven bound epochs or None), told as they improve.
-Progress = Callable[[int | None, int | None], None]
-
-
 @dataclass(frozen=True)
 class DirectOutcome:
     """What one solve proved and cost; the schedule comes beside it as route transfers."""
@@ -66,7 +61,7 @@ class DirectOutcome:
 
 
 def solve(problem: DirectProblem, horizon: int, floor: int, clock: Clock, *, start: RouteTransfers | None = None,
-          orbit: Orbit | None = None, progress: Progress | None = None
+          orbit: Orbit | None = None, progress: ObjectiveProgress | None = None
           ) -> tuple[DirectOutcome, RouteTransfers | None]:
     """Minimise the makespan over [floor, horizon] epochs (a feasibility question when they are
     equal), over every schedule or (``orbit``) the symmetric ones only, within ``clock`` (building

@@ -28,20 +28,17 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from optcoll.instances.clock import Clock
 from optcoll.instances.instance import Instance
 from optcoll.producers.exact.allreduce import encoding
 from optcoll.producers.exact.allreduce.problem import DirectProblem, step_problem
 from optcoll.producers.exact.allreduce.solve import TooSlowToBuild, solve
-from optcoll.producers.exact.allreduce.transfers import to_schedule
+from optcoll.producers.exact.allreduce.transfers import RouteTransfers, to_schedule
 from optcoll.producers.exact.memory import ModelTooLarge
 from optcoll.producers.exact.toolkit import solver_version
-from optcoll.results.outcome import SolverOutcome
-
-#: (wall seconds, incumbent step cost or None, proven bound or None)
-Progress = Callable[[float, float | None, float | None], None]
+from optcoll.results.outcome import Progress, SolverOutcome
 
 
 def least_steps(instance: Instance, *, steps: int | None, clock: Clock,
@@ -50,68 +47,110 @@ def least_steps(instance: Instance, *, steps: int | None, clock: Clock,
     ``clock`` (its time and work left, its budget's threads, seed and memory limit)."""
     began = time.perf_counter()
     problem = step_problem(instance)
-    per_step = problem.quantum
     hops = int(problem.reach()[:, problem.member_index() >= 0].max(initial=0))
     first = max(1, hops, steps or 0)
-    notes = [f"steps from {first}: the farthest contribution ({hops} step(s))"]
+    top = ceiling(problem) if problem.reduce_only and steps is None else None
+    search = _Search(instance, problem, clock, steps, progress, began, first, top,
+                     encoding.size(problem, top).variables if top is not None else 0, first, first,
+                     [f"steps from {first}: the farthest contribution ({hops} step(s))"])
     params = {**clock.limits(), "objective": "steps",
               "steps_limit": steps, "family": "direct", "restrictions": list(problem.restrictions)}
-    proven, found, S = first, None, first
-    trace: list[tuple[float, float | None, float | None]] = []
-    fallback, never, last = None, False, None  # reduce-only: the ceiling's schedule and its steps; none at any S
-    top = ceiling(problem) if problem.reduce_only and steps is None else None
-    ceiling_size = encoding.size(problem, top).variables if top is not None else 0
-    refuted = 0  # variables of the models that refuted an S so far
-    try:
-        while not never and found is None and (steps is None or S <= steps):
-            if last is not None and S >= last:
-                found = fallback
-                break
-            if top is not None and top > S and last is None and refuted >= ceiling_size:
-                out, fallback = solve(problem, top, top, clock)
-                notes.append(f"S = {top} (the ceiling of reduce-only schedules): {out.status} "
-                             f"({out.size.variables} variables, {out.wall:.2f} s)")
-                never = out.status == "infeasible"
-                if fallback is None and not never:
-                    raise TimeoutError("the ceiling question was not settled")
-                last = None if fallback is None else fallback.makespan(problem)
-                continue
-            if clock.expired():
-                if not clock.interrupted:
-                    notes.append(f"{clock.limit_reached()} reached before S = {S}")
-                break
-            out, best = solve(problem, S, S, clock)
-            notes.append(f"S = {S}: {out.status} ({out.size.variables} variables, {out.wall:.2f} s)")
-            if best is not None:
-                found = best
-            elif out.status == "infeasible":
-                refuted += out.size.variables
-                proven = S + 1
-                never = top is not None and S >= top
-                S += 1
-                if S == first + 1 and steps is None:  # the hop bound was not the answer: the analytic bounds
-                    S = proven = _analytic_start(instance, S, per_step, notes)
-            else:
-                break
-            row = (time.perf_counter() - began, None if found is None else S * per_step, proven * per_step)
-            trace.append(row)
-            if progress is not None:
-                progress(*row)
-            if clock.interrupted:
-                break
-    except ModelTooLarge as refused:
-        notes.append(f"memory limit at S = {S}: {refused.detail}")
-    except TooSlowToBuild as slow:
-        notes.append(f"time limit at S = {S}: {slow}")
-    except TimeoutError as why:
-        notes.append(f"time limit: {why}")
-    except KeyboardInterrupt:
-        clock.interrupt()
-    if found is None and fallback is not None:  # stopped early: the ceiling's schedule still stands
-        found = fallback
+    search.run()
     params.update(clock.work_params())
     if clock.interrupted:
-        notes.append("interrupted: returning the best schedule so far and the proven bound")
+        search.notes.append("interrupted: returning the best schedule so far and the proven bound")
+    return _outcome(search, params)
+
+
+@dataclass
+class _Search:
+    """The upward search over S of ``least_steps`` (module docstring): S = ``first``, first + 1,
+    ... (then from the analytic bound), the reduce-only ``top`` asked once the refuted models are
+    as large as its (``top_size`` variables); what is proven and found so far."""
+
+    instance: Instance
+    problem: DirectProblem
+    clock: Clock
+    steps: int | None
+    progress: Progress | None
+    began: float
+    first: int
+    top: int | None
+    top_size: int
+    proven: int  # every S below this is infeasible
+    S: int  # the next S to ask
+    notes: list[str]
+    found: RouteTransfers | None = None
+    fallback: RouteTransfers | None = None  # reduce-only: the ceiling's schedule
+    last: int | None = None  # ... and its steps
+    never: bool = False  # no schedule at any S
+    refuted: int = 0  # variables of the models that refuted an S so far
+    trace: list[tuple[float, float | None, float | None]] = field(default_factory=list)
+
+    def run(self) -> None:
+        """Ask S upward until an answer, a refusal or the clock ends it; a stop is a note."""
+        try:
+            while not self.never and self.found is None and (self.steps is None or self.S <= self.steps):
+                if self.last is not None and self.S >= self.last:
+                    self.found = self.fallback
+                    break
+                if self.top is not None and self.top > self.S and self.last is None and self.refuted >= self.top_size:
+                    self._ask_ceiling()
+                    continue
+                if self.clock.expired():
+                    if not self.clock.interrupted:
+                        self.notes.append(f"{self.clock.limit_reached()} reached before S = {self.S}")
+                    break
+                if not self._ask():
+                    break
+        except ModelTooLarge as refused:
+            self.notes.append(f"memory limit at S = {self.S}: {refused.detail}")
+        except TooSlowToBuild as slow:
+            self.notes.append(f"time limit at S = {self.S}: {slow}")
+        except TimeoutError as why:
+            self.notes.append(f"time limit: {why}")
+        except KeyboardInterrupt:
+            self.clock.interrupt()
+        if self.found is None and self.fallback is not None:  # stopped early: the ceiling's schedule still stands
+            self.found = self.fallback
+
+    def _ask_ceiling(self) -> None:
+        out, self.fallback = solve(self.problem, self.top, self.top, self.clock)
+        self.notes.append(f"S = {self.top} (the ceiling of reduce-only schedules): {out.status} "
+                          f"({out.size.variables} variables, {out.wall:.2f} s)")
+        self.never = out.status == "infeasible"
+        if self.fallback is None and not self.never:
+            raise TimeoutError("the ceiling question was not settled")
+        self.last = None if self.fallback is None else self.fallback.makespan(self.problem)
+
+    def _ask(self) -> bool:
+        """Ask the next S; False when the search stops here (not settled, or interrupted)."""
+        S, per_step = self.S, self.problem.quantum
+        out, best = solve(self.problem, S, S, self.clock)
+        self.notes.append(f"S = {S}: {out.status} ({out.size.variables} variables, {out.wall:.2f} s)")
+        if best is not None:
+            self.found = best
+        elif out.status == "infeasible":
+            self.refuted += out.size.variables
+            self.proven = S + 1
+            self.never = self.top is not None and S >= self.top
+            self.S = S + 1
+            if self.S == self.first + 1 and self.steps is None:  # the hop bound was not the answer: the analytic bounds
+                self.S = self.proven = _analytic_start(self.instance, self.S, per_step, self.notes)
+        else:
+            return False
+        row = (time.perf_counter() - self.began, None if self.found is None else self.S * per_step,
+               self.proven * per_step)
+        self.trace.append(row)
+        if self.progress is not None:
+            self.progress(*row)
+        return not self.clock.interrupted
+
+
+def _outcome(search: _Search, params: dict) -> SolverOutcome:
+    """The search's answer: its verified-to-be schedule, status, bound and what the bound proves."""
+    problem, found, proven, steps, never = search.problem, search.found, search.proven, search.steps, search.never
+    per_step = problem.quantum
     schedule = None
     if found is not None:
         schedule = to_schedule(problem, found, producer="exact-step", solver="cpsat", objective="steps",
@@ -124,15 +163,15 @@ def least_steps(instance: Instance, *, steps: int | None, clock: Clock,
     where = f" with S = {steps}" if steps is not None else " over every S"
     rules = ("SCCL's combining rules (reduce-only: no copy overwrites a partial sum)" if problem.reduce_only
              else "copy-or-reduce combining")
-    proof = (f"proves no schedule at any S (none within the ceiling of {top} steps)" if never
+    proof = (f"proves no schedule at any S (none within the ceiling of {search.top} steps)" if never
              else f"proves S < {proven} infeasible")
-    source = (f"step model, least steps with one round per step at C = {instance.collective.chunks_per_rank}"
+    source = (f"step model, least steps with one round per step at C = {search.instance.collective.chunks_per_rank}"
               f"{where}, {rules}: direct AllReduce model (CP-SAT) {proof}")
     if not exact:
         source += f" among schedules where {', '.join(problem.restrictions)}"
-    bound = None if never else proven * per_step if exact else first * per_step
+    bound = None if never else proven * per_step if exact else search.first * per_step
     return SolverOutcome(status, schedule, bound, source, "step", "cpsat", solver_version("cpsat"),
-                         time.perf_counter() - began, None, params, tuple(trace), tuple(notes))
+                         time.perf_counter() - search.began, None, params, tuple(search.trace), tuple(search.notes))
 
 
 def ceiling(problem: DirectProblem) -> int:

@@ -21,14 +21,14 @@ from optcoll.producers.base import NotApplicable
 from optcoll.producers.exact.step.backends import Backend, LinearBackend
 from optcoll.producers.exact.step.bounds import RoundsBound, allreduce_rounds_bound, problem_rounds_bound
 from optcoll.producers.exact.step.chunking import rechunk
-from optcoll.producers.exact.step.inversion import Plan, plan
+from optcoll.producers.exact.step.inversion import StepPlan, plan
 from optcoll.producers.exact.step.pareto import Front, chunk_scope, frontier, sum_fronts
-from optcoll.producers.exact.step.search import Found, Progress, Search
+from optcoll.producers.exact.step.search import Found, Search
 from optcoll.producers.exact.step.solution import StepSolution
 from optcoll.producers.exact.toolkit import SOLVERS as LINEAR_SOLVERS
 from optcoll.producers.exact.toolkit import check_solver
 from optcoll.producers.exact.toolkit.allreduce import compose_allreduce
-from optcoll.results.outcome import SolverOutcome
+from optcoll.results.outcome import Progress, SolverOutcome
 from optcoll.verify.stepmodel import check_options
 
 SOLVERS = (*LINEAR_SOLVERS, "z3")
@@ -121,7 +121,7 @@ def _refuse_overwriting_family(instance: Instance) -> None:
                             "ReduceScatter then AllGather overwrites partial sums in its AllGather")
 
 
-def _search(chosen: Plan, backend: Backend, clock: Clock, objective: str, steps: int | None,
+def _search(chosen: StepPlan, backend: Backend, clock: Clock, objective: str, steps: int | None,
             rounds: int | None, symmetry: bool, progress: Progress | None, params: dict[str, Any]) -> Found:
     problem = chosen.problem
     params.update(inverted=chosen.inverted, latency_bound=problem.latency_bound)
@@ -180,7 +180,7 @@ def pareto_front(instance: Instance, max_chunks: int, *, solver: str = "cpsat",
 
 def _front(instance: Instance, collective: Collective, max_chunks: int, backend: Backend, clock: Clock,
            symmetry: bool, progress: Progress | None,
-           question_limit: float | None) -> tuple[Front, Plan | None, RoundsBound]:
+           question_limit: float | None) -> tuple[Front, StepPlan | None, RoundsBound]:
     """A one-phase front of ``collective`` on the instance's machine and model, with the plan at
     C = 1 (None: nothing to send) and the rounds bound; the clock's limits cover setting up each
     C (``pareto.frontier``)."""
@@ -190,7 +190,7 @@ def _front(instance: Instance, collective: Collective, max_chunks: int, backend:
     if first.problem.latency_bound == 0:
         return Front((), True, "nothing to send", bound, chunk_scope(max_chunks)), None, bound
 
-    def prepare(C: int) -> Plan:
+    def prepare(C: int) -> StepPlan:
         return first if C == 1 else plan(machine, rechunk(collective, C), model)
     front = frontier(prepare, max_chunks, bound, backend, clock, symmetry=symmetry, progress=progress,
                      question_limit=question_limit)

@@ -26,7 +26,7 @@ from optcoll.schedules.schedule import Schedule
 
 
 @dataclass(frozen=True)
-class Plan:
+class StepPlan:
     """The step problem solved for a (non-AllReduce) collective and the direction of its schedule."""
 
     problem: StepProblem
@@ -36,13 +36,13 @@ class Plan:
         return to_schedule(self.problem, solution, reverse=self.inverted, **meta)
 
 
-def plan(machine: Machine, collective: Collective, model: TimeModel | None = None) -> Plan:
+def plan(machine: Machine, collective: Collective, model: TimeModel | None = None) -> StepPlan:
     """The step problem of ``collective`` under ``model``'s port limits (none when None)."""
     send, recv = (None, None) if model is None else (model.send_ports, model.recv_ports)
     if collective.kind == "allreduce":
         raise ValueError("allreduce is solved as reducescatter then allgather")
     if not collective.combining:
-        return Plan(step_problem(machine, collective, send_ports=send, recv_ports=recv), False)
+        return StepPlan(step_problem(machine, collective, send_ports=send, recv_ports=recv), False)
     if not invertible(collective):
         raise NotApplicable(f"{collective.kind} has chunks with several destinations: only reductions "
                             "to one node per chunk invert into a dual collective (an AllReduce-shaped one "
@@ -53,5 +53,5 @@ def plan(machine: Machine, collective: Collective, model: TimeModel | None = Non
             f"the step solver inverts {collective.kind} into its dual, which needs every switch to "
             f"either reduce or forward each arrival once; switch {bad[0]!r} multicasts without "
             f"reducing (it would overwrite one partial with the next)")
-    return Plan(step_problem(machine.reversed(), dual(collective), copy_flag="reduce", send_ports=recv,
+    return StepPlan(step_problem(machine.reversed(), dual(collective), copy_flag="reduce", send_ports=recv,
                              recv_ports=send), True)

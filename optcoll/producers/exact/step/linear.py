@@ -83,74 +83,112 @@ def size(problem: StepProblem, steps: int) -> ModelSize:
 
 def encode(problem: StepProblem, steps: int, lo: int, hi: int,
            lex: list[list[tuple[Entry, Entry]]] = ()) -> StepEncoding | None:
-    """The model of "S = steps and lo ≤ R ≤ hi", or None when pruning alone shows it infeasible."""
+    """The model of "S = steps and lo ≤ R ≤ hi", or None when pruning alone shows it infeasible.
+
+    In order: the rounds, then per chunk its sends and holdings step by step, the plain
+    switches' conservation, the link and group capacities per step, and the lex-leader rows."""
     S = steps
     m = LinearModel()
     rounds = [m.var(1, hi - (S - 1), f"r{s}") for s in range(1, S + 1)]
     m.row([(r, 1) for r in rounds], lo, hi)
     m.minimise([(r, 1) for r in rounds])
-    upper: dict[int, int] = {}  # x variable -> its upper bound
-    x: dict[tuple[int, int, int], int] = {}
-    have: dict[tuple[int, int, int], int] = {}
-    src, dst, weight = problem.edge_src, problem.edge_dst, problem.edge_weight
-    copiers = [v for v in range(problem.num_nodes) if problem.copies[v]]
-    max_r = hi - (S - 1)
+    enc = _Chunks(problem, m, S, hi - (S - 1))
+    for c in range(problem.num_chunks):
+        if not enc.chunk(c):
+            return None  # a destination is unreachable in S steps
+    _plain_switch_rows(problem, m, enc.x, S)
+    _capacity_rows(problem, m, enc.x, enc.upper, rounds, S)
+    for pairs in lex:  # arrival steps lie in 0..S+1
+        lex_leq(m, Affine.of_terms([_arrival(a, S, enc.have, problem) for a, _ in pairs]),
+                Affine.of_terms([_arrival(b, S, enc.have, problem) for _, b in pairs]), S + 1)
+    return StepEncoding(m, S, enc.x, enc.have, rounds)
 
-    def holds(c: int, v: int, s: int) -> tuple[int | None, int]:
+
+class _Chunks:
+    """The x (chunk c on edge e in step s) and have (c held at node v after step s) variables of
+    one chunk after another, with the rows that tie them."""
+
+    def __init__(self, problem: StepProblem, m: LinearModel, S: int, max_r: int):
+        self.problem, self.m, self.S, self.max_r = problem, m, S, max_r
+        self.upper: dict[int, int] = {}  # x variable -> its upper bound
+        self.x: dict[tuple[int, int, int], int] = {}
+        self.have: dict[tuple[int, int, int], int] = {}
+        self.copiers = [v for v in range(problem.num_nodes) if problem.copies[v]]
+
+    def holds(self, c: int, v: int, s: int) -> tuple[int | None, int]:
         """have[c, v, s] as (variable, 0) or (None, constant)."""
-        if v in problem.holders[c]:
+        if v in self.problem.holders[c]:
             return None, 1
-        var = have.get((c, v, s))
+        var = self.have.get((c, v, s))
         return (var, 0) if var is not None else (None, 0)
 
-    for c in range(problem.num_chunks):
-        lacking = sum(1 for v in copiers if v not in problem.holders[c])
+    def chunk(self, c: int) -> bool:
+        """Chunk c's variables and rows; False when a destination cannot have it by step S."""
+        problem = self.problem
+        lacking = sum(1 for v in self.copiers if v not in problem.holders[c])
         received: dict[int, list[int]] = defaultdict(list)  # copying node → its x variables
         stocked: set[int] = set()  # plain switches that may have received c by the previous step
-        for s in range(1, S + 1):
-            arrived_plain = set()
-            for e in range(problem.num_edges):
-                u, v = int(src[e]), int(dst[e])
-                if not problem.may_arrive(c, e, s, S):
-                    continue
-                guard = None  # have[c, u, s−1] when the sender's holding is a variable
-                if problem.copies[u]:
-                    guard, held = holds(c, u, s - 1)
-                    if guard is None and not held:
-                        continue
-                elif u not in stocked:
-                    continue
-                bound = 1 if problem.copies[v] else min(int(weight[e]) * max_r, lacking)
-                var = x[c, e, s] = m.var(0, bound, f"x{c}_{e}_{s}")
-                upper[var] = bound
-                if guard is not None:
-                    m.row([(var, 1), (guard, -bound)], None, 0)  # sends only what it has
-                if problem.copies[v]:
-                    received[v].append(var)
-                else:
-                    arrived_plain.add(v)
-            for v in copiers:
-                if v in problem.holders[c]:
-                    continue
-                incoming = [x[c, e, s] for e in problem.in_edges[v] if (c, e, s) in x]
-                prev, _ = holds(c, v, s - 1)
-                if not incoming and prev is None:
-                    continue
-                need = s == S and v in problem.needers[c]
-                var = have[c, v, s] = m.var(int(need), 1, f"h{c}_{v}_{s}")
-                terms = [(var, 1)] + [(i, -1) for i in incoming]
-                if prev is not None:
-                    terms.append((prev, -1))
-                    m.row([(prev, 1), (var, -1)], None, 0)  # keeps what it has
-                m.row(terms, None, 0)
+        for s in range(1, self.S + 1):
+            arrived_plain = self.sends(c, s, lacking, stocked, received)
+            self.holdings(c, s)
             stocked |= arrived_plain
-        for v in problem.needers[c]:
-            if (c, v, S) not in have:
-                return None  # unreachable in S steps
+        if any((c, v, self.S) not in self.have for v in problem.needers[c]):
+            return False
         for into in received.values():
             if len(into) > 1:
-                m.row([(i, 1) for i in into], None, 1)  # received at most once
-    _plain_switch_rows(problem, m, x, S)
+                self.m.row([(i, 1) for i in into], None, 1)  # received at most once
+        return True
+
+    def sends(self, c: int, s: int, lacking: int, stocked: set[int], received: dict[int, list[int]]) -> set[int]:
+        """x[c, e, s] for every edge that may carry c in step s; the plain switches it reaches."""
+        problem, m = self.problem, self.m
+        arrived_plain = set()
+        for e in range(problem.num_edges):
+            u, v = int(problem.edge_src[e]), int(problem.edge_dst[e])
+            if not problem.may_arrive(c, e, s, self.S):
+                continue
+            guard = None  # have[c, u, s−1] when the sender's holding is a variable
+            if problem.copies[u]:
+                guard, held = self.holds(c, u, s - 1)
+                if guard is None and not held:
+                    continue
+            elif u not in stocked:
+                continue
+            bound = 1 if problem.copies[v] else min(int(problem.edge_weight[e]) * self.max_r, lacking)
+            var = self.x[c, e, s] = m.var(0, bound, f"x{c}_{e}_{s}")
+            self.upper[var] = bound
+            if guard is not None:
+                m.row([(var, 1), (guard, -bound)], None, 0)  # sends only what it has
+            if problem.copies[v]:
+                received[v].append(var)
+            else:
+                arrived_plain.add(v)
+        return arrived_plain
+
+    def holdings(self, c: int, s: int) -> None:
+        """have[c, v, s] for every copying node that may hold c after step s."""
+        problem, m = self.problem, self.m
+        for v in self.copiers:
+            if v in problem.holders[c]:
+                continue
+            incoming = [self.x[c, e, s] for e in problem.in_edges[v] if (c, e, s) in self.x]
+            prev, _ = self.holds(c, v, s - 1)
+            if not incoming and prev is None:
+                continue
+            need = s == self.S and v in problem.needers[c]
+            var = self.have[c, v, s] = m.var(int(need), 1, f"h{c}_{v}_{s}")
+            terms = [(var, 1)] + [(i, -1) for i in incoming]
+            if prev is not None:
+                terms.append((prev, -1))
+                m.row([(prev, 1), (var, -1)], None, 0)  # keeps what it has
+            m.row(terms, None, 0)
+
+
+def _capacity_rows(problem: StepProblem, m: LinearModel, x: dict, upper: dict[int, int], rounds: list[int],
+                   S: int) -> None:
+    """Per step, what an edge (and a group of edges) carries is at most its weight times the
+    step's rounds; rows its variables' bounds already imply are left out."""
+    weight = problem.edge_weight
     by_edge_step: dict[tuple[int, int], list[int]] = defaultdict(list)
     for (c, e, s), var in x.items():
         by_edge_step[e, s].append(var)
@@ -163,10 +201,6 @@ def encode(problem: StepProblem, steps: int, lo: int, hi: int,
                      for v in by_edge_step.get((e, s), ())]
             if sum(k * upper[v] for v, k in terms) > group.capacity:
                 m.row(terms + [(rounds[s - 1], -group.capacity)], None, 0)
-    for pairs in lex:  # arrival steps lie in 0..S+1
-        lex_leq(m, Affine.of_terms([_arrival(a, S, have, problem) for a, _ in pairs]),
-                Affine.of_terms([_arrival(b, S, have, problem) for _, b in pairs]), S + 1)
-    return StepEncoding(m, S, x, have, rounds)
 
 
 def _plain_switch_rows(problem: StepProblem, m: LinearModel, x: dict, S: int) -> None:

@@ -28,10 +28,11 @@ from optcoll.producers.exact.step.backends import Backend
 from optcoll.producers.exact.step.bounds import FAMILY, RoundsBound
 from optcoll.producers.exact.step.chunking import refine
 from optcoll.producers.exact.step.greedy import greedy_solution
-from optcoll.producers.exact.step.inversion import Plan
-from optcoll.producers.exact.step.search import LEX_PREFIX, Progress
+from optcoll.producers.exact.step.inversion import StepPlan
+from optcoll.producers.exact.step.search import LEX_PREFIX
 from optcoll.producers.exact.step.solution import StepSolution, stretched
 from optcoll.producers.exact.step.symmetry import automorphisms, lex_constraints
+from optcoll.results.outcome import Progress
 from optcoll.schedules.schedule import Schedule
 
 
@@ -78,111 +79,136 @@ def chunk_scope(max_chunks: int) -> str:
     return f"C ≤ {max_chunks}, every S"
 
 
-def frontier(prepare: Callable[[int], Plan], max_chunks: int, bound: RoundsBound, backend: Backend,
+def frontier(prepare: Callable[[int], StepPlan], max_chunks: int, bound: RoundsBound, backend: Backend,
              clock: Clock, *, symmetry: bool, progress: Progress | None = None,
              question_limit: float | None = None) -> Front:
     """The front for C = 1..``max_chunks``, ``prepare(C)`` giving C's plan: the points found
     before any limit. The clock's limits cover each C's setup (plan, symmetry constraints,
     greedy start), made only when C is first asked. ``question_limit`` (seconds) caps each
     (S, C) question: one that reaches it leaves its best answer unproven and the front goes on."""
-
-    def check_clock() -> None:
-        if clock.left() <= 0:
-            raise KeyboardInterrupt if clock.interrupted else TimeoutError
-
-    chunks = range(1, max_chunks + 1)
-    plans: dict[int, Plan] = {}
-    lex: dict[int, list] = {}
-    last: dict[int, StepSolution] = {}
-
-    def ready(C: int) -> Plan:
-        if C not in plans:
-            check_clock()
-            plans[C] = prepare(C)
-            lex[C] = lex_constraints(plans[C].problem, automorphisms(plans[C].problem), LEX_PREFIX) \
-                if symmetry else []
-            last[C] = greedy_solution(plans[C].problem)
-        return plans[C]
-
-    active = set(chunks)
-    best: Fraction | None = None
-    settled = True
-    points: list[ParetoPoint] = []
+    search = _FrontSearch(prepare, max_chunks, bound, backend, clock, symmetry, question_limit)
     S = 0
-    at_s: tuple[Fraction, int, StepSolution] | None = None
     stopped = ""
     try:
-        S = ready(1).problem.latency_bound
-        while active and (best is None or best > bound.value):
-            at_s = None
-            raised = {}  # C -> least R it may still have at this S (its floor was refuted)
-            probe = min(active, key=lambda C: (Fraction(max(S, bound.rounds(C)), C), C))
-            floor = max(S, bound.rounds(probe))
-            if best is None or Fraction(floor, probe) < best:
-                problem = ready(probe).problem
-                check_clock()
-                result = backend.minimise_rounds(problem, S, floor, floor, hint=stretched(problem, last[probe], S),
-                                                 lex=lex[probe], clock=clock.capped(question_limit))
-                if result.solution is not None:
-                    last[probe] = result.solution
-                    at_s = (Fraction(result.solution.total_rounds, probe), probe, result.solution)
-                elif result.status == "infeasible":
-                    raised[probe] = floor + 1
-            for C in chunks:
-                if C not in active:
-                    continue
-                target = min((q for q in (best, at_s and at_s[0]) if q is not None), default=None)
-                lo = max(S, bound.rounds(C))
-                if target is not None and lo > math.ceil(target * C) - 1:
-                    active.discard(C)  # decided without setting C up
-                    continue
-                problem = ready(C).problem
-                hint = stretched(problem, last[C], S)
-                hi = hint.total_rounds if target is None else math.ceil(target * C) - 1
-                if lo > hi:  # hi is the greedy's R when there is no target, so never here then
-                    active.discard(C)
-                    continue
-                lo = raised.get(C, lo)
-                if lo > hi:  # the probe refuted the rest of C's range at this S only
-                    continue
-                check_clock()
-                result = backend.minimise_rounds(problem, S, lo, hi, hint=hint, lex=lex[C],
-                                                  clock=clock.capped(question_limit))
-                settled &= result.status in ("optimal", "infeasible")
-                if result.solution is not None:
-                    last[C] = result.solution
-                    q = Fraction(result.solution.total_rounds, C)
-                    if at_s is None or q < at_s[0]:
-                        at_s = (q, C, result.solution)
-            if at_s is not None:
-                q, C, solution = at_s
-                points.append(_point(plans[C], solution, C, q, settled, bound))
-                best, at_s = q, None
-                if progress is not None:
-                    progress(clock.root.elapsed(), float(q), float(bound.value))
+        S = search.ready(1).problem.latency_bound
+        while search.active and (search.best is None or search.best > bound.value):
+            search.at_steps(S, progress)
             S += 1
     except TimeoutError:
         stopped = f"{clock.limit_reached()} at S = {S}" + \
-            (f" (C = 1..{len(plans)} set up)" if len(plans) < max_chunks else "")
+            (f" (C = 1..{len(search.plans)} set up)" if len(search.plans) < max_chunks else "")
     except KeyboardInterrupt:
         clock.interrupt()
         stopped = f"interrupted at S = {S}"
     except ModelTooLarge as refused:
         stopped = f"the memory limit at S = {S}: {refused.detail}"
-    if at_s is not None:  # the best of the C asked at S before the stop: a point, not proven
-        q, C, solution = at_s
-        points.append(_point(plans[C], solution, C, q, False, bound))
+    best = search.best
+    if search.at_s is not None:  # the best of the C asked at S before the stop: a point, not proven
+        q, C, solution = search.at_s
+        search.points.append(_point(search.plans[C], solution, C, q, False, bound))
         best = q
-    if not stopped and not settled:
+    if not stopped and not search.settled:
         stopped = "a question ended without a proof at its question limit (later points unproven, better ones may exist)"
-    return Front(tuple(points), not stopped, stopped or (
+    return Front(tuple(search.points), not stopped, stopped or (
         f"bandwidth-optimal: R/C meets the rounds lower bound, which holds for every C (points with fewer "
         f"steps and C > {max_chunks} were not searched)" if best is not None and best <= bound.value
         else f"no C ≤ {max_chunks} lowers R/C further at any S (C > {max_chunks} was not searched)"),
         bound, chunk_scope(max_chunks))
 
 
-def _point(plan: Plan, solution: StepSolution, C: int, q: Fraction, proven: bool,
+class _FrontSearch:
+    """``frontier`` under way: each C's plan, lex rows and latest solution (set up when C is
+    first asked), the C still open, the best R/C so far and, at the current S, the best found."""
+
+    def __init__(self, prepare: Callable[[int], StepPlan], max_chunks: int, bound: RoundsBound, backend: Backend,
+                 clock: Clock, symmetry: bool, question_limit: float | None):
+        self.prepare, self.bound, self.backend, self.clock = prepare, bound, backend, clock
+        self.symmetry, self.question_limit = symmetry, question_limit
+        self.chunks = range(1, max_chunks + 1)
+        self.plans: dict[int, StepPlan] = {}
+        self.lex: dict[int, list] = {}
+        self.last: dict[int, StepSolution] = {}
+        self.active = set(self.chunks)
+        self.best: Fraction | None = None
+        self.settled = True
+        self.points: list[ParetoPoint] = []
+        self.at_s: tuple[Fraction, int, StepSolution] | None = None
+
+    def check_clock(self) -> None:
+        if self.clock.left() <= 0:
+            raise KeyboardInterrupt if self.clock.interrupted else TimeoutError
+
+    def ready(self, C: int) -> StepPlan:
+        if C not in self.plans:
+            self.check_clock()
+            self.plans[C] = self.prepare(C)
+            self.lex[C] = lex_constraints(self.plans[C].problem, automorphisms(self.plans[C].problem), LEX_PREFIX) \
+                if self.symmetry else []
+            self.last[C] = greedy_solution(self.plans[C].problem)
+        return self.plans[C]
+
+    def at_steps(self, S: int, progress: Progress | None) -> None:
+        """Every open C asked at S steps (the most promising first, at its floor), and the best
+        R/C found there a point of the front."""
+        self.at_s = None
+        raised = self.probe(S)
+        for C in self.chunks:
+            if C in self.active:
+                self.ask(C, S, raised)
+        if self.at_s is not None:
+            q, C, solution = self.at_s
+            self.points.append(_point(self.plans[C], solution, C, q, self.settled, self.bound))
+            self.best, self.at_s = q, None
+            if progress is not None:
+                progress(self.clock.root.elapsed(), float(q), float(self.bound.value))
+
+    def probe(self, S: int) -> dict[int, int]:
+        """The C with the least R/C floor asked at exactly that floor; returns C -> least R it
+        may still have at this S (its floor was refuted)."""
+        bound, raised = self.bound, {}
+        probe = min(self.active, key=lambda C: (Fraction(max(S, bound.rounds(C)), C), C))
+        floor = max(S, bound.rounds(probe))
+        if self.best is None or Fraction(floor, probe) < self.best:
+            problem = self.ready(probe).problem
+            self.check_clock()
+            result = self.backend.minimise_rounds(problem, S, floor, floor,
+                                                  hint=stretched(problem, self.last[probe], S), lex=self.lex[probe],
+                                                  clock=self.clock.capped(self.question_limit))
+            if result.solution is not None:
+                self.last[probe] = result.solution
+                self.at_s = (Fraction(result.solution.total_rounds, probe), probe, result.solution)
+            elif result.status == "infeasible":
+                raised[probe] = floor + 1
+        return raised
+
+    def ask(self, C: int, S: int, raised: dict[int, int]) -> None:
+        """C's least R at S below the best R/C so far (C is closed when none can be)."""
+        target = min((q for q in (self.best, self.at_s and self.at_s[0]) if q is not None), default=None)
+        lo = max(S, self.bound.rounds(C))
+        if target is not None and lo > math.ceil(target * C) - 1:
+            self.active.discard(C)  # decided without setting C up
+            return
+        problem = self.ready(C).problem
+        hint = stretched(problem, self.last[C], S)
+        hi = hint.total_rounds if target is None else math.ceil(target * C) - 1
+        if lo > hi:  # hi is the greedy's R when there is no target, so never here then
+            self.active.discard(C)
+            return
+        lo = raised.get(C, lo)
+        if lo > hi:  # the probe refuted the rest of C's range at this S only
+            return
+        self.check_clock()
+        result = self.backend.minimise_rounds(problem, S, lo, hi, hint=hint, lex=self.lex[C],
+                                              clock=self.clock.capped(self.question_limit))
+        self.settled &= result.status in ("optimal", "infeasible")
+        if result.solution is not None:
+            self.last[C] = result.solution
+            q = Fraction(result.solution.total_rounds, C)
+            if self.at_s is None or q < self.at_s[0]:
+                self.at_s = (q, C, result.solution)
+
+
+def _point(plan: StepPlan, solution: StepSolution, C: int, q: Fraction, proven: bool,
            bound: RoundsBound) -> ParetoPoint:
     p = plan.problem
     S, R = solution.steps, solution.total_rounds

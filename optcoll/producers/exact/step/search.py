@@ -29,7 +29,6 @@ AlltoAll of Line(7), Line(8) and Ring(8) (floors 6 → 12, 7 → 16 and 4 → 8 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from optcoll.instances.clock import Clock
@@ -40,9 +39,8 @@ from optcoll.producers.exact.step.greedy import greedy_solution, one_round_per_s
 from optcoll.producers.exact.step.problem import StepProblem
 from optcoll.producers.exact.step.solution import StepSolution, stretched
 from optcoll.producers.exact.step.symmetry import automorphisms, lex_constraints
+from optcoll.results.outcome import Progress
 
-#: (wall seconds, incumbent cost or None, proven lower bound or None), told as they change.
-Progress = Callable[[float, float | None, float | None], None]
 #: Entries of T compared per automorphism lex constraint (see symmetry.py).
 LEX_PREFIX = 16
 #: Share of the time and work left that one least-cost question may use when S is open.

@@ -16,8 +16,9 @@ from itertools import islice
 
 import numpy as np
 
+from optcoll.graphs.automorphisms import ColouredGraph
 from optcoll.producers.exact.step.problem import StepProblem
-from optcoll.producers.exact.toolkit.symmetry import ChunkRoles, ColouredGraph
+from optcoll.producers.exact.toolkit.symmetry import ChunkRoles, find_automorphisms
 
 #: At most this many automorphisms are enumerated (any subset is sound).
 MAX_AUTOMORPHISMS = 48
@@ -26,7 +27,7 @@ Entry = tuple[int, int]  # (chunk, node) of the arrival-time vector T
 
 
 @dataclass(frozen=True)
-class Symmetry:
+class StepSymmetry:
     """Node v ↦ nodes[v] and chunk c ↦ chunks[c]."""
 
     nodes: tuple[int, ...]
@@ -42,7 +43,7 @@ def _roles(problem: StepProblem) -> ChunkRoles:
     return ChunkRoles(held, need)
 
 
-def automorphisms(problem: StepProblem, limit: int = MAX_AUTOMORPHISMS) -> list[Symmetry]:
+def automorphisms(problem: StepProblem, limit: int = MAX_AUTOMORPHISMS) -> list[StepSymmetry]:
     """Non-identity capacity- and kind-preserving node relabellings that map the collective to
     itself, with their chunk relabellings (the toolkit's finder, in its deterministic order)."""
     if limit <= 0:
@@ -54,12 +55,12 @@ def automorphisms(problem: StepProblem, limit: int = MAX_AUTOMORPHISMS) -> list[
                                            problem.edge_weight.tolist())}
     identity = np.arange(problem.num_nodes)
     found = []
-    for node in islice(ColouredGraph(colours, edges).automorphisms(), limit + 1):
+    for node in islice(find_automorphisms(ColouredGraph.labelled(colours, edges)), limit + 1):
         if np.array_equal(node, identity):
             continue
         chunks = roles.chunk_map(node)
         if chunks is not None:
-            found.append(Symmetry(tuple(node.tolist()), tuple(chunks.tolist())))
+            found.append(StepSymmetry(tuple(node.tolist()), tuple(chunks.tolist())))
     return found[:limit]
 
 
@@ -68,7 +69,7 @@ def interchangeable(problem: StepProblem) -> list[list[int]]:
     return _roles(problem).interchangeable()
 
 
-def lex_constraints(problem: StepProblem, symmetries: list[Symmetry],
+def lex_constraints(problem: StepProblem, symmetries: list[StepSymmetry],
                     prefix: int) -> list[list[tuple[Entry, Entry]]]:
     """Each constraint T ≤lex g(T) as the sequence of (T entry, g(T) entry) pairs to compare.
 

@@ -20,7 +20,7 @@ import numpy as np
 from optcoll.instances.clock import Clock
 from optcoll.producers.exact.memory import ModelSize
 from optcoll.producers.exact.timed.grid import Grid
-from optcoll.producers.exact.toolkit.backends import Progress, SolveResult, run_cpsat
+from optcoll.producers.exact.toolkit.backends import ObjectiveProgress, SolveResult, run_cpsat
 from optcoll.producers.exact.timed.listsched import Transfers
 from optcoll.producers.exact.timed.problem import TimedProblem
 from optcoll.producers.exact.timed.reach import reach
@@ -81,13 +81,36 @@ def size(problem: TimedProblem, grid: Grid, horizon: int) -> ModelSize:
 
 
 def build(problem: TimedProblem, grid: Grid, horizon: int, floor: int) -> ContinuousModel:
+    """The CP-SAT model by horizon ``horizon`` (grid units), makespan at least ``floor``: the
+    candidate transfers, the arrival slots they fill, what leaves a slot, slot order at plain
+    switches, then links and ports as intervals."""
     from ortools.sat.python import cp_model
 
     cp = cp_model.CpModel()
     r = reach(problem, grid.delay)
-    held, need = problem.holds_at_start(), problem.needed()
+    held = problem.holds_at_start()
     slots = _slots(problem, held, np.isfinite(r.earliest))
     H = int(horizon)
+    candidates = _candidates(problem, grid, r, held, slots, H)
+    present = [cp.new_bool_var(f"p{i}") for i in range(len(candidates))]
+    start = [cp.new_int_var(k.lo, k.hi, f"s{i}") for i, k in enumerate(candidates)]
+    makespan = cp.new_int_var(max(0, int(floor)), H, "makespan")
+    filled, arrival = _arrival_rows(cp, problem, grid, r, candidates, present, start, makespan, H)
+    _departure_rows(cp, problem, held, candidates, present, start, filled, arrival)
+    # Interchangeable slots of a plain switch are used in order of arrival.
+    for (c, v, b), got in filled.items():
+        nxt = filled.get((c, v, b + 1))
+        if nxt is not None:
+            cp.add_implication(nxt, got)
+            cp.add(arrival[(c, v, b)] <= arrival[(c, v, b + 1)])
+    _resource_rows(cp, problem, grid, candidates, present, start)
+    cp.minimize(makespan)
+    return ContinuousModel(problem, grid, H, cp, candidates, present, start, makespan)
+
+
+def _candidates(problem: TimedProblem, grid: Grid, r, held: np.ndarray, slots: np.ndarray, H: int
+                ) -> list[_Candidate]:
+    """Every (chunk, link, source slot, arrival slot) that can fit by the horizon."""
     candidates: list[_Candidate] = []
     for c in range(problem.num_chunks):
         for e in range(problem.num_links):
@@ -102,16 +125,17 @@ def build(problem: TimedProblem, grid: Grid, horizon: int, floor: int) -> Contin
             for a in range(src_slots):
                 for b in range(int(slots[c, v])):
                     candidates.append(_Candidate(c, e, a, b, lo, hi))
-    present = [cp.new_bool_var(f"p{i}") for i in range(len(candidates))]
-    start = [cp.new_int_var(k.lo, k.hi, f"s{i}") for i, k in enumerate(candidates)]
-    makespan = cp.new_int_var(max(0, int(floor)), H, "makespan")
+    return candidates
 
-    # Arrival slots: at most one incoming transfer each, its delivery time is the slot's time.
+
+def _arrival_rows(cp, problem: TimedProblem, grid: Grid, r, candidates: list[_Candidate], present: list,
+                  start: list, makespan, H: int) -> tuple[dict, dict]:
+    """Arrival slots: at most one incoming transfer each, its delivery time is the slot's time;
+    a needed chunk's slot is filled by the makespan. Returns each slot's filled and time variables."""
+    need = problem.needed()
     incoming: dict[tuple[int, int, int], list[int]] = {}
-    outgoing: dict[tuple[int, int, int], list[int]] = {}
     for i, k in enumerate(candidates):
         incoming.setdefault((k.chunk, int(problem.dst[k.link]), k.dst_slot), []).append(i)
-        outgoing.setdefault((k.chunk, int(problem.src[k.link]), k.src_slot), []).append(i)
     filled: dict[tuple[int, int, int], object] = {}
     arrival: dict[tuple[int, int, int], object] = {}
     for key, ids in incoming.items():
@@ -128,6 +152,15 @@ def build(problem: TimedProblem, grid: Grid, horizon: int, floor: int) -> Contin
     for c, v in zip(problem.need_chunk.tolist(), problem.need_node.tolist()):
         if (c, v, 0) not in filled:
             cp.add_bool_or([])  # a needed delivery with no candidate: infeasible by this horizon
+    return filled, arrival
+
+
+def _departure_rows(cp, problem: TimedProblem, held: np.ndarray, candidates: list[_Candidate], present: list,
+                    start: list, filled: dict, arrival: dict) -> None:
+    """A transfer leaves a slot only once it is filled; a plain switch forwards each arrival once."""
+    outgoing: dict[tuple[int, int, int], list[int]] = {}
+    for i, k in enumerate(candidates):
+        outgoing.setdefault((k.chunk, int(problem.src[k.link]), k.src_slot), []).append(i)
     for key, ids in outgoing.items():
         c, u, a = key
         if held[c, u]:
@@ -142,13 +175,12 @@ def build(problem: TimedProblem, grid: Grid, horizon: int, floor: int) -> Contin
             cp.add_implication(present[i], got)
         if not problem.copy[u]:
             cp.add(sum(present[i] for i in ids) == got)  # each arrival forwarded exactly once
-    # Interchangeable slots of a plain switch are used in order of arrival.
-    for (c, v, b), got in filled.items():
-        nxt = filled.get((c, v, b + 1))
-        if nxt is not None:
-            cp.add_implication(nxt, got)
-            cp.add(arrival[(c, v, b)] <= arrival[(c, v, b + 1)])
 
+
+def _resource_rows(cp, problem: TimedProblem, grid: Grid, candidates: list[_Candidate], present: list,
+                   start: list) -> None:
+    """Each link carries one transfer at a time (its busy time), each port-limited NPU at most
+    its ports' worth."""
     per_link: dict[int, list] = {}
     port_send: dict[int, list] = {}
     port_recv: dict[int, list] = {}
@@ -171,8 +203,6 @@ def build(problem: TimedProblem, grid: Grid, horizon: int, floor: int) -> Contin
         for intervals in table.values():
             if len(intervals) > limit:
                 cp.add_cumulative(intervals, [1] * len(intervals), limit)
-    cp.minimize(makespan)
-    return ContinuousModel(problem, grid, H, cp, candidates, present, start, makespan)
 
 
 def hint(model: ContinuousModel, transfers: Transfers) -> bool:
@@ -207,5 +237,5 @@ def hint(model: ContinuousModel, transfers: Transfers) -> bool:
     return True
 
 
-def solve(model: ContinuousModel, clock: Clock, *, progress: Progress | None = None) -> SolveResult:
+def solve(model: ContinuousModel, clock: Clock, *, progress: ObjectiveProgress | None = None) -> SolveResult:
     return run_cpsat(model.cp, clock, progress=progress, has_objective=True)

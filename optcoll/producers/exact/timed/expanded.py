@@ -234,7 +234,9 @@ def size(problem: TimedProblem, grid: Grid, r: Reach, horizon: int, lower: int |
 
 def build(problem: TimedProblem, grid: Grid, r: Reach, horizon: int, lower: int | None = None
           ) -> ExpandedModel | None:
-    """The model for horizon K (epochs), minimising the makespan down to ``lower`` when given.
+    """The model for horizon K (epochs), minimising the makespan down to ``lower`` when given:
+    candidate transfers, state windows, demand, chains, causality, link and port windows,
+    ingress, then the makespan.
 
     None when some delivery cannot be made by K at all.
     """
@@ -244,9 +246,7 @@ def build(problem: TimedProblem, grid: Grid, r: Reach, horizon: int, lower: int 
     lm = LinearModel()
     xc, xe, xk = _candidates(problem, grid, r, K)
     x = lm.add_vars(np.zeros(xc.shape[0]), 1.0, "x", ("c", "e", "k"), np.stack([xc, xe, xk], axis=1))
-    src, dst, delay = problem.src, problem.dst, grid.delay
-    held = problem.holds_at_start()
-    copy = problem.copy
+    dst, held, copy = problem.dst, problem.holds_at_start(), problem.copy
 
     # State windows: from the first possible arrival to the last useful moment.
     arriving = np.zeros(held.shape, dtype=bool)
@@ -264,43 +264,62 @@ def build(problem: TimedProblem, grid: Grid, r: Reach, horizon: int, lower: int 
             return None
         lm.tighten(at_end, lo=1.0)
 
-    # Chains: state[k] - state[k-1] - arrivals(k) + departures(k) = 0 (departures only for stocks).
-    for block, sign_dep in ((have, 0.0), (stock, 1.0)):
-        cs, vs = np.nonzero(block.base >= 0)
-        if cs.size == 0:
-            continue
-        owner, ks = _ranges(block.first[cs, vs], block.first[cs, vs] + block.length[cs, vs] - 1)
-        cur = block.base[cs[owner], vs[owner]] + (ks - block.first[cs[owner], vs[owner]])
-        rows_local = np.arange(cur.shape[0])
-        row_of = np.full(lm.num_vars, -1, dtype=np.int64)
-        row_of[cur] = rows_local
-        prev_ok = ks > block.first[cs[owner], vs[owner]]
-        arr_idx = block.index(xc, dst[xe], xk + delay[xe])
-        terms_row = [rows_local, rows_local[prev_ok], row_of[arr_idx[arr_idx >= 0]]]
-        terms_col = [cur, cur[prev_ok] - 1, x[arr_idx >= 0]]
-        terms_val = [np.ones(cur.shape[0]), -np.ones(int(prev_ok.sum())), -np.ones(int((arr_idx >= 0).sum()))]
-        if sign_dep:
-            dep_idx = block.index(xc, src[xe], xk)
-            terms_row.append(row_of[dep_idx[dep_idx >= 0]])
-            terms_col.append(x[dep_idx >= 0])
-            terms_val.append(np.ones(int((dep_idx >= 0).sum())))
-            # Every arrival is forwarded by the end of the window.
-            end = block.base[cs, vs] + block.length[cs, vs] - 1
-            lm.tighten(end, hi=0.0)
-        lm.add_rows(np.concatenate(terms_row), np.concatenate(terms_col), np.concatenate(terms_val),
-                    0.0, 0.0, cur.shape[0])
+    for block, departures in ((have, False), (stock, True)):
+        _chain_rows(lm, block, departures, problem, grid, xc, xe, xk, x)
+    _causality_rows(lm, problem, have, xc, xe, xk, x)
+    _resource_rows(lm, problem, grid, xe, xk, x)
+    _ingress_rows(lm, problem, grid, have, K)
+    floor = K if lower is None else int(lower)
+    late, makespan = _makespan_rows(lm, problem, have, K, floor)
+    return ExpandedModel(problem, grid, K, floor, lm, xc, xe, xk, x, have, stock, late, makespan)
 
-    # Causality at copy senders that did not start with the chunk: x <= have[sender, k].
+
+def _chain_rows(lm: LinearModel, block, departures: bool, problem: TimedProblem, grid: Grid, xc: np.ndarray,
+                xe: np.ndarray, xk: np.ndarray, x: np.ndarray) -> None:
+    """Chains: state[k] - state[k-1] - arrivals(k) + departures(k) = 0 (``departures`` for
+    stocks, which also forward every arrival by the end of their window)."""
+    cs, vs = np.nonzero(block.base >= 0)
+    if cs.size == 0:
+        return
+    owner, ks = _ranges(block.first[cs, vs], block.first[cs, vs] + block.length[cs, vs] - 1)
+    cur = block.base[cs[owner], vs[owner]] + (ks - block.first[cs[owner], vs[owner]])
+    rows_local = np.arange(cur.shape[0])
+    row_of = np.full(lm.num_vars, -1, dtype=np.int64)
+    row_of[cur] = rows_local
+    prev_ok = ks > block.first[cs[owner], vs[owner]]
+    arr_idx = block.index(xc, problem.dst[xe], xk + grid.delay[xe])
+    terms_row = [rows_local, rows_local[prev_ok], row_of[arr_idx[arr_idx >= 0]]]
+    terms_col = [cur, cur[prev_ok] - 1, x[arr_idx >= 0]]
+    terms_val = [np.ones(cur.shape[0]), -np.ones(int(prev_ok.sum())), -np.ones(int((arr_idx >= 0).sum()))]
+    if departures:
+        dep_idx = block.index(xc, problem.src[xe], xk)
+        terms_row.append(row_of[dep_idx[dep_idx >= 0]])
+        terms_col.append(x[dep_idx >= 0])
+        terms_val.append(np.ones(int((dep_idx >= 0).sum())))
+        # Every arrival is forwarded by the end of the window.
+        end = block.base[cs, vs] + block.length[cs, vs] - 1
+        lm.tighten(end, hi=0.0)
+    lm.add_rows(np.concatenate(terms_row), np.concatenate(terms_col), np.concatenate(terms_val),
+                0.0, 0.0, cur.shape[0])
+
+
+def _causality_rows(lm: LinearModel, problem: TimedProblem, have, xc: np.ndarray, xe: np.ndarray, xk: np.ndarray,
+                    x: np.ndarray) -> None:
+    """Causality at copy senders that did not start with the chunk: x <= have[sender, k]."""
+    src = problem.src
     sender_state = have.index(xc, src[xe], xk)
-    from_copy = ~held[xc, src[xe]] & copy[src[xe]]
+    from_copy = ~problem.holds_at_start()[xc, src[xe]] & problem.copy[src[xe]]
     assert (sender_state[from_copy] >= 0).all()
     m = int(from_copy.sum())
     lm.add_rows(np.repeat(np.arange(m), 2), np.stack([x[from_copy], sender_state[from_copy]], axis=1).ravel(),
                 np.tile([1.0, -1.0], m), -INF, 0.0, m)
 
-    # Link windows, then port windows.
+
+def _resource_rows(lm: LinearModel, problem: TimedProblem, grid: Grid, xe: np.ndarray, xk: np.ndarray,
+                   x: np.ndarray) -> None:
+    """Link windows, then port windows."""
     _window_rows(lm, xe, x, xk, xk + grid.busy[xe], grid.capacity)
-    for limit, side in ((problem.send_ports, src), (problem.recv_ports, dst)):
+    for limit, side in ((problem.send_ports, problem.src), (problem.recv_ports, problem.dst)):
         if limit is None:
             continue
         node = side[xe]
@@ -308,31 +327,33 @@ def build(problem: TimedProblem, grid: Grid, r: Reach, horizon: int, lower: int 
         _window_rows(lm, node[limited], x[limited], xk[limited] + grid.port_lo[xe[limited]],
                      xk[limited] + grid.port_hi[xe[limited]], np.full(problem.num_nodes, limit))
 
-    _ingress_rows(lm, problem, grid, have, K)
 
+def _makespan_rows(lm: LinearModel, problem: TimedProblem, have, K: int, floor: int) -> tuple[np.ndarray, int]:
+    """late[k] (k in floor..K-1) and the makespan = floor + Σ late, minimised; none when
+    ``floor`` is K (a feasibility question). Returns (late variables, makespan variable or -1)."""
     late = np.zeros(0, dtype=np.int64)
     makespan = -1
-    floor = K if lower is None else int(lower)
-    if floor < K:
-        ks = np.arange(floor, K)
-        n = ks.shape[0]
-        late = lm.add_vars(np.zeros(n), 1.0, "late", ("k",), ks[:, None])
-        makespan = int(lm.add_vars(np.array([floor]), float(K), "makespan", (), np.zeros((1, 0)))[0])
-        if n > 1:  # late[k+1] <= late[k]
-            lm.add_rows(np.repeat(np.arange(n - 1), 2), np.stack([late[1:], late[:-1]], axis=1).ravel(),
-                        np.tile([1.0, -1.0], n - 1), -INF, 0.0, n - 1)
-        # have[c, v, k] + late[k] >= 1 for every needed (c, v); late[k] = 1 before c can be there.
-        nc, nv = problem.need_chunk, problem.need_node
-        owner = np.repeat(np.arange(nc.shape[0]), n)
-        kk = np.tile(ks, nc.shape[0])
-        state = have.index(nc[owner], nv[owner], kk)
-        lm.tighten(late[np.unique(kk[state < 0] - floor)], lo=1.0)
-        ok = state >= 0
-        m = int(ok.sum())
-        lm.add_rows(np.repeat(np.arange(m), 2), np.stack([late[kk[ok] - floor], state[ok]], axis=1).ravel(),
-                    1.0, 1.0, INF, m)
-        # makespan - sum(late) = floor
-        lm.add_rows(np.zeros(n + 1, dtype=np.int64), np.concatenate([[makespan], late]),
-                    np.concatenate([[1.0], -np.ones(n)]), float(floor), float(floor), 1)
-        lm.objective = {makespan: 1.0}
-    return ExpandedModel(problem, grid, K, floor, lm, xc, xe, xk, x, have, stock, late, makespan)
+    if floor >= K:
+        return late, makespan
+    ks = np.arange(floor, K)
+    n = ks.shape[0]
+    late = lm.add_vars(np.zeros(n), 1.0, "late", ("k",), ks[:, None])
+    makespan = int(lm.add_vars(np.array([floor]), float(K), "makespan", (), np.zeros((1, 0)))[0])
+    if n > 1:  # late[k+1] <= late[k]
+        lm.add_rows(np.repeat(np.arange(n - 1), 2), np.stack([late[1:], late[:-1]], axis=1).ravel(),
+                    np.tile([1.0, -1.0], n - 1), -INF, 0.0, n - 1)
+    # have[c, v, k] + late[k] >= 1 for every needed (c, v); late[k] = 1 before c can be there.
+    nc, nv = problem.need_chunk, problem.need_node
+    owner = np.repeat(np.arange(nc.shape[0]), n)
+    kk = np.tile(ks, nc.shape[0])
+    state = have.index(nc[owner], nv[owner], kk)
+    lm.tighten(late[np.unique(kk[state < 0] - floor)], lo=1.0)
+    ok = state >= 0
+    m = int(ok.sum())
+    lm.add_rows(np.repeat(np.arange(m), 2), np.stack([late[kk[ok] - floor], state[ok]], axis=1).ravel(),
+                1.0, 1.0, INF, m)
+    # makespan - sum(late) = floor
+    lm.add_rows(np.zeros(n + 1, dtype=np.int64), np.concatenate([[makespan], late]),
+                np.concatenate([[1.0], -np.ones(n)]), float(floor), float(floor), 1)
+    lm.objective = {makespan: 1.0}
+    return late, makespan

@@ -45,7 +45,7 @@ class Transfers:
         return float((self.start + grid.delay[self.link]).max(initial=0))
 
 
-class Calendar:
+class GridCalendar:
     """Reservations of links and NPU ports on one grid (``optcoll.producers.calendar``)."""
 
     def __init__(self, problem: TimedProblem, grid: Grid):
@@ -120,7 +120,7 @@ def retime(problem: TimedProblem, grid: Grid, transfers: Transfers) -> Transfers
     Raises ValueError if the order is not causal (a sender that never holds the chunk).
     """
     ordered = transfers.in_time_order()
-    cal, held = Calendar(problem, grid), _Holdings(problem)
+    cal, held = GridCalendar(problem, grid), _Holdings(problem)
     starts = np.empty(len(ordered), dtype=float)
     for i, (c, e) in enumerate(zip(ordered.chunk.tolist(), ordered.link.tolist())):
         if i % 1024 == 0:
@@ -143,7 +143,7 @@ def greedy(problem: TimedProblem, grid: Grid) -> Transfers:
     r = reach(problem, grid.delay)
     order = np.lexsort((problem.need_node, problem.need_chunk,
                         r.earliest[problem.need_chunk, problem.need_node]))
-    cal, held = Calendar(problem, grid), _Holdings(problem)
+    cal, held = GridCalendar(problem, grid), _Holdings(problem)
     out_links = [np.flatnonzero(problem.src == u).tolist() for u in range(problem.num_nodes)]
     rows: list[tuple[int, int, float]] = []
     for i in order.tolist():
@@ -164,7 +164,7 @@ def greedy(problem: TimedProblem, grid: Grid) -> Transfers:
                      np.array(cols[2], dtype=float))
 
 
-def _earliest_path(problem: TimedProblem, grid: Grid, cal: Calendar, held: _Holdings,
+def _earliest_path(problem: TimedProblem, grid: Grid, cal: GridCalendar, held: _Holdings,
                    out_links: list[list[int]], c: int, dest: int) -> list[tuple[int, float]] | None:
     """Dijkstra on arrival time from every node that can send c now to ``dest``.
 

@@ -37,12 +37,10 @@ from optcoll.producers.exact.timed.symmetry import rank_group_links
 from optcoll.producers.exact.toolkit import check_solver, export, solver_version
 from optcoll.producers.exact.toolkit.allreduce import compose_allreduce
 from optcoll.producers.registry import IMPLEMENTS, get_synthesizer
-from optcoll.results.outcome import SolverOutcome
+from optcoll.results.outcome import Progress, SolverOutcome
 from optcoll.schedules.schedule import Schedule
 from optcoll.units import format_time
 
-#: (wall seconds, incumbent seconds or None, proven bound seconds or None)
-Progress = Callable[[float, float | None, float | None], None]
 #: Relative slack when comparing a schedule's time with a bound (float noise only).
 TIME_TOLERANCE = 1e-9
 #: Synthesizers from the registry tried for the first upper bound, with our own fallback (the

@@ -22,13 +22,14 @@ from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 
 from optcoll.collectives.builtins import make_collective
+from optcoll.graphs.automorphisms import ColouredGraph, grow_semiregular
 from optcoll.instances.clock import Clock
 from optcoll.instances.instance import Instance
 from optcoll.producers.exact.timed.grid import Grid, choose_grids
 from optcoll.producers.exact.timed.problem import TimedProblem, direct_problem
 from optcoll.producers.exact.toolkit.lex import Affine, lex_leq
 from optcoll.producers.exact.toolkit.model import LinearModel
-from optcoll.producers.exact.toolkit.symmetry import ChunkRoles, ColouredGraph
+from optcoll.producers.exact.toolkit.symmetry import ChunkRoles, find_automorphisms
 
 #: Candidate automorphisms tried per target node when growing a fixed-point-free group.
 TRIES_PER_TARGET = 24
@@ -66,7 +67,7 @@ class Relabelling:
         kinds: dict[tuple[int, int], list] = {}
         for (u, v, kind), ids in self.lanes.items():
             kinds.setdefault((u, v), []).extend([kind] * len(ids))
-        return ColouredGraph(colours, {pair: tuple(sorted(items)) for pair, items in kinds.items()})
+        return ColouredGraph.labelled(colours, {pair: tuple(sorted(items)) for pair, items in kinds.items()})
 
     def lift(self, node: np.ndarray) -> Symmetry | None:
         """The link and chunk maps a node map induces, or None if it is not a symmetry."""
@@ -78,39 +79,6 @@ class Relabelling:
             link[ids] = image
         chunk = self.roles.chunk_map(node)
         return None if chunk is None else Symmetry(node, link, chunk)
-
-
-def _compose(a: Symmetry, b: Symmetry) -> Symmetry:
-    """a after b."""
-    return Symmetry(a.node[b.node], a.link[b.link], a.chunk[b.chunk])
-
-
-def _closure(generators: list[Symmetry], cap: int) -> list[Symmetry] | None:
-    """All elements of the generated group (identity first), or None past ``cap`` elements."""
-    n = generators[0].node.shape[0]
-    identity = Symmetry(np.arange(n), np.arange(generators[0].link.shape[0]),
-                        np.arange(generators[0].chunk.shape[0]))
-    seen = {identity.node.tobytes(): identity}
-    frontier = [identity]
-    while frontier:
-        nxt = []
-        for s in frontier:
-            for g in generators:
-                t = _compose(g, s)
-                key = t.node.tobytes()
-                if key not in seen:
-                    seen[key] = t
-                    nxt.append(t)
-                    if len(seen) > cap:
-                        return None
-        frontier = nxt
-    return list(seen.values())
-
-
-def _semiregular(group: list[Symmetry], npus: int) -> bool:
-    """No element but the identity fixes an NPU (switches may stay put)."""
-    ident = np.arange(npus)
-    return all(not np.any(s.node[:npus] == ident) for s in group[1:])
 
 
 @dataclass(frozen=True, eq=False)
@@ -134,28 +102,13 @@ def fixed_point_free_group(problem: TimedProblem, grid: Grid, deadline: float | 
     """
     n = problem.num_nodes
     relabel = Relabelling(problem, grid)
-    graph = relabel.graph
-    identity = relabel.lift(np.arange(n))
-    assert identity is not None
-    generators: list[Symmetry] = []
-    elements = [identity]
-    for target in range(1, problem.machine.num_npus):
-        if any(int(s.node[0]) == target for s in elements):
-            continue
-        commuting = {int(s.node[0]): int(s.node[target]) for s in elements}
-        candidates = itertools.chain(itertools.islice(graph.automorphisms(commuting, deadline=deadline), 1),
-                                     itertools.islice(graph.automorphisms({0: target}, deadline=deadline),
-                                                      TRIES_PER_TARGET))
-        for perm in candidates:
-            sym = relabel.lift(perm)
-            if sym is None:
-                continue
-            bigger = _closure([*generators, sym], n)
-            if bigger is not None and _semiregular(bigger, problem.machine.num_npus):
-                generators.append(sym)
-                elements = bigger
-                break
-    return Group(generators, elements)
+    npus = problem.machine.num_npus
+    generators, elements = grow_semiregular(
+        lambda fixed, target: find_automorphisms(relabel.graph, fixed, deadline=deadline),
+        n, range(1, npus), npus, TRIES_PER_TARGET, n, accept=lambda perm: relabel.lift(perm) is not None)
+    # Lifting is a homomorphism (parallel links and alike chunks keep their rank), so every
+    # element of a group of liftable generators lifts.
+    return Group([relabel.lift(g) for g in generators], [relabel.lift(e) for e in elements])
 
 
 def rank_group_links(instance: Instance, clock: Clock) -> list[np.ndarray]:
@@ -178,7 +131,7 @@ def breaking_symmetries(problem: TimedProblem, grid: Grid, limit: int,
     n = problem.num_nodes
     relabel = Relabelling(problem, grid)
     found: list[Symmetry] = []
-    for perm in itertools.islice(relabel.graph.automorphisms(deadline=deadline), limit + 1):
+    for perm in itertools.islice(find_automorphisms(relabel.graph, deadline=deadline), limit + 1):
         if not np.array_equal(perm, np.arange(n)):
             sym = relabel.lift(perm)
             if sym is not None:

@@ -8,14 +8,15 @@
 * ``cpsat_model.CpModel``: a CP-SAT model written constraint by constraint (the direct AllReduce
   models) without ``cp_model``'s pandas import, imported by its users where they build;
 * ``lex_leq`` (lex.py): lex-leader symmetry-breaking rows;
-* ``ColouredGraph`` and ``ChunkRoles`` (symmetry.py): one automorphism finder;
+* ``find_automorphisms`` and ``ChunkRoles`` (symmetry.py): the exact models' search policy over
+  the one automorphism finder (``optcoll.graphs``) and what a relabelling does to chunks;
 * ``compose_allreduce`` (allreduce.py): AllReduce as ReduceScatter then AllGather, one
   documented semantics of its bound and status.
 """
-from optcoll.producers.exact.toolkit.backends import (SOLVERS, Progress, SolveResult, check_solver, run_cpsat,
-                                                      solve, solver_version)
+from optcoll.producers.exact.toolkit.backends import (SOLVERS, ObjectiveProgress, SolveResult, check_solver,
+                                                      run_cpsat, solve, solver_version)
 from optcoll.producers.exact.toolkit.export import export
 from optcoll.producers.exact.toolkit.model import INF, LinearModel
 
-__all__ = ["INF", "SOLVERS", "LinearModel", "Progress", "SolveResult", "check_solver", "export",
+__all__ = ["INF", "SOLVERS", "LinearModel", "ObjectiveProgress", "SolveResult", "check_solver", "export",
            "run_cpsat", "solve", "solver_version"]

@@ -52,8 +52,10 @@ class SolveResult:
     work: float = 0.0  # CP-SAT deterministic time spent (0 for the other backends)
 
 
-#: (objective of a new solution or None, proven bound or None), told as they come.
-Progress = Callable[[float | None, float | None], None]
+#: A backend's raw news, in the model's own objective units: (objective of a new solution or
+#: None, proven bound or None), told as they come; each formulation turns it into a
+#: ``results.outcome.Progress`` sample.
+ObjectiveProgress = Callable[[float | None, float | None], None]
 
 
 def solver_version(solver: str) -> str:
@@ -75,7 +77,7 @@ def check_solver(solver: str, work_limit: float | None = None, choices: tuple[st
                          "(use a time limit)", field="work_limit")
 
 
-def solve(model: LinearModel, solver: str, clock: Clock, *, progress: Progress | None = None,
+def solve(model: LinearModel, solver: str, clock: Clock, *, progress: ObjectiveProgress | None = None,
           interleave: bool = False) -> SolveResult:
     """One solver call on ``model`` within the time and the CP-SAT work ``clock`` has left
     (module docstring); translating the model for the backend counts against that time. The
@@ -138,7 +140,7 @@ def cpsat_solve(wrapper, proto):
     return wrapper.solve(proto)
 
 
-def run_cpsat(cp, clock: Clock, *, progress: Progress | None = None, has_objective: bool,
+def run_cpsat(cp, clock: Clock, *, progress: ObjectiveProgress | None = None, has_objective: bool,
               interleave: bool = False, tuning: dict[str, int] | None = None) -> SolveResult:
     """Solves a CP-SAT model (a proto from ``cpsat_model``, or a ``cp_model.CpModel`` built
     directly, as the continuous timed model is) within ``clock``'s time and work left, with its
@@ -222,7 +224,7 @@ def _mathopt_proto(model: LinearModel):
     return proto
 
 
-def _solve_mathopt(model: LinearModel, solver: str, clock: Clock, progress: Progress | None) -> SolveResult:
+def _solve_mathopt(model: LinearModel, solver: str, clock: Clock, progress: ObjectiveProgress | None) -> SolveResult:
     from ortools.math_opt.python import mathopt
     from ortools.util.python.solve_interrupter import SolveInterrupter
 

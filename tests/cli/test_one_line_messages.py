@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from fault_helpers import assert_one_line_error, invoke, run_cli, write_instance
-from round2_helpers import QUICK
+from special_inputs import QUICK
 
 ESCAPES = "\x1b]0;owned\x07\x1b[2J\r\u202e"  # set the title, clear the screen, overprint, reverse
 SHOWN = "\\x1b]0;owned\\x07\\x1b[2J\\x0d\\u202e"

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from fault_helpers import assert_one_line_error, invoke, run_cli
-from round2_helpers import MEMORY, Inputs, gzip_bomb, make_inputs, many_transfers_gz, sparse
+from special_inputs import MEMORY, Inputs, gzip_bomb, make_inputs, many_transfers_gz, sparse
 
 @dataclass(frozen=True)
 class Reader:

@@ -19,6 +19,15 @@ def test_alltoall_chunk_numbering_and_needs():
     assert len(c.needs[0]) == 6
 
 
+def test_alltoall_of_a_sub_communicator_with_chunks_per_pair():
+    """Chunk (i·N + j)·C + k goes from ranks[i] to ranks[j], for ranks in any order."""
+    ranks, n, per = [9, 2, 4], 3, 2
+    c = make_collective("alltoall", ranks, 1800, chunks_per_rank=per)
+    assert c.num_chunks == n * n * per and c.chunk_bytes == 1800 / (n * per)
+    assert c.pre.as_lists() == [[ranks[i]] for i in range(n) for _ in range(n) for _ in range(per)]
+    assert c.post.as_lists() == [[ranks[j]] for _ in range(n) for j in range(n) for _ in range(per)]
+
+
 def test_combining_needs_include_contributors_but_not_sole_holders():
     rs = make_collective("reducescatter", range(4), 4096)
     assert rs.combining and sorted(zip(*[a.tolist() for a in rs.needs])) == [(i, i) for i in range(4)]

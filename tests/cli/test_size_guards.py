@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from fault_helpers import assert_one_line_error, invoke, run_cli
-from round2_helpers import MEMORY, QUICK
+from special_inputs import MEMORY, QUICK
 
 
 def _model(path: Path, topology: str) -> Path:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from fault_helpers import assert_one_line_error, invoke, run_cli
-from round2_helpers import QUICK
+from special_inputs import QUICK
 
 RING = QUICK / "ring4-alltoall-c1.toml"
 RING4 = '[topology]\nkind = "ring"\nn = 4\nbandwidth = "1 GB/s"\nlatency = "1 us"\n'

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from fault_helpers import assert_one_line_error, cli_command, invoke, run_cli
-from round2_helpers import FifoReader, Inputs, kind, make_inputs, release, unix_socket
+from special_inputs import FifoReader, Inputs, kind, make_inputs, release, unix_socket
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
-"""Shared by the round-2 hardening tests (issue 21): good inputs, special files to aim commands at,
-and what every case asserts (exit code, the one line, nothing replaced).
+"""Shared by the robustness tests that aim commands at special files (issue 21): good inputs, special
+files to aim commands at, and what every case asserts (exit code, the one line, nothing replaced).
 
 Special files are made without root: FIFOs, symlinks to /dev/null, /dev/full and /dev/stdout,
 Unix sockets, sparse files (a size on disk of nothing), and gzip streams built block by block.

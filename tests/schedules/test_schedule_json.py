@@ -5,17 +5,8 @@ import numpy as np
 import pytest
 
 from optcoll.errors import InputError
-from optcoll.machines.machine import MachineBuilder
 from optcoll.schedules.jsonfile import load_schedule, save_schedule, schedule_from_dict, schedule_to_dict
 from optcoll.schedules.schedule import REDUCE, ScheduleBuilder
-
-
-@pytest.fixture
-def pair_machine():
-    b = MachineBuilder("pair2", 2)
-    b.add_link(0, 1, bandwidth=1e9, latency=1e-6, count=2)
-    b.add_link(1, 0, bandwidth=1e9, latency=1e-6)
-    return b.build()
 
 
 def test_round_trip_keeps_every_column(tmp_path, pair_machine):

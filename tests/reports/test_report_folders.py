@@ -13,7 +13,7 @@ import pytest
 from fault_helpers import (ENOSPC_TEXT, assert_one_line_error, full_disk, invoke, run_cli, snapshot,
                            temporary_files, write_instance)
 from optcoll.fileio import write_text_atomic
-from round2_helpers import kind
+from special_inputs import kind
 
 QUICK_ARGS = ["--jobs", "0", "--runs", "1", "--no-progress"]
 HOUR_AGO = time.time() - 3600
