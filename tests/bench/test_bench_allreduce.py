@@ -6,6 +6,10 @@ from optcoll.collectives.builtins import make_collective
 from optcoll.machines import generators as G
 from optcoll.schedules.jsonfile import load_schedule
 from optcoll.verify import verify
+from solver_checks import SAFETY_NET
+
+# The report's harness takes a wall-clock limit only: the rows below are proven in under a second
+# of CPU, so their limit is the safety net and their verdicts do not depend on the machine's load.
 
 
 def test_verdicts_need_a_bound_or_a_faster_schedule():
@@ -22,7 +26,7 @@ def test_ring4_row_and_its_faster_schedule(tmp_path):
     """On a 4-ring the direct AllReduce takes 3 link times, ReduceScatter + AllGather 4."""
     case = AllReduceCase("ring4", lambda: G.ring(4, 1e9, 1e-6), "4 MB")
     out = tmp_path / "allreduce.md"
-    text = write_report(str(out), 20.0, cases=(case,))
+    text = write_report(str(out), SAFETY_NET, cases=(case,))
     assert "| ring4 | 4 | 1 | 4 MB |" in text and "no: a direct AllReduce (the direct model) is faster (optimal) | 25.00 %" in text
     machine = case.machine()
     schedule = load_schedule(tmp_path / "allreduce" / "ring4.json.gz", machine)
@@ -51,7 +55,7 @@ def test_star4_sharp_row_asks_the_family_although_the_in_switch_schedule_answers
     from optcoll.bench.allreduce import CASES
 
     case = next(case for case in CASES if case.label == "star4_sharp")
-    text = write_report(str(tmp_path / "allreduce.md"), 20.0, cases=(case,))
+    text = write_report(str(tmp_path / "allreduce.md"), SAFETY_NET, cases=(case,))
     row = next(line for line in text.splitlines() if line.startswith("| star4_sharp |"))
     assert "40.004 ms (optimal in family) | 25.0025 ms | 25.0025 ms" in row
     assert "no: a direct AllReduce (inswitch) is faster (optimal) | 37.50 %" in row

@@ -14,6 +14,7 @@ from optcoll.instances.instancefile import load_instance
 from optcoll.machines import generators as gen
 from optcoll.producers.exact.timed import solve as timed_solve
 from optcoll.verify import verify
+from solver_checks import proof_budget
 
 GIB = 2.0**30
 
@@ -113,7 +114,7 @@ def test_no_bound_beats_an_optimal_schedule_on_small_switched_machines(seed, mon
     coll = make_collective(kind, machine.npus, 2.0**20 * machine.num_npus, int(rng.integers(1, 3)), root=root)
     inst = Instance(f"switched-{seed}", machine, coll, model)
     monkeypatch.setattr(timed_solve, "best_lower_bound", _without_entry)
-    out = timed_solve.solve_timed(inst, time_limit=5, threads=1, seed=0)
+    out = timed_solve.solve_timed(inst, budget=proof_budget())  # the same schedule under any load
     result = verify(machine, coll, out.schedule, model)
     assert result.valid, result.violation
     for bound in lower_bounds(machine, coll, model):

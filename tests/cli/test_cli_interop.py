@@ -111,8 +111,10 @@ def test_chakra_and_nvidia_smi(run, tmp_path):
 
 
 def test_axonn_ranking_command(run, tmp_path):
+    """The ranking, its --out copy and the refusals; one Perlmutter node (4 GPUs) keeps it quick,
+    the README tour ranks 8 GPUs (tests/cli/test_readme_tour.py)."""
     out = tmp_path / "axonn.md"
-    code, text, _ = run("axonn", "--machine", "perlmutter", "--gpus", "8", "--layer-size", "512",
+    code, text, _ = run("axonn", "--machine", "perlmutter", "--gpus", "4", "--layer-size", "512",
                         "--no-schedules", "--out", out)
     assert code == 0 and "## Ranking" in text and out.read_text().strip() == text.strip()
     code, _, err = run("axonn", "--machine", "dgx1", "--gpus", "8", "--layer-size", "512", "--no-schedules")

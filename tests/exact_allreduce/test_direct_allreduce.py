@@ -24,27 +24,29 @@ from optcoll.schedules.schedule import REDUCE
 from optcoll.verify import verify
 from optcoll.instances.clock import Clock
 from optcoll.producers.exact.timed.symmetry import rank_group_links
+from solver_checks import proof_budget
 
 GIB_S, US = 50 * 2.0**30, 1e-6
+PROOF = proof_budget()
 
 
 def allreduce(machine, size=2.0**26, chunks=1, model=TimeModel()):
     coll = make_collective("allreduce", range(machine.num_npus), size, chunks)
-    return Instance(f"{machine.name}-allreduce", machine, coll, model, Budget(60, 1, 0))
+    return Instance(f"{machine.name}-allreduce", machine, coll, model, PROOF)
 
 
 def whole_buffer(machine, model=TimeModel(kind="step")):
     """SCCL's whole-buffer AllReduce: every rank holds and needs every one of N chunks."""
     n = machine.num_npus
     coll = make_custom(range(n), [list(range(n))] * n, [list(range(n))] * n, 2.0**20, combining=True)
-    return Instance(f"{machine.name}-wb", machine, coll, model, Budget(60, 1, 0))
+    return Instance(f"{machine.name}-wb", machine, coll, model, PROOF)
 
 
 def test_ring8_neighbours_reduce_into_each_other_to_beat_reducescatter_then_allgather():
     """Issue 13's ring: the direct model meets the 2(N−1)-deliveries bound, 7 link times where
     ReduceScatter then AllGather takes 8."""
     inst = allreduce(G.ring(8, GIB_S, 0.5 * US))
-    out = solve_timed(inst, time_limit=60, threads=1)
+    out = solve_timed(inst, budget=PROOF)
     tau = 0.5 * US + inst.collective.chunk_bytes / GIB_S
     result = evaluate_outcome(inst, "exact", out)
     assert result.status == "optimal" and np.isclose(result.time, 7 * tau)
@@ -73,7 +75,7 @@ def test_in_network_reduction_beats_the_no_inc_bound_which_is_not_applied():
     assert not any(name.startswith(("allreduce-volume", "allreduce-transfers")) for name in applied)
     assert "reduces" in not_applied(machine, inst.collective)
     assert max(b.value for b in applied.values()) == pytest.approx(nvls.time)
-    out = solve_timed(inst, time_limit=60, threads=1)
+    out = solve_timed(inst, budget=PROOF)
     result = evaluate_outcome(inst, "exact", out)
     assert result.status == "optimal" and result.time == pytest.approx(nvls.time)
     into_switch = out.schedule.op[inst.machine.link_dst[out.schedule.link] == 4]
@@ -84,7 +86,7 @@ def test_in_network_reduction_beats_the_no_inc_bound_which_is_not_applied():
                          ids=["ring5", "line4", "dgx1", "star4"])
 def test_direct_never_worse_than_reducescatter_then_allgather(machine):
     inst = allreduce(machine, chunks=1)
-    out = solve_timed(inst, time_limit=8, threads=1, structured=False)  # the family, then the direct model
+    out = solve_timed(inst, budget=proof_budget(work=2), structured=False)  # the family, then the direct model stops early
     result = evaluate_outcome(inst, "exact", out)
     assert result.time <= out.params["family_lower_bound"] * (1 + 1e-9) or not out.params["family_optimal"]
     for bound in lower_bounds(inst.machine, inst.collective):
@@ -95,7 +97,7 @@ def test_schedules_round_trip_through_route_transfers():
     """A verified ReduceScatter + AllGather schedule read back into route transfers replays
     without breaking a rule and writes out as a schedule of the same time."""
     inst = allreduce(G.ring(6, 1e9, 1e-6))
-    rsag = solve_timed(inst, time_limit=10, threads=1)
+    rsag = solve_timed(inst, budget=PROOF)
     problem = timed_problem(inst)
     transfers = from_schedule(problem, rsag.schedule)
     assert len(transfers) == len(rsag.schedule)
@@ -107,9 +109,9 @@ def test_schedules_round_trip_through_route_transfers():
 def test_symmetric_restriction_expands_to_a_valid_schedule():
     inst = allreduce(G.torus([3, 3], 1e9, 1e-6))
     problem = timed_problem(inst)
-    group = orbit(problem, rank_group_links(inst, Clock(Budget(60, 1, 0))))
+    group = orbit(problem, rank_group_links(inst, Clock(PROOF)))
     assert group is not None and group.order == 9
-    out, found = solve(problem, 8, 1, Clock(Budget(20, 1, 0)), orbit=group)
+    out, found = solve(problem, 8, 1, Clock(PROOF), orbit=group)
     assert found is not None and len(found.chunk) and set(found.chunk.tolist()) == set(range(9))
     assert verify(inst.machine, inst.collective, to_schedule(problem, found)).valid
 
@@ -120,7 +122,7 @@ def test_symmetric_restriction_expands_to_a_valid_schedule():
                          ids=["ring3", "ring4", "line3", "line4", "star4"])
 def test_least_steps_agree_with_an_independent_z3_encoding(machine, least):
     inst = whole_buffer(machine)
-    out = solve_step(inst, objective="steps", time_limit=60, threads=1)
+    out = solve_step(inst, objective="steps", budget=PROOF)
     result = evaluate_outcome(inst, "exact", out)
     assert result.status == "optimal" and result.steps == least
     assert z3_feasible(machine, least) is True
@@ -142,8 +144,8 @@ def test_reduce_only_least_steps_agree_with_z3_and_are_settled_at_every_s(machin
 
     n = machine.num_npus
     coll = make_custom(range(n), [list(range(n))] * chunks, [list(range(n))] * chunks, 2.0**20, combining=True)
-    inst = Instance(f"{machine.name}-wb{chunks}", machine, coll, REDUCE_ONLY, Budget(60, 1, 0))
-    out = solve_step(inst, objective="steps", time_limit=60, threads=1)
+    inst = Instance(f"{machine.name}-wb{chunks}", machine, coll, REDUCE_ONLY, PROOF)
+    out = solve_step(inst, objective="steps", budget=PROOF)
     result = evaluate_outcome(inst, "exact", out)
     if least is None:
         top = ceiling(step_problem(inst))
@@ -159,7 +161,7 @@ def test_reduce_only_least_steps_agree_with_z3_and_are_settled_at_every_s(machin
 
 def test_whole_buffer_allreduce_with_cost_objective_is_refused_in_one_line():
     with pytest.raises(NotApplicable, match="objective 'steps'"):
-        solve_step(whole_buffer(G.ring(4, 1e9, 1e-6)), objective="cost", time_limit=5)
+        solve_step(whole_buffer(G.ring(4, 1e9, 1e-6)), objective="cost")
 
 
 def test_combining_custom_with_several_destinations_is_not_applicable():
@@ -167,7 +169,7 @@ def test_combining_custom_with_several_destinations_is_not_applicable():
     coll = make_custom(range(3), [[0, 1, 2], [0, 1, 2]], [[0, 1], [2]], 1e6, combining=True)
     inst = Instance("mixed", G.ring(3, 1e9, 1e-6), coll, TimeModel(kind="step"))
     with pytest.raises(NotApplicable, match="several destinations"):
-        solve_step(inst, time_limit=5)
+        solve_step(inst)
 
 
 def test_plain_switch_routes_are_a_recorded_restriction():

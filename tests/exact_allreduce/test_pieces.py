@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from optcoll.collectives.builtins import make_collective, make_custom
-from optcoll.instances.instance import Budget, Instance, TimeModel
+from optcoll.instances.instance import Instance, TimeModel
 from optcoll.instances.instancefile import load_instance
 from optcoll.machines import generators as G
 from optcoll.machines.machine import MachineBuilder
@@ -30,6 +30,7 @@ from optcoll.schedules.jsonfile import load_schedule
 from optcoll.schedules.schedule import COPY, REDUCE, from_arrays
 from optcoll.verify import verify
 from optcoll.instances.clock import Clock
+from solver_checks import WORK, proof_budget
 
 ROOT = Path(__file__).resolve().parents[2]
 #: Relative slack when reading seconds as epochs.
@@ -55,16 +56,16 @@ def accepts(problem, schedule, time: float) -> str:
     for (c, j), lit in model.sends.items():
         if cand.slot[j] >= used.get((c, int(cand.route[j]), int(cand.start[j])), 0):
             model.cp.add(lit == 0)
-    return run_cpsat(model.cp, Clock(Budget(60, 1, 0)), has_objective=False).status
+    return run_cpsat(model.cp, Clock(proof_budget()), has_objective=False).status
 
 
-def allreduce(machine, size=2.0**26, chunks=1, work=None):
+def allreduce(machine, size=2.0**26, chunks=1, work=WORK):
     coll = make_collective("allreduce", range(machine.num_npus), size, chunks)
-    return Instance(f"{machine.name}-allreduce", machine, coll, TimeModel(), Budget(60, 1, 0, work_limit=work))
+    return Instance(f"{machine.name}-allreduce", machine, coll, TimeModel(), proof_budget(work=work))
 
 
-def prove(problem, horizon, work=None):
-    return pieces.prove(problem, horizon, Clock(Budget(60, 1, 0, work_limit=work)))
+def prove(problem, horizon, work=WORK):
+    return pieces.prove(problem, horizon, Clock(proof_budget(work=work)))
 
 
 @pytest.mark.parametrize("path", ["quick/dgx1-allreduce-c1", "standard/dgx1-allreduce-c2", "standard/ring8-allreduce-c1",
@@ -218,5 +219,5 @@ def test_dgx1_one_chunk_per_gpu_takes_four_epochs():
     about 10 s), so the recorded 4-epoch schedule (21.4768 ms) is optimal."""
     inst = load_instance(ROOT / "instances" / "quick" / "dgx1-allreduce-c1.toml")
     problem = pieces.relaxation_problem(inst)
-    out = pieces.prove(problem, 3, Clock(Budget(600, 2, 0)))
+    out = pieces.prove(problem, 3, Clock(proof_budget()))
     assert out.status == "infeasible" and out.bound == pytest.approx(0.02147683648)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from solver_checks import proof_budget
 from step_helpers import STEP, agreement_instances, close, instance, verified
 
 from optcoll.instances.clock import Clock
@@ -15,7 +16,6 @@ from optcoll.collectives.builtins import split_allreduce
 from optcoll.instances.instance import Instance, TimeModel
 from optcoll.producers.exact.step import solve_step
 from optcoll.producers.exact.step.api import backend_for
-from optcoll.instances.budget import Budget
 from optcoll.producers.exact.step.bounds import problem_rounds_bound
 from optcoll.producers.exact.step.greedy import greedy_solution
 from optcoll.producers.exact.step.inversion import plan
@@ -31,7 +31,6 @@ IDS = [inst.name for inst in CASES]
 BACKENDS = [("cpsat", False), ("cpsat", True), ("scip", False), ("highs", False), ("z3", False)]
 SYMMETRIC = ("ring8-allgather", "uniring6-allgather", "hypercube3-allgather", "dgx1-allgather",
              "torus3x3-allgather", "switch4-allgather", "ring4-allgather-C2", "fc4-alltoall")
-BUDGET = Budget(time_limit=60.0, threads=1, seed=0)
 
 
 def test_the_suite_is_large_enough():
@@ -59,7 +58,7 @@ def test_backends_agree_on_least_rounds(inst):
             for name, sym in BACKENDS + ([("z3", True)] if symmetric else []):
                 lex = lex_constraints(problem, automorphisms(problem), LEX_PREFIX) if sym else []
                 result = backend_for(name).minimise_rounds(problem, steps, steps, hi, hint=None,
-                                                           lex=lex, clock=Clock(BUDGET))
+                                                           lex=lex, clock=Clock(proof_budget(name)))
                 assert result.status == "optimal", (name, sym, steps)
                 solution = result.solution
                 assert solution.steps == steps
@@ -75,7 +74,7 @@ def test_backends_agree_on_least_rounds(inst):
 def test_solvers_agree_on_least_cost_and_least_steps(inst):
     costs, steps = {}, {}
     for solver in ("cpsat", "scip", "z3"):
-        out = solve_step(inst, solver=solver, time_limit=60, threads=1)
+        out = solve_step(inst, solver=solver, budget=proof_budget(solver))
         cost = verified(inst, out)
         if inst.collective.kind == "allreduce":
             assert out.status == "feasible" and out.params["family_optimal"]
@@ -85,7 +84,7 @@ def test_solvers_agree_on_least_cost_and_least_steps(inst):
         assert out.lower_bound <= cost * (1 + 1e-9)
         costs[solver] = cost
         if inst.collective.kind != "allreduce":
-            least = solve_step(inst, solver=solver, objective="steps", time_limit=60, threads=1)
+            least = solve_step(inst, solver=solver, objective="steps", budget=proof_budget(solver))
             verified(inst, least)
             assert least.status == "optimal"
             assert least.schedule.rounds == (1,) * least.schedule.num_steps
@@ -106,7 +105,7 @@ def _synchronous(inst: Instance) -> bool:
 @pytest.mark.parametrize("inst", [i for i in CASES if _synchronous(i)],
                          ids=[i.name for i in CASES if _synchronous(i)])
 def test_optimum_is_no_worse_than_tacos(inst):
-    out = solve_step(inst, time_limit=60, threads=1)
+    out = solve_step(inst, budget=proof_budget())
     timed = Instance(inst.name, inst.machine, inst.collective, TimeModel())
     tacos = get_synthesizer("tacos")
     best = min(verify(timed.machine, timed.collective, tacos(timed, seed), timed.model).time
@@ -117,7 +116,7 @@ def test_optimum_is_no_worse_than_tacos(inst):
 def _front_points(inst: Instance, max_chunks: int, solver: str):
     from optcoll.producers.exact.step import pareto_front
 
-    front = pareto_front(inst, max_chunks, solver=solver, budget=BUDGET, time_limit=300)
+    front = pareto_front(inst, max_chunks, solver=solver, budget=proof_budget(solver))
     assert front.complete, (solver, front.stopped)
     return [(p.steps, p.rounds, p.chunks, p.proven) for p in front.points]
 

@@ -9,14 +9,17 @@ import z3
 from ortools.linear_solver.python import model_builder
 from ortools.sat.python import cp_model
 
+from solver_checks import proof_budget
 from step_helpers import BW, LAT, close, instance, verified
 
 from optcoll.errors import InputError
-from optcoll.instances.budget import Budget
 from optcoll.instances.instance import Instance, TimeModel
 from optcoll.machines import generators as G
 from optcoll.machines.machine import MachineBuilder
 from optcoll.producers.exact.step import export_step_model, pareto_front, solve_step
+
+
+PROOF = proof_budget()
 
 
 @pytest.fixture(scope="module")
@@ -52,31 +55,31 @@ def test_timed_only_options_are_refused(dgx1_c2):
 
 
 def test_least_cost_trades_steps_for_rounds(dgx1_c2):
-    out = solve_step(dgx1_c2, time_limit=60)
+    out = solve_step(dgx1_c2, budget=PROOF)
     assert out.status == "optimal" and (out.params["S"], out.params["R"]) == (2, 3)
     assert close(verified(dgx1_c2, out), out.lower_bound)
     assert out.model == "step" and out.solver == "cpsat" and "CP-SAT" in out.solver_version
 
 
 def test_fixed_steps_are_optimal_for_those_steps(dgx1_c2):
-    out = solve_step(dgx1_c2, steps=4, time_limit=60)
+    out = solve_step(dgx1_c2, steps=4, budget=PROOF)
     assert out.status == "optimal" and (out.params["S"], out.params["R"]) == (4, 4)
     assert close(verified(dgx1_c2, out), out.lower_bound)
     assert out.params["steps_limit"] == 4
 
 
 def test_a_rounds_cap_below_the_bound_is_infeasible(dgx1_c2):
-    out = solve_step(dgx1_c2, rounds=2, time_limit=60)
+    out = solve_step(dgx1_c2, rounds=2, budget=PROOF)
     assert out.status == "infeasible" and out.schedule is None
 
 
 def test_fewer_steps_than_hops_is_infeasible(dgx1_c2):
-    assert solve_step(dgx1_c2, steps=1, time_limit=60).status == "infeasible"
-    assert solve_step(dgx1_c2, steps=1, objective="steps", time_limit=60).status == "infeasible"
+    assert solve_step(dgx1_c2, steps=1, budget=PROOF).status == "infeasible"
+    assert solve_step(dgx1_c2, steps=1, objective="steps", budget=PROOF).status == "infeasible"
 
 
 def test_feasibility_of_a_given_point(dgx1_c2):
-    out = solve_step(dgx1_c2, steps=2, rounds=3, time_limit=60, solver="z3")
+    out = solve_step(dgx1_c2, steps=2, rounds=3, budget=proof_budget("z3"), solver="z3")
     assert out.status == "optimal" and out.schedule.rounds is not None
     verified(dgx1_c2, out)
 
@@ -91,7 +94,7 @@ def test_out_of_time_still_returns_a_valid_schedule_and_a_bound():
 
 def test_progress_reports_incumbent_and_bound(dgx1_c2):
     rows = []
-    out = solve_step(dgx1_c2, time_limit=60, progress=lambda *row: rows.append(row))
+    out = solve_step(dgx1_c2, budget=PROOF, progress=lambda *row: rows.append(row))
     assert rows and rows[-1][1:] == (out.trace[-1][1], out.trace[-1][2])
     assert all(bound <= incumbent * (1 + 1e-9) for _, incumbent, bound in rows if incumbent and bound)
 
@@ -130,7 +133,7 @@ def test_nothing_to_send_costs_nothing():
 
 def test_pareto_front_takes_max_chunks_positionally_and_says_why_it_ended():
     inst = instance(G.ring(4, BW, LAT))
-    front = pareto_front(inst, 2, time_limit=60)
+    front = pareto_front(inst, 2, budget=PROOF)
     assert front.points and front.points[-1].bandwidth_optimal
     assert front.complete and front.stopped.startswith("bandwidth-optimal")
 
@@ -194,9 +197,9 @@ def test_a_front_cut_short_says_by_what():
     """A refused model or the time limit ends the front early; the points so far stand and the
     front says it is incomplete and why."""
     inst = instance(G.dgx1())
-    refused = pareto_front(inst, 3, time_limit=60, max_memory=2**20)
+    refused = pareto_front(inst, 3, budget=PROOF, max_memory=2**20)
     assert not refused.complete and refused.stopped.startswith("the memory limit at S = 2: ")
     assert "over the limit of 1 MiB (--max-memory); not built" in refused.stopped
-    late = pareto_front(inst, 6, budget=Budget(time_limit=600, threads=1, seed=0, work_limit=0.01))
+    late = pareto_front(inst, 6, budget=proof_budget(work=0.01))
     assert not late.complete and late.stopped.startswith("the work limit (0.01) at S = ")
     assert all(not point.bandwidth_optimal for point in late.points)

@@ -6,6 +6,7 @@ from fractions import Fraction
 
 import pytest
 
+from solver_checks import proof_budget
 from step_helpers import BW, LAT, STEP, instance, verified
 
 from optcoll.machines import generators as G
@@ -13,11 +14,13 @@ from optcoll.producers.exact.step import pareto_front, rounds_lower_bound, solve
 from optcoll.producers.exact.step.chunking import rechunk
 from optcoll.verify import verify
 
+PROOF = proof_budget()
+
 
 def test_dgx1_allgather_needs_two_steps():
     """(Every backend proving R_min(2) = 2 by itself is in test_agreement.py.)"""
     inst = instance(G.dgx1())
-    out = solve_step(inst, objective="steps", time_limit=60)
+    out = solve_step(inst, objective="steps", budget=PROOF)
     verified(inst, out)
     assert out.status == "optimal"
     assert out.schedule.num_steps == 2
@@ -26,7 +29,7 @@ def test_dgx1_allgather_needs_two_steps():
 def test_dgx1_allgather_pareto_front():
     inst = instance(G.dgx1())
     started = time.perf_counter()
-    front = pareto_front(inst, 6, time_limit=120)
+    front = pareto_front(inst, 6, budget=PROOF)
     points = front.points
     assert front.complete
     wall = time.perf_counter() - started
@@ -52,7 +55,7 @@ def test_dgx1_allgather_pareto_front():
 
 def test_unidirectional_ring8_allgather_needs_seven_steps():
     inst = instance(G.ring(8, BW, LAT, bidirectional=False))
-    out = solve_step(inst, objective="steps", time_limit=60)
+    out = solve_step(inst, objective="steps", budget=PROOF)
     verified(inst, out)
     assert out.status == "optimal" and out.schedule.num_steps == 7
 
@@ -60,7 +63,7 @@ def test_unidirectional_ring8_allgather_needs_seven_steps():
 @pytest.mark.parametrize("dim", [3, 4])
 def test_hypercube_allgather_one_chunk_needs_dim_steps(dim):
     inst = instance(G.hypercube(dim, BW, LAT))
-    out = solve_step(inst, objective="steps", time_limit=60)
+    out = solve_step(inst, objective="steps", budget=PROOF)
     verified(inst, out)
     assert out.status == "optimal" and out.schedule.num_steps == dim
 
@@ -71,7 +74,7 @@ def test_hypercube5_allgather_needs_at_least_seven_steps():
     bound = rounds_lower_bound(inst.machine, inst.collective)
     assert bound.value == Fraction(31, 5)
     assert bound.rounds(1) == 7
-    out = solve_step(inst, objective="steps", time_limit=0.5)  # too little time to solve S = 7
+    out = solve_step(inst, objective="steps", budget=proof_budget(work=0.05))  # too little to solve S = 7
     verified(inst, out)
     per_step = inst.machine.link_latency.max() + inst.collective.chunk_bytes / BW
     assert out.lower_bound >= 7 * per_step * (1 - 1e-12)
@@ -80,7 +83,7 @@ def test_hypercube5_allgather_needs_at_least_seven_steps():
 @pytest.mark.slow
 def test_hypercube5_allgather_needs_exactly_seven_steps():
     inst = instance(G.hypercube(5, BW, LAT))
-    out = solve_step(inst, objective="steps", time_limit=300)
+    out = solve_step(inst, objective="steps", budget=PROOF)
     verified(inst, out)
     assert out.status == "optimal" and out.schedule.num_steps == 7
 

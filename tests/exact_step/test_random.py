@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from solver_checks import proof_budget
 from step_helpers import BW, LAT, close, instance, named, verified
 
 from optcoll.collectives.builtins import make_custom
@@ -46,6 +47,6 @@ def _random_instance(seed: int):
 @pytest.mark.parametrize("seed", SEEDS)
 def test_random_instances_agree(seed):
     inst = _random_instance(seed)
-    costs = [verified(inst, solve_step(inst, solver=solver, time_limit=120, threads=1))
+    costs = [verified(inst, solve_step(inst, solver=solver, budget=proof_budget(solver)))
              for solver in ("cpsat", "scip", "z3")]
     assert all(close(c, costs[0]) for c in costs), costs

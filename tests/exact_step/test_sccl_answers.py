@@ -21,12 +21,14 @@ from optcoll.instances.instance import Instance, TimeModel
 from optcoll.machines import generators as G
 from optcoll.machines.machine import Machine, MachineBuilder
 from optcoll.producers.exact.step import solve_step
+from solver_checks import proof_budget
 from step_helpers import BW, LAT, instance, named, verified
 
 ANSWERS = Path(__file__).parent / "data" / "sccl_least_steps.csv"
 #: SCCL's HubAndSpoke: fully connected, one send and one receive per node per round.
 ONE_PORT = TimeModel(kind="step", send_ports=1, recv_ports=1)
 STEP_MODEL = TimeModel(kind="step")
+PROOF = proof_budget()
 
 
 def _star(n: int) -> Machine:
@@ -67,7 +69,7 @@ def _answered() -> list[tuple[str, int, str, int]]:
 def test_least_steps_agree_with_sccls_own_answer(topology, n, collective, steps):
     """Both solvers prove least steps; they must agree, and optcoll's schedule must verify."""
     inst = sccl_question(topology, n, collective)
-    out = solve_step(inst, objective="steps", time_limit=60)
+    out = solve_step(inst, objective="steps", budget=PROOF)
     assert out.status == "optimal" and out.params["S"] == steps, out.notes
     verified(inst, out)
 
@@ -78,7 +80,7 @@ def test_allreduce_under_sccls_own_rules_gives_sccls_answer(topology, n, steps):
     SCCL answered is answered the same, and the schedule verifies under those rules."""
     inst = sccl_question(topology, n, "Allreduce")
     inst = replace(inst, model=replace(inst.model, combining="reduce-only"))
-    out = solve_step(inst, objective="steps", time_limit=60)
+    out = solve_step(inst, objective="steps", budget=PROOF)
     assert out.status == "optimal" and out.params["S"] == steps, out.notes
     verified(inst, out)
 
@@ -137,7 +139,7 @@ def test_sccls_pareto_algorithms_verify_and_lie_on_optcolls_front(path):
     result = verify(machine, coll, schedule, STEP_MODEL)
     assert result.valid, result.violation
     assert schedule.num_steps == sccl["steps"] and sum(schedule.rounds) == sccl["steps"] + sccl["extra_rounds"]
-    front = pareto_front(instance(ours), 6, time_limit=120)
+    front = pareto_front(instance(ours), 6, budget=PROOF)
     found = {(p.steps, p.rounds, p.chunks) for p in front.points}
     assert front.complete and (sccl["steps"], sum(schedule.rounds), sccl["chunks"]) in found
     assert found == {(2, 3, 2), (3, 7, 6)} and np.all(np.diff([p.steps for p in front.points]) > 0)

@@ -11,7 +11,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from optcoll.instances.budget import Budget
 from optcoll.instances.clock import Clock
 from optcoll.instances.instance import TimeModel
 from optcoll.machines import generators as G
@@ -28,6 +27,7 @@ from optcoll.producers.exact.timed.stitch import allgather_holders
 from optcoll.producers.exact.toolkit import solve
 from optcoll.verify import verify
 
+from solver_checks import proof_budget
 from timed_helpers import BW, LAT, MB, instance, link_time
 
 GiB = 2**30
@@ -51,7 +51,7 @@ MACHINES = {
 @functools.cache
 def _optimum(name: str) -> float:
     inst = MACHINES[name]()
-    out = solve_timed(inst, budget=Budget(time_limit=60, threads=1, work_limit=60))
+    out = solve_timed(inst, budget=proof_budget())
     assert out.status == "optimal", out.notes
     return verify(inst.machine, inst.collective, out.schedule, inst.model).time
 
@@ -98,7 +98,7 @@ def test_a_link_of_capacity_c_takes_c_transfers_in_one_epoch_not_c_plus_one(capa
         grid = make_grid(problem, (capacity + 0.5) * link_time(inst), "up")
         assert int(grid.capacity[0]) == capacity and int(grid.delay[0]) == 1
         model = expanded.build(problem, grid, reach(problem, grid.delay), 1)
-        res = solve(model.linear, "cpsat", Clock(Budget(time_limit=20, threads=1)))
+        res = solve(model.linear, "cpsat", Clock(proof_budget()))
         assert res.status == ("optimal" if feasible else "infeasible")
         assert (_grid_floor(problem, grid, None)[0] <= 1) == feasible  # the grid's ingress bound agrees
 
@@ -107,7 +107,7 @@ def _coarse_schedule(problem, grid) -> Transfers:
     """The best schedule the coarse grid's search finds in a few seconds (epochs)."""
     start = retime(problem, grid, greedy(problem, grid))
     floor, why = _grid_floor(problem, grid, None)
-    out = search(problem, grid, floor, why, start, "cpsat", Clock(Budget(time_limit=8, threads=1, work_limit=8)),
+    out = search(problem, grid, floor, why, start, "cpsat", Clock(proof_budget(work=8)),
                  lambda inc, low: None)
     return out.best
 
@@ -140,7 +140,7 @@ def test_the_down_grid_with_capacities_bounds_the_optimum(name, fraction):
     assert grid.seconds(egress_bound(problem, r, grid)) <= optimum * (1 + 1e-9)
     floor, why = _grid_floor(problem, grid, None)
     start = retime(problem, grid, greedy(problem, grid))
-    out = search(problem, grid, floor, why, start, "cpsat", Clock(Budget(time_limit=10, threads=1, work_limit=10)),
+    out = search(problem, grid, floor, why, start, "cpsat", Clock(proof_budget(work=10)),
                  lambda inc, low: None)
     assert grid.seconds(out.floor) <= optimum * (1 + 1e-9), out.phases
 
@@ -167,7 +167,7 @@ def test_structured_false_leaves_the_shift_schedule_out():
     """The switch of the bench's coarse row, small: without its shift schedule the solve starts
     from the greedies (what ``optcoll bench exact --only coarse`` measures on 256 ports)."""
     inst = instance(G.switch(4, BW, LAT))
-    budget = Budget(time_limit=20, threads=1, work_limit=20)
+    budget = proof_budget(work=20)
     with_shift, without = solve_timed(inst, budget=budget), solve_timed(inst, budget=budget, structured=False)
     assert any(n.startswith("the shift schedule") for n in with_shift.notes)
     assert not any(n.startswith("the shift schedule") for n in without.notes)

@@ -17,6 +17,7 @@ from optcoll.producers.exact.toolkit.epochs import exact_unit
 from optcoll.producers.exact.timed.reach import egress_bound, ingress_bound, latency_bound, reach
 from optcoll.producers.exact.timed.solve import _problem
 
+from solver_checks import proof_budget
 from timed_helpers import BW, LAT, close, instance, link_time, small_instances
 
 
@@ -73,7 +74,7 @@ def test_own_bounds_never_exceed_the_optimum(inst):
     problem = _problem(inst)
     grid = seconds_grid(problem)
     r = reach(problem, grid.delay)
-    optimum = solve_timed(inst, time_limit=60).lower_bound
+    optimum = solve_timed(inst, budget=proof_budget()).lower_bound
     for bound in (latency_bound(problem, r), ingress_bound(problem, r, grid), egress_bound(problem, r, grid)):
         assert bound <= optimum * (1 + 1e-9)
 

@@ -13,6 +13,7 @@ from optcoll.errors import InputError
 from optcoll.machines import generators as G
 from optcoll.bench import exact as B
 
+from solver_checks import proof_budget
 from timed_helpers import BW, LAT, close, instance
 
 GIB = 2.0**30
@@ -111,7 +112,7 @@ def test_an_optimum_proven_past_the_limit_does_not_count(runs):
 
     rung = LADDER.rungs[0]
     inst = B._allgather("uniring5", rung.machine(), 1, LIMIT)
-    result = evaluate_outcome(inst, "exact-timed-cpsat", solve_timed(inst, time_limit=LIMIT))
+    result = evaluate_outcome(inst, "exact-timed-cpsat", solve_timed(inst, budget=proof_budget()))
     late = B.judge("test", rung, 5, result, wall=LIMIT + 1, cpu=0.0, time_limit=LIMIT)
     assert result.status == "optimal" and not late.proven
     assert late.detail.startswith("proven only after 601 s, past the 600 s limit")
@@ -180,7 +181,7 @@ def test_a_bound_the_search_raised_is_credited_to_the_search():
 
     switch = partial(G.switch, 4, BW, LAT)
     inst = instance(switch(), "broadcast", root=0)
-    outcome = solve_timed(inst, time_limit=30)
+    outcome = solve_timed(inst, budget=proof_budget())
     result = evaluate_outcome(inst, "exact-timed-cpsat", outcome)
     analytic = outcome.trace[0][2]  # the first bound recorded: the analytic one
     assert result.status == "optimal" and result.lower_bound > analytic * (1 + 1e-6)

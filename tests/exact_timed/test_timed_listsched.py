@@ -17,6 +17,7 @@ from optcoll.producers.registry import get_synthesizer
 from optcoll.machines import generators as G
 from optcoll.verify import verify
 
+from solver_checks import proof_budget
 from timed_helpers import BW, LAT, instance, small_instances
 
 INSTANCES = small_instances()
@@ -30,7 +31,7 @@ def test_greedy_is_valid_and_no_better_than_the_optimum(inst):
         true = retime(problem, seconds_grid(problem), transfers)
         result = verify(inst.machine, inst.collective, to_schedule(problem, true), inst.model)
         assert result.valid, result.violation
-        assert result.time >= solve_timed(inst, time_limit=60).lower_bound * (1 - 1e-9)
+        assert result.time >= solve_timed(inst, budget=proof_budget()).lower_bound * (1 - 1e-9)
 
 
 @pytest.mark.parametrize("inst", INSTANCES, ids=[i.name for i in INSTANCES])

@@ -13,7 +13,6 @@ import pytest
 from optcoll.bounds import lower_bounds
 from optcoll.collectives.builtins import make_custom
 from optcoll.errors import InputError
-from optcoll.instances.budget import Budget
 from optcoll.instances.instance import Instance, TimeModel
 from optcoll.machines import generators as G
 from optcoll.machines.machine import MachineBuilder
@@ -22,9 +21,11 @@ from optcoll.producers.exact.step import solve_step
 from optcoll.producers.exact.timed.solve import ExportInfo, export_timed_model, solve_timed
 from optcoll.producers.registry import IMPLEMENTS, SYNTHESIZERS, best_of
 
+from solver_checks import proof_budget
 from timed_helpers import BW, LAT, MB, close, instance, link_time, small_instances, verified
 
 ONE_PORT = TimeModel(send_ports=1, recv_ports=1)
+PROOF = proof_budget()
 
 
 @pytest.mark.parametrize("machine, hops", [
@@ -36,7 +37,7 @@ ONE_PORT = TimeModel(send_ports=1, recv_ports=1)
 ], ids=["uniring8", "hypercube3", "dgx1", "torus4x4", "hypercube4"])
 def test_uniform_links_one_chunk_take_least_steps_times_link_time(machine, hops):
     inst = instance(machine)
-    out = solve_timed(inst, time_limit=60)
+    out = solve_timed(inst, budget=PROOF)
     assert out.status == "optimal"
     assert close(verified(inst, out), hops * link_time(inst))
     assert close(out.lower_bound, hops * link_time(inst))
@@ -51,8 +52,8 @@ STEP = [instance(G.ring(8, BW, LAT, bidirectional=False)), instance(G.hypercube(
 def test_uniform_links_agree_with_the_step_models_least_steps(inst):
     """On equal links a timed schedule on the exact grid is a one-round-per-step schedule and
     back, so the timed optimum is the step engineer's least steps times the link time."""
-    steps = solve_step(inst, objective="steps", time_limit=60)
-    timed = solve_timed(inst, time_limit=60)
+    steps = solve_step(inst, objective="steps", budget=PROOF)
+    timed = solve_timed(inst, budget=PROOF)
     assert steps.status == timed.status == "optimal"
     assert close(verified(inst, timed), steps.schedule.num_steps * link_time(inst))
 
@@ -60,7 +61,7 @@ def test_uniform_links_agree_with_the_step_models_least_steps(inst):
 def test_dgx1_allgather_six_chunks_meets_the_ingress_bound():
     """42 chunks arrive over 6 NVLinks per GPU: 7 chunk times, the 7/6 of the step model."""
     inst = instance(G.dgx1(), chunks=6)
-    out = solve_timed(inst, time_limit=60)
+    out = solve_timed(inst, budget=PROOF)
     assert out.status == "optimal"
     assert close(verified(inst, out), 7 * link_time(inst))
 
@@ -70,7 +71,7 @@ INSTANCES = small_instances()
 
 @pytest.mark.parametrize("inst", INSTANCES, ids=[i.name for i in INSTANCES])
 def test_optimum_between_every_lower_bound_and_every_baseline(inst):
-    out = solve_timed(inst, time_limit=60)
+    out = solve_timed(inst, budget=PROOF)
     assert out.status == "optimal", out.notes
     time = verified(inst, out)
     assert close(time, out.lower_bound)
@@ -92,8 +93,10 @@ def test_optimum_between_every_lower_bound_and_every_baseline(inst):
     ("reduce", 5), ("gather", 1), ("scatter", 6), ("alltoall", None)])
 def test_every_collective_on_dgx1(kind, root):
     inst = instance(G.dgx1(), kind, 2 if kind != "alltoall" else 1, root=root)
-    out = solve_timed(inst, time_limit=10 if kind == "allreduce" else 60)
-    if kind == "allreduce":  # the time after ReduceScatter + AllGather goes to the direct model
+    # AllReduce: the family ReduceScatter then AllGather; a memory limit refuses the direct model
+    # (about 113 MiB), which seconds of search leave open on DGX-1.
+    out = solve_timed(inst, budget=PROOF, max_memory=2**25 if kind == "allreduce" else None)
+    if kind == "allreduce":
         assert out.params["family_optimal"]
         assert close(out.params["family_time"], out.params["family_lower_bound"])
         assert verified(inst, out) <= out.params["family_time"] * (1 + 1e-9)
@@ -106,7 +109,7 @@ def test_custom_all_to_next():
     m = G.ring(5, BW, LAT)
     coll = make_custom(range(5), [[i] for i in range(4)], [[i + 1] for i in range(4)], MB)
     inst = Instance("alltonext", m, coll)
-    out = solve_timed(inst, time_limit=30)
+    out = solve_timed(inst, budget=PROOF)
     assert out.status == "optimal"
     assert close(verified(inst, out), link_time(inst))
 
@@ -121,7 +124,7 @@ def test_reduction_is_the_time_reversed_dual_on_the_reversed_machine():
     m = b.build()
     rs = instance(m, "reducescatter", 2)
     ag = instance(m.reversed(), "allgather", 2)
-    out_rs, out_ag = solve_timed(rs, time_limit=30), solve_timed(ag, time_limit=30)
+    out_rs, out_ag = solve_timed(rs, budget=PROOF), solve_timed(ag, budget=PROOF)
     assert out_rs.status == out_ag.status == "optimal"
     assert out_rs.params["inverted"] and not out_ag.params["inverted"]
     assert close(verified(rs, out_rs), verified(ag, out_ag))
@@ -135,9 +138,9 @@ def test_allreduce_is_reducescatter_then_allgather():
     optimal among all AllReduce schedules."""
     m = G.ring(5, BW, LAT)
     ar = instance(m, "allreduce", 2)
-    out = solve_timed(ar, time_limit=60, structured=False)  # a producer's start would meet the bound first
-    rs = solve_timed(instance(m, "reducescatter", 2), time_limit=30)
-    ag = solve_timed(instance(m, "allgather", 2), time_limit=30)
+    out = solve_timed(ar, budget=PROOF, structured=False)  # a producer's start would meet the bound first
+    rs = solve_timed(instance(m, "reducescatter", 2), budget=PROOF)
+    ag = solve_timed(instance(m, "allgather", 2), budget=PROOF)
     assert out.params["family"] == "reducescatter+allgather" and out.params["family_optimal"]
     assert close(verified(ar, out), rs.lower_bound + ag.lower_bound)
     assert close(out.params["family_lower_bound"], rs.lower_bound + ag.lower_bound)
@@ -162,7 +165,7 @@ def test_machine_features():
     ]
     times = []
     for inst in cases:
-        out = solve_timed(inst, time_limit=60)
+        out = solve_timed(inst, budget=PROOF)
         assert out.status == "optimal", (inst.name, out.notes)
         times.append(verified(inst, out))
     plain, multicast = times[:2]
@@ -173,7 +176,7 @@ def test_machine_features():
 
 def test_one_port_fully_connected_needs_n_minus_one_link_times():
     inst = instance(G.fully_connected(5, BW, LAT), model=ONE_PORT)
-    out = solve_timed(inst, time_limit=30)
+    out = solve_timed(inst, budget=PROOF)
     assert out.status == "optimal"
     assert close(verified(inst, out), 4 * link_time(inst))
 
@@ -185,13 +188,13 @@ def test_heterogeneous_links_are_exact_through_the_fine_unit():
     independent methods meeting."""
     inst = instance(G.mesh([3, 2], [0.625e9, 0.9375e9], [0.5e-6, 0.5e-6]), chunks=2)
     assert sorted({round(link_time(inst, e) * 1e6, 4) for e in range(inst.machine.num_links)}) == [533.8333, 800.5]
-    out = solve_timed(inst, time_limit=60)
+    out = solve_timed(inst, budget=PROOF)
     assert out.status == "optimal"
     assert "continuous" in out.params["formulation"] and out.lower_bound_source.startswith("entry bound")
     assert close(out.params["unit"], 1e-6 / 6)
     best = verified(inst, out)
     assert close(best, out.lower_bound)
-    rounded = solve_timed(inst, time_limit=30, formulation="expanded")
+    rounded = solve_timed(inst, budget=PROOF, formulation="expanded")
     assert rounded.params["rounding"] == "up"
     assert rounded.lower_bound <= best * (1 + 1e-9) <= verified(inst, rounded) * (1 + 1e-9)
 
@@ -199,8 +202,8 @@ def test_heterogeneous_links_are_exact_through_the_fine_unit():
 @pytest.mark.parametrize("inst", [instance(G.torus([3, 3], BW, LAT), chunks=2), instance(G.ring(6, BW, LAT), "alltoall")],
                          ids=["torus3x3-C2", "ring6-alltoall"])
 def test_continuous_and_expanded_agree_on_an_exact_grid(inst):
-    a = solve_timed(inst, time_limit=60, formulation="expanded")
-    b = solve_timed(inst, time_limit=60, formulation="continuous")
+    a = solve_timed(inst, budget=PROOF, formulation="expanded")
+    b = solve_timed(inst, budget=PROOF, formulation="continuous")
     assert a.status == b.status == "optimal"
     assert b.params["formulation"] == "continuous" and b.quantum is None
     assert close(verified(inst, a), verified(inst, b))
@@ -213,8 +216,8 @@ PROOFS = [instance(G.line(4, BW, LAT), model=ONE_PORT), instance(G.line(5, BW, L
 @pytest.mark.parametrize("inst", PROOFS, ids=[i.name for i in PROOFS])
 def test_mip_solvers_prove_the_same_optimum(solver, inst):
     """Instances whose optimum lies above every analytic bound: the solver itself proves it."""
-    ref = solve_timed(inst, time_limit=60)
-    out = solve_timed(inst, solver=solver, time_limit=60)
+    ref = solve_timed(inst, budget=PROOF)
+    out = solve_timed(inst, solver=solver, budget=proof_budget(solver))
     assert out.status == ref.status == "optimal"
     assert out.solver == solver and solver.upper() in out.solver_version.upper()
     assert f"{solver}: " in out.lower_bound_source and "cpsat: " in ref.lower_bound_source
@@ -228,7 +231,7 @@ HARD = instance(G.mesh([3, 3], BW, LAT), model=ONE_PORT)
 def test_a_work_limit_returns_the_incumbent_and_a_bound_the_same_on_any_machine():
     """One thread and a CP-SAT work limit (its deterministic time): the solve stops at the same
     point whatever the machine's speed or load, with the best schedule and the bound so far."""
-    budget = Budget(time_limit=600, threads=1, seed=0, work_limit=0.2)
+    budget = proof_budget(work=0.2)
     out, again = solve_timed(HARD, budget=budget), solve_timed(HARD, budget=budget)
     assert out.status == again.status == "feasible" and out.params["work_limit"] == 0.2
     assert 0 < out.params["work"] and not out.params["interrupted"]
@@ -277,7 +280,7 @@ def test_ctrl_c_in_the_first_part_of_an_allreduce_still_returns_a_whole_allreduc
 
 def test_progress_callback_sees_the_trace():
     seen = []
-    out = solve_timed(instance(G.switch(5, BW, LAT)), time_limit=30, progress=lambda *row: seen.append(row))
+    out = solve_timed(instance(G.switch(5, BW, LAT)), budget=PROOF, progress=lambda *row: seen.append(row))
     assert seen == list(out.trace)
 
 
@@ -285,7 +288,7 @@ def test_unreachable_destination_is_infeasible():
     b = MachineBuilder("cut", 3)
     b.add_link(0, 1, bandwidth=BW, latency=LAT, bidirectional=True)
     b.add_link(2, 1, bandwidth=BW, latency=LAT)
-    out = solve_timed(instance(b.build()), time_limit=5)
+    out = solve_timed(instance(b.build()), budget=PROOF)
     assert out.status == "infeasible" and out.schedule is None
     assert any("npu2" in note for note in out.notes)
 
@@ -304,7 +307,7 @@ def test_exported_mps_solves_to_the_makespan_and_lp_says_the_same(tmp_path):
     assert (model.num_variables, model.num_constraints) == (info.variables, info.rows)
     solver = mb.Solver("scip")
     assert solver.solve(model) == mb.SolveStatus.OPTIMAL
-    out = solve_timed(inst, time_limit=30)
+    out = solve_timed(inst, budget=PROOF)
     assert close(solver.objective_value * info.quantum, out.lower_bound)
     text = lp.read_text()
     for section in ("Minimize", "Subject To", "Bounds", "End"):
@@ -332,4 +335,4 @@ def test_input_errors():
         solve_timed(inst, solver="scip", formulation="continuous")
     two_homes = make_custom(range(4), [[0, 1, 2, 3]], [[0, 2]], MB, combining=True)
     with pytest.raises(NotApplicable, match="several destinations"):
-        solve_timed(Instance("twohomes", inst.machine, two_homes), time_limit=5)
+        solve_timed(Instance("twohomes", inst.machine, two_homes), budget=PROOF)

@@ -21,6 +21,7 @@ from optcoll.producers.exact.timed.reverse import to_schedule
 from optcoll.producers.exact.timed.solve import solve_timed
 from optcoll.producers.exact.timed.stitch import rails, servers, stitched
 from optcoll.verify import verify
+from solver_checks import proof_budget
 
 GIB = 2.0**30
 
@@ -33,7 +34,7 @@ def rail_cluster(nodes: int, gpus: int, *, multicast: bool, network: str = "rail
 def stitched_time(inst: Instance) -> float:
     """The stitched schedule, rails solved exactly, retimed and checked by the shared verifier."""
     problem = dual_problem(inst) if inst.collective.combining else direct_problem(inst)
-    transfers = stitched(inst, problem, lambda sub: solve_timed(sub, time_limit=20, threads=1).schedule)
+    transfers = stitched(inst, problem, lambda sub: solve_timed(sub, budget=proof_budget()).schedule)
     schedule = to_schedule(problem, retime(problem, seconds_grid(problem), transfers))
     result = verify(inst.machine, inst.collective, schedule, inst.model)
     assert result.valid, result.violation
@@ -95,7 +96,7 @@ def test_rail_clusters_are_proven_optimal_by_the_stitched_start(name, bound):
     schedule meets the entry bound (on two servers, the ingress bound already), so no
     time-expanded model is built."""
     inst = load_instance(f"instances/machines/{name}.toml")
-    out = solve_timed(inst, time_limit=60, threads=1)
+    out = solve_timed(inst, budget=proof_budget())
     assert out.status == "optimal" and out.lower_bound_source.startswith(bound)
     assert "first upper bound from the stitched rails and servers" in " ".join(out.notes)
     assert out.params["formulation"].startswith("none")

@@ -135,6 +135,14 @@ NEEDS_A_MODEL = ROOT / "instances" / "quick" / "torus4x4-allgather-c1.toml"
 STEP_NEEDS_A_MODEL = ROOT / "instances" / "quick" / "ring4-alltoall-c1.toml"
 
 
+def _with_a_work_limit(folder: Path) -> Path:
+    """NEEDS_A_MODEL's question with a work limit in its budget (a sweep's settings have none),
+    so the sweeps below end their solves at the same point under any load."""
+    from sweep_helpers import write_instance
+
+    return write_instance(folder, "torus4x4-allgather-c1", "torus4x4", "allgather", "256 MiB")
+
+
 @pytest.mark.parametrize("formulation, instance, backend, scale", [
     ("time-expanded", "quick/torus4x4-allgather-c1", "cpsat", 1.0),
     ("time-expanded", "standard/hypercube5-allgather-c1", "cpsat", 2.0),
@@ -194,9 +202,9 @@ ranks = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14]
 """
 
 
-def subset_instance(tmp_path):
+def subset_instance(tmp_path, budget: str = ""):
     path = tmp_path / "cluster2x8-15-allgather-c2.toml"
-    path.write_text(SUBSET_INSTANCE)
+    path.write_text(SUBSET_INSTANCE + budget)
     return path
 
 
@@ -219,7 +227,8 @@ def test_cli_refuses_a_big_model_without_building_it_and_returns_the_start_bound
 
     monkeypatch.setattr(expanded, "build", only_fitting)
     monkeypatch.setattr(continuous, "build", never)
-    out, inst = tmp_path / "s.json", subset_instance(tmp_path)
+    # the coarse grid's search ends by a work limit, the same under any load
+    out, inst = tmp_path / "s.json", subset_instance(tmp_path, '[budget]\ntime_limit = "10 min"\nwork_limit = 1\n')
     proc = invoke(["solve", inst, "--max-memory", "128 MiB", "--threads", "1",
                    "--no-progress", "--json", "--out", out])
     assert proc.returncode == 0, proc.stderr
@@ -242,6 +251,7 @@ def test_the_default_limit_is_a_share_of_memavailable(monkeypatch, tmp_path):
     from optcoll.instances.instancefile import load_instance
     from optcoll.producers.exact import memory
     from optcoll.producers.exact.timed.solve import solve_timed
+    from solver_checks import proof_budget
 
     real = memory.available()
     assert real is not None and real > 0 and memory.default_limit() <= real  # this machine's
@@ -250,7 +260,7 @@ def test_the_default_limit_is_a_share_of_memavailable(monkeypatch, tmp_path):
                        "MemAvailable:     163840 kB\nBuffers:          112520 kB\n")
     monkeypatch.setattr(memory, "MEMINFO", meminfo)
     assert memory.default_limit() == int(memory.DEFAULT_SHARE * 160 * 2**20)
-    outcome = solve_timed(load_instance(subset_instance(tmp_path)), threads=1, time_limit=60)
+    outcome = solve_timed(load_instance(subset_instance(tmp_path)), budget=proof_budget(work=1))  # feasible, not proven
     assert outcome.status == "feasible" and outcome.schedule is not None and outcome.params["refused"]
     assert all("over the limit of 128 MiB (80% of the memory available now)" in why
                for why in outcome.params["refused"])
@@ -267,11 +277,12 @@ def test_small_instance_solves_under_the_default_limit():
     from optcoll.instances.instancefile import load_instance
     from optcoll.producers.exact.step import solve_step
     from optcoll.producers.exact.timed.solve import solve_timed
+    from solver_checks import proof_budget
 
     inst = load_instance(NEEDS_A_MODEL)
-    timed = solve_timed(inst, threads=1, time_limit=30)
+    timed = solve_timed(inst, budget=proof_budget())
     assert timed.status == "optimal" and "time-expanded" in timed.params["formulation"]
-    assert solve_step(inst, threads=1, time_limit=30).status == "optimal"
+    assert solve_step(inst, budget=proof_budget()).status == "optimal"
 
 
 def test_a_refused_model_is_a_bounded_result_and_the_sweep_goes_on(tmp_path):
@@ -281,8 +292,8 @@ def test_a_refused_model_is_a_bounded_result_and_the_sweep_goes_on(tmp_path):
     from optcoll.instances.suite import find_suite
     from optcoll.sweeps.plan import Settings, exact_job, synth_job
 
-    spec = find_suite(str(NEEDS_A_MODEL)).specs[0]
-    tight = Settings(time_limit=30.0, threads=1, max_memory=2**20)
+    spec = find_suite(str(_with_a_work_limit(tmp_path / "suite"))).specs[0]
+    tight = Settings(threads=1, max_memory=2**20)
     jobs = [exact_job(spec, tight), synth_job(spec, "ring", 1, 0)]
     records, stats = run_sweep(jobs, ResultCache(tmp_path), workers=0, progress=False)
     refused = records[jobs[0].key]["result"]
@@ -290,8 +301,8 @@ def test_a_refused_model_is_a_bounded_result_and_the_sweep_goes_on(tmp_path):
     assert refused["params"]["formulation"] == "none (every model over the memory limit)"
     assert any("over the limit of 1 MiB (--max-memory); not built" in n for n in refused["notes"])
     assert records[jobs[1].key]["status"] == "heuristic" and stats.failed == 0
-    roomy = exact_job(spec, Settings(time_limit=30.0, threads=1, max_memory=2**32))
-    assert roomy.key != jobs[0].key and exact_job(spec, Settings(time_limit=30.0, threads=1)).params.get(
+    roomy = exact_job(spec, Settings(threads=1, max_memory=2**32))
+    assert roomy.key != jobs[0].key and exact_job(spec, Settings(threads=1)).params.get(
         "max_memory") is None
     records, _ = run_sweep([roomy], ResultCache(tmp_path), workers=0, progress=False)
     assert records[roomy.key]["status"] == "optimal"
@@ -314,10 +325,11 @@ def test_a_refused_step_model_ends_the_search_with_the_greedy_start():
     from optcoll.instances.instancefile import load_instance
     from optcoll.producers.exact.step import solve_step
     from optcoll.verify import require_valid
+    from solver_checks import proof_budget
 
     inst = load_instance(STEP_NEEDS_A_MODEL)
     for objective in ("cost", "steps"):
-        outcome = solve_step(inst, threads=1, time_limit=30, objective=objective, max_memory=2**20)
+        outcome = solve_step(inst, objective=objective, max_memory=2**20, budget=proof_budget())
         assert outcome.status == "feasible" and outcome.schedule is not None, objective
         assert outcome.lower_bound is not None and outcome.lower_bound > 0
         require_valid(inst.machine, inst.collective, outcome.schedule, replace(inst.model, kind="step"))
@@ -335,8 +347,8 @@ def test_parallel_sweep_workers_split_the_default_share(monkeypatch, tmp_path):
     meminfo = tmp_path / "meminfo"
     meminfo.write_text("MemTotal:       24684100 kB\nMemAvailable:      30720 kB\n")
     monkeypatch.setattr(memory, "MEMINFO", meminfo)
-    spec = find_suite(str(NEEDS_A_MODEL)).specs[0]
-    jobs = [exact_job(spec, Settings(time_limit=30.0, threads=1)), synth_job(spec, "ring", 1, 0)]
+    spec = find_suite(str(_with_a_work_limit(tmp_path / "suite"))).specs[0]
+    jobs = [exact_job(spec, Settings(threads=1)), synth_job(spec, "ring", 1, 0)]
     alone, _ = run_sweep(jobs, ResultCache(tmp_path / "one"), workers=1, progress=False)
     assert alone[jobs[0].key]["result"]["status"] == "optimal"
     pair, _ = run_sweep(jobs, ResultCache(tmp_path / "two"), workers=2, progress=False)

@@ -13,6 +13,7 @@ from optcoll.instances.chunks import FREE_CHUNKS, parse_chunks_flag
 from optcoll.producers.chunks import at_chunks
 from optcoll.instances.instancefile import load_instance
 from optcoll.instances.suite import find_suite
+from solver_checks import SAFETY_NET, WORK, proof_budget
 
 HEAD = '[instance]\nmachine = "ring4"\ncollective = "allgather"\nsize = "1 MiB"\n'
 
@@ -119,11 +120,10 @@ def test_out_of_time_keeps_the_best_so_far_and_the_analytic_bounds_of_the_rest(t
 
 
 def test_exact_over_c_records_the_whole_budget(tmp_path):
-    from optcoll.instances.budget import Budget
     from optcoll.producers import run
 
     inst = load_instance(write(tmp_path, "[1, 2]"))
-    produced = run.exact(inst, budget=Budget(time_limit=20.0, threads=1))
+    produced = run.exact(inst, budget=proof_budget())  # ends by its proofs, not by the wall clock
     params = produced.result.params
-    assert params["time_limit"] == 20.0 and params["chunk_choices"] == [1, 2] and params["chunks_per_rank"] == 2
+    assert params["time_limit"] == SAFETY_NET and params["work_limit"] == WORK and params["chunk_choices"] == [1, 2] and params["chunks_per_rank"] == 2
     assert produced.result.status == "optimal" and produced.schedule.meta["chunks_per_rank"] == 2

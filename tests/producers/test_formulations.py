@@ -10,16 +10,16 @@ import pytest
 from optcoll.cli.commands_produce import FORMULATION_NAMES
 from optcoll.collectives.builtins import make_collective
 from optcoll.errors import InputError
-from optcoll.instances.budget import Budget
 from optcoll.instances.instance import Instance, TimeModel
 from optcoll.machines import generators as G
 from optcoll.producers import run
 from optcoll.producers.base import NotApplicable
 from optcoll.producers.formulations import BY_NAME, FORMULATIONS, choose
 from optcoll.producers.registry import SYNTHESIZERS
+from solver_checks import proof_budget
 
-#: Deterministic limits: every solve here ends by CP-SAT's work, never by the clock.
-WORK = Budget(time_limit=600.0, threads=1, seed=0, work_limit=20.0)
+#: Every solve here ends by CP-SAT's work, never by the clock.
+WORK = proof_budget()
 
 
 def ring4(kind: str, model: str = "timed") -> Instance:

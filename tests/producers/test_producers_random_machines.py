@@ -17,6 +17,7 @@ from optcoll.producers.base import NotApplicable
 from optcoll.producers.registry import SYNTHESIZERS
 from optcoll.verify import verify
 from producer_cases import GIB, instance, random_machine, verified
+from solver_checks import proof_budget
 
 KINDS = ("allgather", "reducescatter", "allreduce", "alltoall", "broadcast", "reduce")
 
@@ -75,12 +76,11 @@ def test_exact_schedules_through_a_plain_switch_keep_their_verdict_in_any_order(
     partials of one chunk pass the switch of a star together."""
     from dataclasses import replace
 
-    from optcoll.instances.budget import Budget
     from optcoll.machines import generators as g
     from optcoll.producers.run import exact
 
     inst = instance(g.switch(4, GIB, 1e-6), kind, 4e6)
-    inst = replace(inst, model=replace(inst.model, kind=model), budget=Budget(time_limit=60, threads=1, work_limit=5))
+    inst = replace(inst, model=replace(inst.model, kind=model), budget=proof_budget(work=5.0))
     produced = exact(inst)
     assert produced.schedule is not None
     result = verified(inst, produced.schedule)

@@ -18,7 +18,8 @@ from optcoll.truth import update_suite
 from optcoll.truth.tomlfile import read_results, write_results
 from sweep_helpers import CLI, comparable, small_suite
 
-SETTINGS = Settings(runs=2, time_limit=10.0, threads=1)
+# the instances' own limits: a work limit ends each solve, the wall clock only a safety net
+SETTINGS = Settings(runs=2, threads=1)
 SUITE_TOML = ('[suite]\nruns = 2\n[plots.sizes]\ninstance = "ring8-ag"\nchunks = [1, 2]\n'
               'from = "1 KiB"\nto = "1 MiB"\npoints = 3\n')
 
@@ -136,7 +137,7 @@ def test_report_command_prints_the_gap_table(built, tmp_path):
     root, suite_dir, *_ = built
     result = CliRunner().invoke(report_command, [str(suite_dir / "ring8-ag.toml"), "--jobs", "0",
                                                  "--cache-dir", str(root / "cache"), "--runs", "2",
-                                                 "--time-limit", "10", "--threads", "1"],
+                                                 "--threads", "1"],
                                 catch_exceptions=False)
     assert result.exit_code == 0, result.output
     assert "ring8-ag" in result.output and "misses the optimum" in result.output
@@ -154,13 +155,13 @@ def test_report_exits_1_on_a_contradiction(built, tmp_path):
     results["bound"]["value"] = results["time"] * 0.5  # fine: a lower bound may be weak
     write_results(path, results)
     ok = subprocess.run([*CLI, "report", str(path), "--jobs", "0", "--cache-dir", str(root / "cache"),
-                         "--runs", "2", "--time-limit", "10", "--threads", "1"], capture_output=True,
+                         "--runs", "2", "--threads", "1"], capture_output=True,
                         text=True)
     assert ok.returncode == 0, ok.stderr
     results["bound"]["value"] = results["time"] * 1.01  # a "proof" above a verified schedule
     write_results(path, results)
     bad = subprocess.run([*CLI, "report", str(path), "--jobs", "0", "--cache-dir", str(root / "cache"),
-                          "--runs", "2", "--time-limit", "10", "--threads", "1"], capture_output=True,
+                          "--runs", "2", "--threads", "1"], capture_output=True,
                          text=True)
     assert bad.returncode == 1 and "CONTRADICTION" in bad.stderr
 

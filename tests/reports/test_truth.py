@@ -16,7 +16,8 @@ from optcoll.truth.record import combine
 from optcoll.truth.tomlfile import read_results, split_results, write_results
 from sweep_helpers import CLI, small_suite, write_instance
 
-SETTINGS = Settings(runs=2, time_limit=10.0, threads=1)
+# the instances' own limits: a work limit ends each solve, the wall clock only a safety net
+SETTINGS = Settings(runs=2, threads=1)
 
 
 @pytest.fixture(scope="module")
@@ -105,7 +106,7 @@ def test_update_stops_loudly_on_a_contradicted_proof(recorded, tmp_path):
         update_suite(find_suite(str(suite_dir)), SETTINGS, recorded[1], workers=0, progress=False)
     assert read_results(path)["bound"]["value"] == time * 1.5  # nothing written
     proc = subprocess.run([*CLI, "truth", "update", str(path), "--cache-dir", str(recorded[1].root),
-                           "--jobs", "0", "--runs", "2", "--time-limit", "10", "--threads", "1"],
+                           "--jobs", "0", "--runs", "2", "--threads", "1"],
                           capture_output=True, text=True)
     assert proc.returncode == 1 and "CONTRADICTION" in proc.stderr
 

@@ -5,6 +5,8 @@ schedules were valid only in their listed order before plain switches were told 
 forward. The largest files run under ``-m slow``."""
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pytest
 
@@ -15,12 +17,14 @@ from optcoll.truth.stored import load_truth, schedule_path
 from optcoll.verify import verify
 
 LARGE = 25_000  # bytes of compressed schedule: above this, -m slow
+#: A suite read once per process: reading one builds every instance in it (about a second).
+_suite = functools.cache(find_suite)
 
 
 def _stored():
     out = []
     for suite in builtin_suite_names():
-        for spec in find_suite(suite).specs:
+        for spec in _suite(suite).specs:
             path = schedule_path(spec)
             if path is not None and path.exists():
                 marks = [pytest.mark.slow] if path.stat().st_size > LARGE else []
@@ -30,7 +34,7 @@ def _stored():
 
 @pytest.mark.parametrize("suite, name", _stored())
 def test_stored_schedule_keeps_its_verdict_and_time_in_any_order(suite, name):
-    spec = find_suite(suite).spec(name)
+    spec = _suite(suite).spec(name)
     truth, stale = load_truth(spec)
     assert truth is not None and truth.best is not None, stale
     instance = chosen(spec.instance, truth.best.details.get("params", {}))
