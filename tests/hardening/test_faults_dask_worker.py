@@ -10,6 +10,7 @@ import pytest
 from fault_helpers import comparable, write_instance
 from optcoll.sweeps import ResultCache, run_sweep
 from optcoll.instances.suite import find_suite
+from optcoll.schedules.jsonfile import schedule_to_dict
 from optcoll.sweeps.plan import Settings, exact_job, synth_job
 
 #: torus4x4 AllGather: CP-SAT has to search (about 2 s on one thread) to prove the optimum; the
@@ -66,5 +67,7 @@ def test_a_lost_dask_worker_does_not_change_the_results(jobs, tmp_path):
     assert stats.failed == 0 and stats.computed == len(jobs)
     reference, _ = run_sweep(jobs, ResultCache(tmp_path / "local"), workers=0, progress=False)
     assert comparable(records) == comparable(reference)
-    assert ResultCache(tmp_path / "cache").schedule(jobs[0].key) == \
-        ResultCache(tmp_path / "local").schedule(jobs[0].key)
+    machine = jobs[0].spec.instance.machine
+    stored = [ResultCache(tmp_path / folder).schedule(jobs[0].key, machine) for folder in ("cache", "local")]
+    assert stored[0] is not None
+    assert schedule_to_dict(stored[0], machine) == schedule_to_dict(stored[1], machine)
