@@ -77,8 +77,9 @@ def context(physical: Machine, generation: Generation) -> Context:
     return Context(physical, generation, view(physical, generation))
 
 
-def _unit(algorithm: str, protocol: str, size: int, ctx: Context) -> tuple[int, float]:
-    """(channels, bytes of one pipeline step over all of them) at this size."""
+def pipelining_unit(algorithm: str, protocol: str, size: int, ctx: Context) -> tuple[int, float]:
+    """(channels, bytes of one pipeline step over all of them) at this size: the unit of C
+    (module docstring); also what the gap reports cut NCCL's algorithms by."""
     nc = channels(algorithm if algorithm in PRODUCERS else "ring", protocol, size, ctx.nccl)
     if algorithm in ("nvls", "nvls_tree") or algorithm == "inswitch":
         nc = max(ctx.generation.nvls_channels, 1)
@@ -100,7 +101,7 @@ def run(ctx: Context, kind: str, size: int, producer: str, algorithm: str, proto
     """``producer`` at ``size`` with ``protocol`` on the calibrated machine, verified; raises
     ``NotApplicable`` where it does not apply."""
     n = ctx.physical.num_npus
-    nc, unit = _unit(algorithm, protocol, size, ctx)
+    nc, unit = pipelining_unit(algorithm, protocol, size, ctx)
     want = max(1, math.ceil(size / (n * unit)))
     cap = max(1, MAX_CHUNK_COPIES // (n * n))
     chunks = min(want, cap)
