@@ -152,28 +152,28 @@ def gap_matrix(report: Report) -> Table:
     return Table(("instance", *report.labels), rows, tuple(range(1, len(report.labels) + 1)))
 
 
-def _alpha(row: InstanceRow) -> str:
-    """'3 us (72 %)': the hop latencies alone, and their share of the best schedule's time."""
-    if row.alpha_floor is None:
+def _bytes(row: InstanceRow) -> str:
+    """'127 ns (97 %)': what the bytes alone force, and the latency share of the best time."""
+    if row.bandwidth_floor is None:
         return "-"
-    share = row.alpha_share
-    return seconds(row.alpha_floor) + ("" if share is None else f" ({100 * share:.0f} %)")
+    share = row.latency_share
+    return seconds(row.bandwidth_floor) + ("" if share is None else f" ({100 * share:.0f} %)")
 
 
 def instances_table(report: Report) -> Table:
     rows = tuple((row.name, row.network, str(row.npus), row.collective, _size(row),
                   row.chunks_label, format_size(row.chunk_bytes), row.model,
                   seconds(row.bound), row.bound_source.split(":")[0], seconds(row.best), row.best_source,
-                  _status(row), _alpha(row))
+                  _status(row), _bytes(row))
                  for row in report.rows)
     return Table(("instance", "network", "N", "collective", "size M", "C", "chunk", "model",
                   "best lower bound", "bound from", "best schedule", "schedule from", "status",
-                  "hop latency (of best)"), rows, (2, 5, 8, 10, 13))
+                  "bytes alone (latency share)"), rows, (2, 5, 8, 10, 13))
 
 
 def size_table(report: Report) -> Table | None:
     """Per network and collective measured at several sizes: the best schedule at each size, the
-    C it chose, and the share of its time the hop latencies alone force (None: one size each)."""
+    C it uses, and the share of its time the bytes alone do not explain (None: one size each)."""
     groups: dict[tuple[str, str], dict[float, InstanceRow]] = {}
     for row in report.rows:
         groups.setdefault((row.network, row.collective), {})[row.size_bytes] = row
@@ -184,9 +184,9 @@ def size_table(report: Report) -> Table | None:
     def cell(row: InstanceRow | None) -> str:
         if row is None or row.best is None:
             return "-"
-        share = row.alpha_share
+        share = row.latency_share
         return (f"{seconds(row.best)}, C={row.chunks_per_rank}"
-                + ("" if share is None else f", α {100 * share:.0f} %"))
+                + ("" if share is None else f", latency {100 * share:.0f} %"))
     rows = tuple((network, collective, *(cell(group.get(size)) for size in sizes))
                  for (network, collective), group in groups.items())
     return Table(("network", "collective", *(format_size(size) for size in sizes)), rows,
@@ -334,11 +334,13 @@ def build_blocks(report: Report, figures: dict[str, tuple[str, str]], command: s
     sizes = size_table(report)
     if sizes is not None:
         blocks += [Heading("Message size: latency and bandwidth"),
-                   Paragraph("The best verified schedule at each size, the C it uses and the share of "
-                             "its time that the hop latencies alone force (α: the latency bound of a "
-                             "vanishing chunk, the α of every hop on the longest path some chunk must "
-                             "take). Near 100 % the size is latency-bound: hops, not bandwidth, set the "
-                             "time, and fewer hops beat more bandwidth; near 0 % it is bandwidth-bound."),
+                   Paragraph("The best verified schedule at each size, the C it uses, and its latency "
+                             "share: the part of its time the bytes alone do not explain, 1 − (best "
+                             "lower bound with every link latency α set to 0) / (best time). What is "
+                             "left is α, per hop and, with link occupancy, per transfer (and any slack "
+                             "of that bound). Near 100 % the size is latency-bound: fewer hops and "
+                             "fewer, larger transfers win; near 0 % it is bandwidth-bound and finer "
+                             "chunks pipeline."),
                    sizes]
     blocks += [Heading("Instances"), instances_table(report),
                Heading("Lower bounds"), bounds_table(report),

@@ -17,11 +17,14 @@ instance's C like every other producer.
 from __future__ import annotations
 
 import statistics
+
+import numpy as np
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from optcoll.results.record import meets
 from optcoll.sweeps.jobs import FAILED, NOT_APPLICABLE
+from optcoll.collectives.collective import Collective
 from optcoll.instances.instance import Instance
 from optcoll.instances.suite import InstanceSpec
 from optcoll.truth.record import OPTIMAL, Claim, Truth, check_consistent, unproven
@@ -79,15 +82,16 @@ class InstanceRow:
     nccl_bound_source: str = ""
     #: NCCL's algorithms at the instance's C, where ``producers`` holds them at their own chunking.
     nccl_fixed: dict[str, ProducerResult] = field(default_factory=dict)
-    #: The hop latencies alone (``alpha_floor``): what no chunking or bandwidth removes.
-    alpha_floor: float | None = None
+    #: What the bytes alone force (``bandwidth_floor``), at the C of the best schedule.
+    bandwidth_floor: float | None = None
 
     @property
-    def alpha_share(self) -> float | None:
-        """The part of the best time the hop latencies alone force (near 1: latency-bound)."""
-        if self.alpha_floor is None or not self.best:
+    def latency_share(self) -> float | None:
+        """The part of the best time the bytes alone do not explain: the latencies (α per hop
+        and, with link occupancy, per transfer), and any slack of the bound. Near 1: latency-bound."""
+        if self.bandwidth_floor is None or not self.best:
             return None
-        return self.alpha_floor / self.best
+        return max(0.0, 1.0 - self.bandwidth_floor / self.best)
 
     @property
     def chunks_label(self) -> str:
@@ -233,19 +237,20 @@ def build_row(suite: str, spec: InstanceSpec, records: list[dict[str, Any]], tru
         bound_value, _source(bound), best.value if best else None, _source(best), status,
         producers, family, inst.chunk_choices,
         unproven(best.details, family) if status == "bounded" and best is not None else "",
-        nccl_bound.value if nccl_bound else None, _source(nccl_bound), fixed, alpha_floor(inst))
+        nccl_bound.value if nccl_bound else None, _source(nccl_bound), fixed, bandwidth_floor(inst, c))
 
 
-def alpha_floor(inst: Instance) -> float | None:
-    """The latency bound of a vanishing chunk: the α of every hop on the longest path a chunk
-    must take (docs/model.md §6), the part of any schedule's time that no size removes; None in
-    the step model (its cost counts steps, not hops)."""
-    from optcoll.bounds.latency import latency_bound
+def bandwidth_floor(inst: Instance, collective: Collective) -> float | None:
+    """The best lower bound on the machine with every link latency α set to 0: the time the bytes
+    alone force at this C (α only delays, so it bounds the real machine's schedules too); None
+    in the step model (its cost counts steps)."""
+    from optcoll.bounds import best_lower_bound
 
     if inst.model.kind != "timed":
         return None
-    weightless = replace(inst.collective, chunk_bytes=0.0, chunk_sizes=None)
-    return float(latency_bound(inst.machine, weightless, inst.model).value)
+    m = inst.machine
+    return float(best_lower_bound(replace(m, link_latency=np.zeros_like(m.link_latency)), collective,
+                                  inst.model).value)
 
 
 def _own_chunking(records: list[dict[str, Any]]) -> tuple[dict[str, ProducerResult], Claim | None]:
