@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import optcoll
 
 REPO = Path(__file__).resolve().parent.parent
@@ -28,11 +30,19 @@ def test_layers_contract_is_kept():
     assert "KEPT" in proc.stdout and "BROKEN" not in proc.stdout
 
 
-def test_an_upward_import_breaks_the_contract(tmp_path):
+@pytest.mark.parametrize("module, planted, message", [
+    ("verify/verifier.py", "from optcoll.reports import build",
+     "optcoll.verify is not allowed to import optcoll.reports"),
+    ("producers/exact/allreduce/timed.py", "from optcoll.producers.exact.timed import solve",
+     "optcoll.producers.exact.allreduce.timed -> optcoll.producers.exact.timed.solve"),
+])
+def test_an_upward_import_breaks_the_contract(tmp_path, module, planted, message):
+    """A lazy import planted in a copy of the package breaks the layers (or, inside the exact
+    solvers, the exact contract: the direct AllReduce model must not import the timed solver)."""
     copy = tmp_path / "optcoll"
     shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__", "_models", "_instances"))
-    verifier = copy / "verify" / "verifier.py"
-    verifier.write_text(verifier.read_text() + "\n\ndef _planted():\n    from optcoll.reports import build\n")
+    target = copy / module
+    target.write_text(target.read_text() + f"\n\ndef _planted():\n    {planted}\n")
     proc = lint(tmp_path)
     assert proc.returncode != 0
-    assert "optcoll.verify is not allowed to import optcoll.reports" in proc.stdout
+    assert message in proc.stdout

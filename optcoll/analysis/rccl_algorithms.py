@@ -5,7 +5,7 @@ Per file: its collective, protocol and the message range the runtime selects it 
 verified time in the physical model of the machine (serialization occupancy: a message of several
 chunks pays α once), optcoll's best schedule for the same
 collective, size and chunking (every synthesizer, ``best_of`` with the portfolio), the best lower bound and
-the gap. The calibrated model's time goes in a column of its own (``calibrated_time``: none yet).
+the gap. The calibrated model's time goes in a column of its own (``calibrated_time``).
 Then the crossovers: where one file's range ends and the next one's begins, does the physical
 model also prefer the lower file just below the boundary and the upper one at it?
 
@@ -60,10 +60,18 @@ class FileRow:
     points: tuple[Point, ...]
 
 
-def calibrated_time(machine: Machine, path: Path, size: int) -> float | None:
-    """The file's time in the calibrated model of ``machine`` — pending: no calibrated model is
-    merged yet (a colleague's branch ``calib`` builds them); the report says so in its column."""
-    return None
+def calibrated_time(machine: Machine, path: Path, size: int, inplace: bool) -> float | None:
+    """The file's time in the calibrated model of ``machine`` (``expect.rccl.file_choice``: RCCL's
+    MSCCL executor on the calibrated machine of the file's protocol, plus its call latency), or
+    None where the machine has no calibration."""
+    from optcoll.analysis.expect.predict import context
+    from optcoll.analysis.expect.rccl import file_choice
+    from optcoll.machines.calibration import catalog_machines, generation_of
+
+    if machine.name not in catalog_machines():
+        return None
+    ctx = context(machine, generation_of(machine.name))
+    return file_choice(ctx, kind_of(parse_algo(path)[0].coll), size, path, inplace).seconds
 
 
 def _smallest(algo) -> int:
@@ -113,8 +121,8 @@ def _point(path: Path, machine: Machine, size: int, algo) -> Point:
     schedule, _ = best_of(inst, get_synthesizer("tacos+"), 1, SEED, portfolio=True)
     best = verify(machine, inst.collective, schedule, inst.model).time
     bound = best_lower_bound(machine, inst.collective, inst.model).value
-    return Point(size, time, why, best, str(schedule.meta.get("producer", "tacos+")), bound,
-                 calibrated_time(machine, path, size))
+    calibrated = calibrated_time(machine, path, size, bool(algo.inplace and not algo.outofplace)) if time else None
+    return Point(size, time, why, best, str(schedule.meta.get("producer", "tacos+")), bound, calibrated)
 
 
 def crossovers(rows: list[FileRow]) -> list[tuple[str, str, int, str]]:
@@ -153,8 +161,9 @@ def report(directory: str | os.PathLike, machine: Machine, command: str, source:
              "its message range; optcoll's best is the best of every synthesizer and baseline for the "
              "same collective, size and chunks as the file, the bound optcoll's best lower bound there "
              "(bounds depend on the chunking), all in the timed model with serialization occupancy "
-             "(a send of several chunks is one message, α once, as MSCCL runs it). Calibrated: "
-             "pending (no calibrated model of this machine is merged yet).", ""]
+             "(a send of several chunks is one message, α once, as MSCCL runs it). Calibrated: the file "
+             "run by RCCL's MSCCL executor in optcoll's calibrated model (`optcoll/analysis/expect/rccl.py`, "
+             "`optcoll/machines/calibration.py`), call latency included: what rccl-tests should measure.", ""]
     body = []
     for row in rows:
         for p in row.points:
@@ -162,7 +171,7 @@ def report(directory: str | os.PathLike, machine: Machine, command: str, source:
             gap = percent(p.time / p.best - 1) if p.time is not None else "-"
             body.append([row.name, row.coll + (" in-place" if row.inplace else ""), row.proto,
                          f"{row.min_bytes}..{row.max_bytes or 'any'}", format_size(p.size), time,
-                         "pending" if p.calibrated is None else format_time(p.calibrated),
+                         "-" if p.calibrated is None else format_time(p.calibrated),
                          f"{format_time(p.best)} ({p.producer})", format_time(p.bound), gap])
     lines += ["```", table(["file", "collective", "proto", "range (B)", "size", "physical", "calibrated",
                             "optcoll best", "bound", "file vs best"], body), "```"]

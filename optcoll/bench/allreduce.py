@@ -21,6 +21,7 @@ from optcoll.bench.file import Section, machine_line
 from optcoll.collectives.builtins import make_collective, make_custom
 from optcoll.fileio import write_text_atomic
 from optcoll.instances.budget import Budget
+from optcoll.instances.clock import Clock
 from optcoll.instances.instance import Instance, TimeModel
 from optcoll.machines import generators as G
 from optcoll.machines.catalog import load_machine
@@ -134,7 +135,9 @@ def question_rows(time_limit: float, schedules: Path | None, echo: Callable[[str
     model) within ``time_limit``, every synthesizer of AllReduce (``portfolio``), and the recorded
     ground truth where a suite instance asks the same question; a schedule faster than the
     family's is saved under ``schedules``."""
-    from optcoll.producers.exact.timed.solve import STRUCTURED_STARTS, solve_timed
+    from optcoll.producers.exact.timed.start import STRUCTURED
+    from optcoll.producers.registry import SYNTHESIZERS
+    from optcoll.producers.exact.timed.solve import solve_timed
     from optcoll.schedules.jsonfile import save_schedule
 
     rows = []
@@ -145,7 +148,7 @@ def question_rows(time_limit: float, schedules: Path | None, echo: Callable[[str
         result = evaluate_outcome(inst, "exact-timed", outcome)
         best, schedule, label = result.time, outcome.schedule, case.label
         started = str(schedule.meta.get("producer", "")) if schedule is not None else ""
-        by = started if started in STRUCTURED_STARTS else "the direct model"  # the solver's start, kept
+        by = started if started in SYNTHESIZERS else "the direct model"  # the solver's start, kept
         asked = outcome
         if "family_time" not in outcome.params:  # a structured start answered: the family, for the question
             asked = solve_timed(inst, time_limit=time_limit, threads=THREADS, seed=SEED, structured=False)
@@ -161,7 +164,7 @@ def question_rows(time_limit: float, schedules: Path | None, echo: Callable[[str
         synthesized = portfolio(inst)
         if synthesized[0] < best * (1 - TOLERANCE):
             best, schedule, by = synthesized
-        elif by == "the direct model" or by in STRUCTURED_STARTS or family_text == " (recorded)":
+        elif by == "the direct model" or by in STRUCTURED or family_text == " (recorded)":
             family_proven = True  # the schedule is a direct AllReduce (or the comparison is with itself)
         answer, margin = _verdict(family, best, result.lower_bound, result.lower_bound_source.split(" bound")[0],
                                   by, family_proven)
@@ -233,11 +236,11 @@ def direct_section(time_limit: float) -> Section:
         inst = Instance(label, machine, make_collective("allreduce", range(machine.num_npus), parse_size(size), 1))
         began, cpu = time.perf_counter(), _cpu()
         if "pieces" in label:
-            asked = prove(relaxation_problem(inst), horizon, time_limit=time_limit, threads=THREADS, seed=SEED)
+            asked = prove(relaxation_problem(inst), horizon, Clock(Budget(time_limit, THREADS, SEED)))
             size_of, status, epochs = asked.size, asked.status, f"≥ {horizon + 1}" if asked.bound else "-"
         else:
             problem = timed_problem(inst)
-            out, found = solve(problem, horizon, horizon, time_limit=time_limit, threads=THREADS, seed=SEED)
+            out, found = solve(problem, horizon, horizon, Clock(Budget(time_limit, THREADS, SEED)))
             size_of, status, epochs = out.size, out.status, "-" if found is None else found.makespan(problem)
         rows.append([label, f"{horizon} epochs", size_of.variables, size_of.terms, status, epochs,
                      f"{time.perf_counter() - began:.2f}", f"{_cpu() - cpu:.2f}"])
@@ -251,7 +254,7 @@ def direct_section(time_limit: float) -> Section:
                                 make_custom(range(n), everyone, everyone, 2.0**20, combining=True),
                                 TimeModel(kind="step"))
                 began, cpu = time.perf_counter(), _cpu()
-                out = least_steps(inst, steps=None, budget=Budget(time_limit, 1, SEED))
+                out = least_steps(inst, steps=None, clock=Clock(Budget(time_limit, 1, SEED)))
                 rows.append([f"{family}{n} whole-buffer C = {chunks} (step, R = S)", "least steps", "-", "-",
                              out.status, out.params.get("S", "-"), f"{time.perf_counter() - began:.2f}",
                              f"{_cpu() - cpu:.2f}"])

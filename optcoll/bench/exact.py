@@ -474,8 +474,10 @@ def run_bench(out: str, time_limit: float, pareto_limit: float, echo: Callable[[
         sections += bench_ladders(ladders, time_limit, echo=echo)
     if only in (None, "allreduce"):
         from optcoll.bench.allreduce import direct_section
+        from optcoll.bench.clusters import clusters_section
 
         sections.append(direct_section(min(time_limit, DIRECT_LIMIT)))
+        sections.append(clusters_section(min(time_limit, DIRECT_LIMIT), echo))
     if only == "coarse":
         sections.append(coarse_section(time_limit))
     return write_bench_report(out, "Exact-solver benchmarks", sections, keep_other_sections=only is not None)

@@ -44,6 +44,13 @@ the crossings are few enough every arrival gets such a floor, not only the last:
 chunks then spread over the same far NPUs, each sending one copy per link occupancy whichever
 chunk it holds, so they share senders as well as links.
 
+With switches that reduce or multicast (NVLS inside servers; issue 34) the once case still counts
+what ``bounds.fullness`` shows: q full contents need every other near rank's own send of its
+contribution (a reducing switch merges only what ranks sent it), and the crossings start in the
+order their contents become full; where a crossing reaches its first NPU through switches that
+neither reduce nor multicast, the other far ranks learn its content only from that NPU, one hop
+later at least, and the several-crossings counting applies when crossings leave from NPUs.
+
 *Regions* (``allreduce-regions``): the same count one level up. Split the machine into disjoint
 regions (here: the components of the links faster than a threshold, such as the servers of a
 cluster) such that every node that can combine (NPUs, reducing switches) lies in one, and only
@@ -64,6 +71,7 @@ Port limits are ignored (fewer usable links only delay), so every bound holds wi
 from __future__ import annotations
 
 import math
+from bisect import bisect_right
 from collections.abc import Iterator
 
 import numpy as np
@@ -75,10 +83,12 @@ from optcoll.bounds.crossings import CrossingLinks, several_crossings_end
 from optcoll.bounds.cutbounds import SplitCuts, split_cuts
 from optcoll.bounds.demand import allreduce_set, need_counts_per_chunk
 from optcoll.bounds.families import bandwidth_levels, orderings
+from optcoll.bounds.fullness import rank_sends, release_order_end
 from optcoll.bounds.nodes import kth_arrival
 from optcoll.bounds.paths import weighted_graph
 from optcoll.bounds.spread import spread_end, spread_links, spread_time
 from optcoll.collectives.collective import Collective
+from optcoll.instances.clock import check_current
 from optcoll.instances.instance import TimeModel
 from optcoll.machines.machine import Machine
 from optcoll.units import format_bandwidth, format_size, format_time
@@ -239,9 +249,11 @@ def _candidate_cuts(machine: Machine, members: np.ndarray, split: SplitCuts) -> 
 
 
 def _splitting_sides(cuts: list[np.ndarray], is_member: np.ndarray) -> Iterator[tuple[np.ndarray, bool]]:
-    """(cut, way in) for each distinct cut with members on both sides, out of it and into it."""
+    """(cut, way in) for each distinct cut with members on both sides, out of it and into it;
+    under a job's clock, until it ends (``check_current``: the bound is then not made)."""
     seen: set[bytes] = set()
     for inside in cuts:
+        check_current()
         key = inside.tobytes()
         if key in seen or not (is_member & inside).any() or not (is_member & ~inside).any():
             continue
@@ -338,10 +350,15 @@ def _once_bound(machine: Machine, members: np.ndarray, k: int, cuts: list[np.nda
         s = int(np.count_nonzero(is_member & near))
         links = CrossingLinks(from_ranks[tails], busy[cross], to_rank, npu_hop[cross] + relay_hop,
                               first_merge if s > 1 else -np.inf)
+        passed = _until_npu(machine, heads, npu)  # a crossing reaches one NPU first through plain switches
+        plain_way = not special[passed].any()
+        kinds = counts_kinds or (plain_way and bool(npu[tails].all()))  # and a full one was made at an NPU
+        way_assumed = (f"the switches a crossing passes before its first NPU ({_node_list(machine, passed)}) neither "
+                       "reduce nor multicast",) if passed.size and not counts_kinds else ()
         # the several-crossings case is possible once K + 1 spreading crossings fit and K full ones
         twice_most = max(twice, _kth(k + 1, links.start + links.to_relay, links.busy),
                          _kth(k, np.maximum(links.start, links.full_from) + links.to_relay, links.busy)) \
-            if counts_kinds else twice
+            if kinds else twice
         if twice_most <= best[0]:  # the cut's value is at most this
             continue
         merges = np.flatnonzero(near[machine.link_src] & near[machine.link_dst] & combines[machine.link_dst])
@@ -350,7 +367,12 @@ def _once_bound(machine: Machine, members: np.ndarray, k: int, cuts: list[np.nda
         far_npus = np.flatnonzero(npu & ~near)
         n_far = int(members.size) - s
         spread, assumes, profile_out = 0.0, (), ()
-        if not far_special.size:  # the far side only forwards each arrival once
+        if far_special.size and n_far > 1:  # the other far ranks learn it from the first NPU it reaches
+            far_sends = np.flatnonzero(npu[machine.link_src] & ~near[machine.link_src])
+            if plain_way and far_sends.size:
+                spread = float((delay[far_sends] + to_ranks[machine.link_dst[far_sends]]).min())
+                assumes = way_assumed
+        elif not far_special.size:  # the far side only forwards each arrival once
             profile_out = spread_links(machine, far_npus, npu_hop, busy)
             spread = spread_time(n_far, profile_out)
             far_switches = np.flatnonzero(~near[machine.num_npus:]) + machine.num_npus
@@ -370,13 +392,18 @@ def _once_bound(machine: Machine, members: np.ndarray, k: int, cuts: list[np.nda
             continue
         counted.add(key)
         merged: dict[int, float] = {}
+        # the ranks' own sends, their content at an NPU (at the tail itself when a tail may combine)
+        sends = rank_sends(machine.link_src, machine.link_dst, delay, busy,
+                           to_npus if npu[tails].all() else np.zeros_like(to_npus), near,
+                           np.flatnonzero(is_member & near))
 
         def ready(q: int) -> float:  # no q full contents before this
             if q not in merged:
                 # q reductions at once, run backwards: q chunks spreading over the same near NPUs
                 together = spread_end((0.0,) * q, q * s, backwards, near_npus) \
                     if backwards and q * s <= SPREAD_HOLDINGS else depth
-                merged[q] = max(together, depth, _kth(q * (s - 1), merge_first, busy[merges])) if s > 1 else 0.0
+                merged[q] = max(together, depth, _kth(q * (s - 1), merge_first, busy[merges]), sends.ready(q)) \
+                    if s > 1 else 0.0
             return merged[q]
 
         way = delay[cross] + to_npus[heads]
@@ -385,6 +412,11 @@ def _once_bound(machine: Machine, members: np.ndarray, k: int, cuts: list[np.nda
             crossed = max(crossed, _kth(k - q + 1, np.maximum(ready(q), from_ranks[tails]) + way, busy[cross]))
             if crossed + spread >= twice_most:  # the cut's value is the several-crossings case's
                 break
+        if s > 1 and crossed + spread < twice_most:  # the crossings in release order (``fullness``)
+            steps = splits.tolist()
+            crossed = max(crossed, release_order_end(
+                lambda q: max(ready(steps[bisect_right(steps, q) - 1]), 0.0), k, cross.size,
+                float(from_ranks[tails].min()), float(busy[cross].min()), float(way.min())))
         once, together = crossed + spread, 1
         if profile_out and k > 1 and crossed + spread < twice_most:  # the last L chunks share the far NPUs
             qs = np.unique(np.linspace(1, k, min(k, JOINT_SPLITS)).round().astype(np.int64)) if s > 1 else [1]
@@ -398,12 +430,15 @@ def _once_bound(machine: Machine, members: np.ndarray, k: int, cuts: list[np.nda
                 if end > once:
                     once, together = end, late
         several = twice
-        if counts_kinds and once > twice:
+        if kinds and once > twice:
             several = several_crossings_end(links, k, n_far, twice, min(once, twice_most))
         value = min(several, once)
         if value > best[0]:
             then = (f", which must spread it to the other side's ranks ({format_time(spread)})" if spread else
                     " (its spread through the other side is not counted: a switch there reduces or multicasts)")
+            if spread and far_special.size:
+                then = (f", whose content reaches the other side's other ranks only from the first NPU it reaches "
+                        f"(at least {format_time(spread)} more)")
             if together > 1:
                 then += (f"; the last {together} chunks, spreading over the same {far_npus.size} NPUs (each sends one "
                          f"copy per link occupancy, whichever chunk it holds), cannot all be spread before "
@@ -414,11 +449,28 @@ def _once_bound(machine: Machine, members: np.ndarray, k: int, cuts: list[np.nda
             best = (value, f"{describe_nodes(machine, np.flatnonzero(near), members)}: either some chunk "
                     f"crosses out of S twice ({k + 1} crossings: the last cannot arrive before "
                     f"{format_time(twice)}{kinds}), or each of the {k} chunk(s) crosses once carrying S's {s} "
-                    f"contributions ({s - 1} reduce deliveries into S's NPUs and reducing switches first), "
-                    f"the last arriving no earlier than {format_time(crossed)}{then}", assumes if spread else ())
+                    f"contributions (its other ranks' sends and {s - 1} reduce deliveries into S's NPUs and reducing "
+                    f"switches first, the crossings starting in that order), "
+                    f"the last arriving no earlier than {format_time(crossed)}{then}",
+                    tuple(dict.fromkeys((*(assumes if spread else ()), *(way_assumed if several > twice else ())))))
     value, detail, assumptions = best
     return Bound("allreduce-cut-once", max(value, 0.0), detail + " (the best of a family of cuts)",
                  exact=False, assumptions=assumptions)
+
+
+def _until_npu(machine: Machine, heads: np.ndarray, npu: np.ndarray) -> np.ndarray:
+    """The switches reachable from ``heads`` before any NPU: where none of them reduces or
+    multicasts, a crossing's content reaches one NPU first and goes on only from there."""
+    seen = np.zeros(machine.num_nodes, dtype=bool)
+    todo = [int(v) for v in np.unique(heads) if not npu[v]]
+    seen[todo] = True
+    while todo:
+        v = todo.pop()
+        for w in machine.link_dst[machine.link_src == v].tolist():
+            if not npu[w] and not seen[w]:
+                seen[w] = True
+                todo.append(w)
+    return np.flatnonzero(seen)
 
 
 def region_partitions(machine: Machine, members: np.ndarray) -> Iterator[np.ndarray]:

@@ -1,7 +1,19 @@
-"""Every analytic lower bound for (machine, collective, time model), and the best of them."""
+"""Every analytic lower bound for (machine, collective, time model), and the best of them.
+
+Within a job's clock (``optcoll.instances.clock``) the bounds are computed in their fixed order
+until the clock ends: each is valid alone, so the best of those computed is a bound, and setup
+never takes the time the solver was given (a cooperative deadline; at least the first, the
+latency bound, is always computed). The last few answers are kept, for the same machine object and
+an equal collective and model (a solve asks for the same ones for its start, its parts and its
+record); an answer a clock cut short is not kept.
+"""
 from __future__ import annotations
 
+from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import replace
+
+import numpy as np
 
 from optcoll.bounds.allreduce import allreduce_bounds
 from optcoll.bounds.bound import Bound
@@ -15,8 +27,13 @@ from optcoll.bounds.oneport import one_port_bound
 from optcoll.bounds.volume import capacity_bound
 from optcoll.collectives.builtins import split_allreduce
 from optcoll.collectives.collective import Collective
+from optcoll.instances.clock import Clock, OutOfTime, running
 from optcoll.instances.instance import TimeModel
 from optcoll.machines.machine import Machine
+
+#: How many recent answers ``lower_bounds`` keeps (a solve's whole collective and its two parts).
+RECENT = 4
+_recent: list[tuple[Machine, Collective, TimeModel, list[Bound]]] = []
 
 
 def _timed_relaxation(model: TimeModel) -> TimeModel:
@@ -27,40 +44,71 @@ def _timed_relaxation(model: TimeModel) -> TimeModel:
     return replace(model, kind="timed", occupancy="serialization") if model.kind == "step" else model
 
 
-def _allreduce_parts(machine: Machine, collective: Collective, model: TimeModel) -> Bound | None:
+def _allreduce_parts(machine: Machine, collective: Collective, model: TimeModel,
+                     clock: Clock | None = None) -> Bound | None:
     """An AllReduce schedule is also a ReduceScatter schedule (same chunks, weaker postcondition)
     and contains an AllGather one (follow each rank's contribution to every chunk), so its time
     is at least the best bound of either part."""
     if collective.kind != "allreduce" or collective.num_ranks < 2:
         return None
-    parts = [(part.kind, best_lower_bound(machine, part, model)) for part in split_allreduce(collective)]
+    parts = [(part.kind, best_lower_bound(machine, part, model, clock)) for part in split_allreduce(collective)]
     kind, bound = max(parts, key=lambda item: item[1].value)
     return Bound("allreduce", bound.value, f"its {kind} part: {bound.name} bound, {bound.detail}",
                  bound.exact)
 
 
-def lower_bounds(machine: Machine, collective: Collective, model: TimeModel = TimeModel()) -> list[Bound]:
-    """Every bound that applies, in a fixed order (latency first). Each is a time no valid schedule
-    in ``model`` can beat; ``best_lower_bound`` picks the largest."""
+def _same(a: Collective, b: Collective) -> bool:
+    """The same collective: one object, or equal in every field (an AllReduce's parts are made
+    afresh by each caller of ``split_allreduce``)."""
+    if a is b:
+        return True
+    plain = ("kind", "ranks", "chunk_bytes", "size_bytes", "chunks_per_rank", "combining", "root")
+    return (all(getattr(a, f) == getattr(b, f) for f in plain) and a.chunk_sizes is None and b.chunk_sizes is None
+            and all(np.array_equal(getattr(x, f), getattr(y, f)) for x, y in ((a.pre, b.pre), (a.post, b.post))
+                    for f in ("indptr", "nodes")))
+
+
+def lower_bounds(machine: Machine, collective: Collective, model: TimeModel = TimeModel(),
+                 clock: Clock | None = None) -> list[Bound]:
+    """Every bound that applies, in a fixed order (latency first), or those computed before
+    ``clock`` ended (module docstring). Each is a time no valid schedule in ``model`` can beat;
+    ``best_lower_bound`` picks the largest."""
+    for seen in _recent:
+        if seen[0] is machine and _same(seen[1], collective) and seen[2] == model:
+            return list(seen[3])
     check_fits(machine, collective)
     timed = _timed_relaxation(model)
     members = allreduce_set(collective) if collective.needs[0].size else None
     split = split_cuts(machine, members) if members is not None else None
-    found = [latency_bound(machine, collective, timed),
-             ingress_bound(machine, collective, timed),
-             egress_bound(machine, collective, timed),
-             entry_bound(machine, collective, timed),
-             cut_bound(machine, collective, split),
-             broadcast_maxflow_bound(machine, collective),
-             capacity_bound(machine, collective, timed),
-             mcf_bound(machine, collective, timed),
-             one_port_bound(machine, collective, model),
-             _allreduce_parts(machine, collective, model),
-             *allreduce_bounds(machine, collective, timed, split)]
-    return [bound for bound in found if bound is not None]
+    steps: list[Callable[[], Bound | list[Bound] | None]] = [
+        lambda: latency_bound(machine, collective, timed),
+        lambda: ingress_bound(machine, collective, timed),
+        lambda: egress_bound(machine, collective, timed),
+        lambda: entry_bound(machine, collective, timed),
+        lambda: cut_bound(machine, collective, split),
+        lambda: broadcast_maxflow_bound(machine, collective),
+        lambda: capacity_bound(machine, collective, timed),
+        lambda: mcf_bound(machine, collective, timed),
+        lambda: one_port_bound(machine, collective, model),
+        lambda: _allreduce_parts(machine, collective, model, clock),
+        lambda: allreduce_bounds(machine, collective, timed, split)]
+    found: list[Bound] = []
+    for i, step in enumerate(steps):
+        if i and clock is not None and clock.expired():
+            return found  # cut short: not kept
+        try:
+            with running(clock) if clock is not None and i else nullcontext():
+                made = step()
+        except OutOfTime:  # a long bound checks the clock as it goes (the first is always made)
+            return found
+        found += made if isinstance(made, list) else [] if made is None else [made]
+    _recent.insert(0, (machine, collective, model, found))
+    del _recent[RECENT:]
+    return list(found)
 
 
-def best_lower_bound(machine: Machine, collective: Collective, model: TimeModel = TimeModel()) -> Bound:
+def best_lower_bound(machine: Machine, collective: Collective, model: TimeModel = TimeModel(),
+                     clock: Clock | None = None) -> Bound:
     """The largest of ``lower_bounds`` (the first of equals, in their fixed order)."""
-    bounds = lower_bounds(machine, collective, model)
+    bounds = lower_bounds(machine, collective, model, clock)
     return max(bounds, key=lambda bound: bound.value)

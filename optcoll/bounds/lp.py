@@ -13,11 +13,14 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import scipy.sparse as sp
 
 from optcoll.errors import InputError
+
+if TYPE_CHECKING:  # callers may pass numpy triplets and never load scipy (about 0.2 s per command)
+    import scipy.sparse as sp
 
 SOLVERS = ("auto", "glop", "pdlp", "highs")
 #: ``auto`` takes GLOP (exact simplex) up to this many nonzeros and PDLP above (measured in
@@ -54,7 +57,25 @@ def choose_solver(solver: str, nonzeros: int) -> str:
     return "glop" if nonzeros <= SIMPLEX_NONZEROS else "pdlp"
 
 
-def solve_lp(cost: np.ndarray, matrix: sp.csr_matrix, row_lo: np.ndarray, row_hi: np.ndarray,
+@dataclass(frozen=True, eq=False)
+class Triplets:
+    """A constraint matrix as (row, col, data) triplets, no (row, col) twice, with its shape: the
+    part of a scipy sparse matrix ``solve_lp`` reads (``nnz``, ``shape``, ``tocoo``), numpy only."""
+
+    row: np.ndarray
+    col: np.ndarray
+    data: np.ndarray
+    shape: tuple[int, int]
+
+    @property
+    def nnz(self) -> int:
+        return int(self.data.size)
+
+    def tocoo(self) -> "Triplets":
+        return self
+
+
+def solve_lp(cost: np.ndarray, matrix: "sp.csr_matrix | Triplets", row_lo: np.ndarray, row_hi: np.ndarray,
              lb: np.ndarray, ub: np.ndarray, *, solver: str = "auto", threads: int = 1,
              time_limit: float | None = None) -> LpResult:
     """min cost·x s.t. row_lo ≤ matrix·x ≤ row_hi, lb ≤ x ≤ ub (±inf for no bound)."""

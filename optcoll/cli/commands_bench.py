@@ -3,11 +3,16 @@ from __future__ import annotations
 
 import click
 
-
-from optcoll.cli.limits import as_flags, out_option, time_limit_option
+from optcoll.cli.limits import as_flags, out_option, progress_option, time_limit_option
 from optcoll.cli.output import WholeHelpGroup, done, echo, json_option, say_overwrites
 from optcoll.errors import InputError
 from optcoll.units import format_size
+
+
+def _say(progress: bool | None):
+    """Where a benchmark's line per phase or case goes: stderr, terminal or not (a long run is
+    never silent in a CI log), nowhere with --no-progress."""
+    return (lambda line: None) if progress is False else (lambda line: echo(line, err=True))
 
 
 @click.group(cls=WholeHelpGroup)
@@ -16,10 +21,11 @@ def bench() -> None:
 
 
 @bench.command("core")
-@click.option("--side", default=32, show_default=True, help="Torus side: side×side NPUs.")
+@click.option("--side", type=click.IntRange(min=1), default=32, show_default=True, help="Torus side: side×side NPUs.")
 @out_option("The benchmark report to write.", default="reports/bench-core.md", show_default=True)
 @json_option
-def bench_core(side: int, out: str, as_json: bool) -> None:
+@progress_option
+def bench_core(side: int, out: str, as_json: bool, progress: bool | None) -> None:
     """Verifier on a ~million-transfer torus AllGather, and the exact cut bound of the torus."""
     from optcoll.bench.bounds import bench_cut
     from optcoll.bench.file import write_bench_report
@@ -29,7 +35,7 @@ def bench_core(side: int, out: str, as_json: bool) -> None:
          "(targets: 5 s and 10 s, more under load)", err=True)
     say_overwrites(out)
     v = bench_verify(side)
-    echo(f"verified in {v['verify_seconds']:.2f} s; cut bound next", err=True)
+    _say(progress)(f"verified in {v['verify_seconds']:.2f} s; cut bound next")
     c = bench_cut(side)
     sections = [
         (f"Verify a {v['npus']}-NPU 2D-torus AllGather schedule",
@@ -63,8 +69,9 @@ def bench_core(side: int, out: str, as_json: bool) -> None:
 @out_option("The benchmark report to write (sections not measured are kept).", default="reports/bench-exact.md",
             show_default=True)
 @json_option
+@progress_option
 def bench_exact(time_limit: float, pareto_limit: float, only: str | None, families: str | None, out: str,
-                as_json: bool) -> None:
+                as_json: bool, progress: bool | None) -> None:
     """Exact solvers: wall time to a proven optimum on issue 3's instances, the DGX-1 front, and
     per family the largest instance proven optimal within the time limit."""
     from optcoll.bench.exact import expected_duration, run_bench
@@ -75,8 +82,7 @@ def bench_exact(time_limit: float, pareto_limit: float, only: str | None, famili
     if expected:
         echo(f"optcoll bench exact: {expected}", err=True)
     say_overwrites(out)
-    text = run_bench(out, time_limit, pareto_limit, echo=lambda line: echo(line, err=True), only=only,
-                     families=names)
+    text = run_bench(out, time_limit, pareto_limit, echo=_say(progress), only=only, families=names)
     done(as_json, f"{text}\nwrote {out}", report=text, out=out)
 
 
@@ -84,7 +90,8 @@ def bench_exact(time_limit: float, pareto_limit: float, only: str | None, famili
 @time_limit_option(default_text="Exact-solver limit per machine", default=120.0, show_default=True)
 @out_option("The benchmark report to write.", default="reports/allreduce.md", show_default=True)
 @json_option
-def bench_allreduce(time_limit: float, out: str, as_json: bool) -> None:
+@progress_option
+def bench_allreduce(time_limit: float, out: str, as_json: bool, progress: bool | None) -> None:
     """Is ReduceScatter then AllGather optimal for AllReduce? Per machine of issue 13, with the
     faster direct schedules written beside the report."""
     from optcoll.bench.allreduce import write_report
@@ -92,7 +99,26 @@ def bench_allreduce(time_limit: float, out: str, as_json: bool) -> None:
     echo(f"optcoll bench allreduce: every machine of issue 13, the exact solver up to {time_limit:g} s on each; "
          "a line on stderr as each ends", err=True)
     say_overwrites(out)
-    text = write_report(out, time_limit, echo=lambda line: echo(line, err=True))
+    text = write_report(out, time_limit, echo=_say(progress))
+    done(as_json, f"{text}\nwrote {out}", report=text, out=out)
+
+
+@bench.command("limits")
+@time_limit_option(default_text="The time limit every measured job runs with", default=10.0, show_default=True)
+@click.option("--no-truth", is_flag=True, help="Leave out the truth-update rows (minutes each: every producer runs).")
+@out_option("The benchmark report to write.", default="reports/bench-limits.md", show_default=True)
+@json_option
+def bench_limits(time_limit: float, no_truth: bool, out: str, as_json: bool) -> None:
+    """Time limits kept: limit against wall and CPU time of solve, a sweep's exact job and truth
+    update on the machines suite's largest instances."""
+    from optcoll.bench.file import write_bench_report
+    from optcoll.bench.limits import limits_section
+
+    echo(f"optcoll bench limits: the machines suite's largest instances at {time_limit:g} s; a line on stderr "
+         "as each ends", err=True)
+    say_overwrites(out)
+    section = limits_section(time_limit, truth=not no_truth, echo=lambda line: echo(line, err=True))
+    text = write_bench_report(out, "Time limits kept", [section])
     done(as_json, f"{text}\nwrote {out}", report=text, out=out)
 
 
@@ -129,7 +155,8 @@ def bench_greedy(npus: str, families: str, collectives: str, algos: str, out: st
 @click.option("--lp/--no-lp", "lps", default=True, show_default=True, help="The LP solver comparison.")
 @out_option("The benchmark report to write.", default="reports/bench-alltoall.md", show_default=True)
 @json_option
-def bench_alltoall(scale: bool, lps: bool, out: str, as_json: bool) -> None:
+@progress_option
+def bench_alltoall(scale: bool, lps: bool, out: str, as_json: bool, progress: bool | None) -> None:
     """AlltoAll and AlltoAllv: the MCF bound and the LP-guided schedules on the suites and at
     512-1024 NPUs, CPU time and memory per case (one process each), and the LP solvers."""
     from optcoll.bench.alltoall import run_bench
@@ -138,7 +165,7 @@ def bench_alltoall(scale: bool, lps: bool, out: str, as_json: bool) -> None:
          if scale else "") + (", then the LP solver comparison" if lps else "") + "; a JSON row on stderr as each "
          "ends (--no-scale and --no-lp shorten it)", err=True)
     say_overwrites(out)
-    text = run_bench(out, scale=scale, lps=lps, echo=lambda line: click.echo(line, err=True))
+    text = run_bench(out, scale=scale, lps=lps, echo=_say(progress))
     done(as_json, f"{text}\nwrote {out}", report=text, out=out)
 
 

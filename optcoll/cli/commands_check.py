@@ -3,6 +3,7 @@ schedule is invalid, over its gap threshold, missing or malformed, or its synthe
 crashes or times out; 2 on bad input (unknown suite, bad spec, bad suite.toml)."""
 from __future__ import annotations
 
+import math
 import sys
 
 import click
@@ -13,6 +14,14 @@ from optcoll.cli.output import echo, say_suite_origin
 EXIT_FAILED = 1
 
 
+def _finite(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
+    """FloatRange lets nan through (no comparison holds for it): refused here, before anything
+    else is said or done."""
+    if value is not None and not math.isfinite(value):
+        raise click.BadParameter(f"must be a ratio ≥ 1 (1.10 = within 10 % of the reference), got {value!r}")
+    return value
+
+
 @click.command("check")
 @click.option("--synth", "synth", required=True, metavar="SPEC",
               help="The synthesizer: py:MODULE:FUNCTION (MODULE dotted or a .py file), "
@@ -20,7 +29,7 @@ EXIT_FAILED = 1
                    "<instance>.json/.json.gz/.xml) or builtin:NAME.")
 @click.option("--suite", default="quick", show_default=True, metavar="SUITE",
               help="A suite directory, an instance file, or a built-in suite name.")
-@click.option("--max-gap", type=click.FloatRange(min=1.0), default=None, metavar="RATIO",
+@click.option("--max-gap", type=click.FloatRange(min=1.0), default=None, metavar="RATIO", callback=_finite,
               help="Pass when time / reference <= RATIO (1.10 = within 10 %); suite.toml "
                    "[check.instances] entries win over it [default: suite.toml [check] "
                    "max_gap, else 1.10].")

@@ -6,7 +6,7 @@ import sys
 import click
 
 
-from optcoll.cli.limits import progress_option
+from optcoll.cli.limits import combining_option, progress_option, with_combining
 from optcoll.cli.output import WholeHelpGroup, done, echo, emit_json, json_option, progress_shown
 from optcoll.text.table import percent, table
 from optcoll.units import format_size, format_time
@@ -29,7 +29,8 @@ def model() -> None:
 @json_option
 def model_list(as_json: bool) -> None:
     """The built-in machine models, each with the documents its numbers come from."""
-    from optcoll.machines.catalog import builtin_model_names, load_model
+    from optcoll.machines.catalog import load_model
+    from optcoll.machines.modelpaths import builtin_model_names
 
     rows = []
     for name in builtin_model_names():
@@ -160,8 +161,9 @@ def schedule_chunks(inst, schedule):
 @click.command()
 @click.argument("instance_path", metavar="INSTANCE", type=click.Path(dir_okay=False))
 @click.argument("schedule_path", metavar="SCHEDULE", type=click.Path(dir_okay=False))
+@combining_option
 @json_option
-def verify(instance_path: str, schedule_path: str, as_json: bool) -> None:
+def verify(instance_path: str, schedule_path: str, combining: str | None, as_json: bool) -> None:
     """Check a schedule: exit 0 and its time when valid, exit 1 and the reason when not."""
     from optcoll.bounds import best_lower_bound
     from optcoll.verify import verify as run_verify
@@ -169,6 +171,7 @@ def verify(instance_path: str, schedule_path: str, as_json: bool) -> None:
     from optcoll.producers.chunks import least_bound
 
     free, inst, schedule = load_instance_and_schedule(instance_path, schedule_path)
+    inst = with_combining(inst, combining)
     result = run_verify(inst.machine, inst.collective, schedule, inst.model)
     if not result.valid:
         v = result.violation

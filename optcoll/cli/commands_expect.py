@@ -2,38 +2,20 @@
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
 import click
 
+from optcoll.cli.limits import SIZES
 from optcoll.cli.output import echo, emit_json, json_option
 from optcoll.errors import InputError
-from optcoll.units import format_size, format_time, parse_size
+from optcoll.units import format_size, format_time
 
 KINDS = ("allreduce", "allgather", "reducescatter", "alltoall")
-
-
-def parse_sizes(text: str) -> list[int]:
-    """``A:B`` (powers of two from A to B), or a comma list; a bare number is bytes."""
-    def one(part: str) -> int:
-        part = part.strip()
-        value = int(part) if part.isdigit() else parse_size(part)
-        if value < 1 or value != int(value):
-            raise InputError(f"{part!r} is not a whole number of bytes >= 1", field="--sizes")
-        return int(value)
-    try:
-        if ":" in text:
-            low, high = (one(p) for p in text.split(":", 1))
-            if high < low:
-                raise InputError(f"{text!r}: the range ends below its start", field="--sizes")
-            first = 1 << max(0, math.ceil(math.log2(low)))
-            return [s for s in (first << k for k in range(64)) if s <= high] or [low]
-        return sorted({one(p) for p in text.split(",") if p.strip()})
-    except InputError as exc:
-        raise exc.located(field="--sizes") from None
-    except ValueError as exc:
-        raise InputError(str(exc), field="--sizes") from None
+ALGORITHMS = ("ring", "tree", "nvls", "nvls_tree", "pat")
+#: ``--all`` covers machines up to this size: one verification of a 512-GPU collective tracks
+#: ~260,000 chunk copies, minutes per size.
+MAX_ALL_RANKS = 128
 
 
 def _measured(ref: str | None, kind: str, machine: str):
@@ -51,14 +33,41 @@ def _measured(ref: str | None, kind: str, machine: str):
     return {row.size: row.best_time for row in sweep.rows}
 
 
-def expect_rows(machine: str, kind: str, sizes: list[int], algorithm: str | None, gpu: str | None,
-                measured: dict[int, float] | None):
-    from optcoll.analysis.expect.predict import context, row
+def expect_context(machine: str, gpu: str | None):
+    from optcoll.analysis.expect.predict import context
     from optcoll.machines.calibration import generation_of
     from optcoll.machines.catalog import load_machine
 
-    ctx = context(load_machine(machine), generation_of(Path(machine).stem, gpu))
-    return [row(ctx, kind, s, algorithm, (measured or {}).get(s)) for s in sizes]
+    return context(load_machine(machine), generation_of(Path(machine).stem, gpu))
+
+
+def expect_rows(machine: str, kind: str, sizes: list[int], algorithm: str | None, gpu: str | None,
+                measured: dict[int, float] | None, tuned: bool = False, ctx=None):
+    """The rows in ascending size, on one ``Context`` (the search reuses smaller sizes' runs)."""
+    from optcoll.analysis.expect.rows import row
+
+    ctx = ctx or expect_context(machine, gpu)
+    return [row(ctx, kind, s, algorithm, (measured or {}).get(s), tuned) for s in sorted(sizes)]
+
+
+def _tuner_files(ctx, machine: str, kind: str, rows, conf: str | None, csv: str | None) -> None:
+    """``nccl_tuner.conf`` from each size's ``nccl_best``; the optimizer's CSV from every NCCL
+    candidate (NVIDIA/nccl plugins/tuner/example; ``interop.nccl_tuner``)."""
+    from optcoll.analysis.expect.predict import nccl_candidates
+    from optcoll.fileio import write_text_atomic
+    from optcoll.interop.nccl_tuner import Candidate, SizeChoice, optimizer_csv, tuner_conf, tuner_rules
+
+    nodes, ranks = ctx.nccl.nodes, ctx.nccl.ranks
+    if conf:
+        choices = [SizeChoice(r.size, r.tuned.algorithm, r.tuned.protocol, r.tuned.channels, r.tuned.seconds)
+                   for r in rows]
+        write_text_atomic(conf, tuner_conf(tuner_rules(kind, choices, nodes=nodes, ranks=ranks), [
+            f"optcoll expect {machine} --collective {kind}: per size, the fastest of NCCL's own algorithms "
+            f"and protocols in optcoll's calibrated model ({ctx.generation.name}; {nodes} node(s), {ranks} ranks)"]))
+    if csv:
+        write_text_atomic(csv, optimizer_csv(
+            Candidate(kind, r.size, c.algorithm, c.protocol, c.channels, c.seconds, nodes, ranks)
+            for r in rows for c in nccl_candidates(ctx, kind, r.size)))
 
 
 def _ranks(machine: str) -> int:
@@ -96,27 +105,48 @@ def _write(out: Path, machine: str, kind: str, rows, measured_label: str | None)
 
 @click.command("expect")
 @click.argument("machine", required=False)
-@click.option("--collective", "kind", type=click.Choice(KINDS), default="allreduce", show_default=True)
-@click.option("--sizes", default="1KiB:8GiB", show_default=True,
+@click.option("--collective", "kind", default="allreduce", show_default=True,
+              help=f"The collective: {', '.join(KINDS)}.")
+@click.option("--sizes", type=SIZES, default="1KiB:8GiB", show_default=True,
               help="A:B (powers of two), or a comma list such as 4KiB,1MiB,1073741824 (bare = bytes).")
-@click.option("--algorithm", type=click.Choice(["ring", "tree", "nvls", "nvls_tree", "pat"]), default=None,
-              help="Predict NCCL with this algorithm forced (NCCL_ALGO).")
+@click.option("--algorithm", default=None,
+              help=f"Predict NCCL with this algorithm forced (NCCL_ALGO): {', '.join(ALGORITHMS)}.")
 @click.option("--measured", default=None, help="An nccl-tests output file or a collection entry name.")
 @click.option("--gpu", default=None, help="GPU generation of a machine outside the catalog.")
 @click.option("--plot", default=None, type=click.Path(dir_okay=False), help="Write the busbw-vs-size SVG here.")
 @click.option("--all", "every", is_flag=True, help="Every calibrated catalog machine and collective.")
 @click.option("-o", "--out", default=None, type=click.Path(file_okay=False), help="Folder for --all.")
+@click.option("--nccl-tuner-conf", "tuner_conf", default=None, type=click.Path(dir_okay=False),
+              help="Write NCCL's example tuner plugin table (nccl_tuner.conf): per size, the fastest of "
+                   "NCCL's algorithms and protocols in the calibrated model.")
+@click.option("--nccl-tuner-csv", "tuner_csv", default=None, type=click.Path(dir_okay=False),
+              help="Write the input CSV of NCCL's optimize_config.py: every NCCL candidate at every size.")
 @json_option
-def expect(machine, kind, sizes, algorithm, measured, gpu, plot, every, out, as_json) -> None:
+def expect(machine, kind, sizes, algorithm, measured, gpu, plot, every, out, tuner_conf, tuner_csv,
+           as_json) -> None:
     """Per size: physical bound, best verified schedule and NCCL's choice in the calibrated model."""
-    size_list = parse_sizes(sizes)
+    size_list = list(sizes)
+    if kind not in KINDS:
+        raise InputError(f"{kind!r} is not one of {', '.join(KINDS)}", field="--collective")
+    if algorithm is not None and algorithm not in ALGORITHMS:
+        raise InputError(f"{algorithm!r} is not one of {', '.join(ALGORITHMS)}", field="--algorithm")
     if every:
         _expect_all(Path(out or "reports/expect"), size_list)
         return
     if machine is None:
         raise InputError("name a MACHINE (or --all)", field="MACHINE")
+    if tuner_conf or tuner_csv:
+        from optcoll.interop.nccl_tuner import collective_name
+
+        try:
+            collective_name(kind)
+        except InputError as exc:
+            raise InputError(exc.detail, field="--nccl-tuner-conf" if tuner_conf else "--nccl-tuner-csv") from None
     points = _measured(measured, kind, machine)
-    rows = expect_rows(machine, kind, size_list, algorithm, gpu, points)
+    ctx = expect_context(machine, gpu)
+    rows = expect_rows(machine, kind, size_list, algorithm, gpu, points, tuned=bool(tuner_conf), ctx=ctx)
+    if tuner_conf or tuner_csv:
+        _tuner_files(ctx, Path(machine).stem, kind, rows, tuner_conf, tuner_csv)
     if plot:
         from optcoll.fileio import write_text_atomic as write_text
         from optcoll.reports.plots import expect_plot
@@ -134,7 +164,11 @@ def _expect_all(out: Path, sizes: list[int]) -> None:
 
     out.mkdir(parents=True, exist_ok=True)
     entries = collection()
-    for machine in catalog_machines():
+    for machine in sorted(catalog_machines(), key=lambda name: (_ranks(name), name)):  # small ones first
+        if _ranks(machine) > MAX_ALL_RANKS:
+            echo(f"{machine}: skipped: {_ranks(machine)} ranks (--all covers up to {MAX_ALL_RANKS}; "
+                 f"run optcoll expect {machine} for it)", err=True)
+            continue
         for kind in KINDS:
             entry = next((e for e in entries if e.machine == machine and e.collective == kind), None)
             forced = entry.algorithm if entry and entry.algorithm != "default" else None
@@ -145,6 +179,10 @@ def _expect_all(out: Path, sizes: list[int]) -> None:
                 continue
             _write(out, machine, kind, rows, entry.name if entry else None)
             echo(f"{machine} {kind}: {len(rows)} sizes", err=True)
+    from optcoll.analysis.expect.accuracy import report
+    from optcoll.fileio import write_text_atomic
+
+    write_text_atomic(out / "accuracy.md", report(entries))
 
 
 COMMANDS = [expect]

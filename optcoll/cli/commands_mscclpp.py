@@ -12,7 +12,43 @@ from optcoll.units import format_time
 
 @click.group(cls=WholeHelpGroup)
 def mscclpp() -> None:
-    """MSCCL++ execution plans: validate and import (verified on a machine)."""
+    """MSCCL++ execution plans: export verified schedules, validate and import plans."""
+
+
+@mscclpp.command("export")
+@click.argument("instance_path", metavar="INSTANCE", type=click.Path(dir_okay=False))
+@click.argument("schedule_path", metavar="SCHEDULE", type=click.Path(dir_okay=False))
+@click.option("-o", "--out", required=True, type=click.Path(dir_okay=False), help="Plan file (.json) to write.")
+@click.option("--name", default=None, help="Plan name (default: the instance name).")
+@click.option("--min-size", default=None, type=BYTES,
+              help="Smallest message the executor may run the plan for (default: the instance's size M).")
+@click.option("--max-size", default=None, type=BYTES,
+              help="Largest message the executor may run the plan for (default: the instance's size M).")
+@click.option("--protocol", type=click.Choice(["Simple", "LL"]), default=None,
+              help="Simple (puts, signals) or LL (packets: 8 bytes of data in 16); default LL up to 512 KiB, "
+                   "Simple above and with NVLS.")
+@click.option("--handshake/--no-handshake", default=True, show_default=True,
+              help="Begin every thread block of a Simple plan with a relaxed signal/wait on its channels, as the "
+                   "DSL's plans do.")
+@json_option
+def mscclpp_export(instance_path, schedule_path, out, name, min_size, max_size, protocol, handshake, as_json) -> None:
+    """Write a verified schedule as an MSCCL++ execution plan (checked by importing it back)."""
+    from optcoll.cli.commands_core import load_instance_and_schedule
+    from optcoll.interop.mscclpp.export import save_mscclpp_plan
+
+    _, inst, schedule = load_instance_and_schedule(instance_path, schedule_path)
+    exported = save_mscclpp_plan(out, inst.machine, inst.collective, schedule, model=inst.model,
+                                 name=name or inst.name, min_bytes=None if min_size is None else int(min_size),
+                                 max_bytes=None if max_size is None else int(max_size), handshake=handshake,
+                                 protocol=protocol)
+    if as_json:
+        emit_json({"out": out, "time": exported.time, "reimported": exported.reimported,
+                   "handshake": exported.handshake, "protocol": exported.data["protocol"],
+                   "notes": list(exported.notes)})
+    else:
+        echo(f"wrote {out}: {exported.summary()}")
+        for line in exported.notes:
+            echo(f"  note: {line}")
 
 
 @mscclpp.command("validate")
@@ -52,10 +88,10 @@ def mscclpp_import(plan_path, machine_ref, size, out, as_json) -> None:
 
     machine = load_machine(machine_ref)
     imported = import_mscclpp_plan(plan_path, machine, size=int(size))
-    result = verify(machine, imported.collective, imported.schedule, imported.model)
+    result = verify(imported.machine, imported.collective, imported.schedule, imported.model)
     ok = result.valid and imported.faithful
     if out:
-        save_schedule(out, imported.schedule, machine)
+        save_schedule(out, imported.schedule, imported.machine)
     if as_json:
         emit_json({"valid": ok, "time": result.time if result.valid else None,
                    "collective": imported.collective.kind, "transfers": len(imported.schedule),

@@ -7,11 +7,16 @@ import sys
 
 import click
 
-from optcoll.cli.limits import (TIME, as_flags, max_memory_option, out_option, progress_option, runs_option, seed_option,
-                                threads_option, time_limit_option)
-from optcoll.cli.output import echo, emit_json, json_option, progress_shown
+from optcoll.cli.limits import (TIME, as_flags, combining_option, command_start, max_memory_option, out_option,
+                                progress_option, runs_option, seed_option, threads_option, time_limit_option,
+                                with_combining)
+from optcoll.cli.output import echo, emit_json, json_option
 from optcoll.text.table import percent, table
 from optcoll.units import format_time
+
+#: ``--formulation``'s choices: the formulations of ``producers.formulations`` that run alone (a
+#: test keeps this list equal to the registry's; the registry itself loads only when solving).
+FORMULATION_NAMES = ("timed", "time-expanded", "continuous", "step", "least-steps")
 
 
 
@@ -75,14 +80,24 @@ def synth(instance_path: str | None, algo: str, seed: int | None, runs: int, out
         echo(f"wrote {out}")
 
 
-def _progress_printer(enabled: bool):
-    """Prints incumbent, bound and gap to stderr as a solve improves (one line per change)."""
-    if not enabled:
+def _mode(progress: bool | None, as_json: bool) -> str | None:
+    from optcoll.sweeps.progress import progress_mode
+
+    return None if as_json else progress_mode(progress)
+
+
+def _progress_printer(mode: str | None):
+    """Prints incumbent, bound and gap to stderr as a solve improves: one line per change on a
+    terminal, at most one per ``progress.LINE_INTERVAL`` seconds elsewhere (``progress_mode``)."""
+    from optcoll.sweeps.progress import LINES, Every
+
+    if mode is None:
         return None
     last: list[tuple[float | None, float | None]] = []
+    due = Every() if mode == LINES else (lambda: True)
 
     def show(wall: float, incumbent: float | None, bound: float | None) -> None:
-        if last and last[-1] == (incumbent, bound):
+        if last and last[-1] == (incumbent, bound) or not due():
             return
         last.append((incumbent, bound))
         gap = incumbent / bound - 1 if incumbent and bound else None
@@ -91,14 +106,18 @@ def _progress_printer(enabled: bool):
     return show
 
 
-def _front_printer(enabled: bool):
-    """Prints the best R/C so far and the rounds bound to stderr as the front grows."""
-    if not enabled:
+def _front_printer(mode: str | None):
+    """Prints the best R/C so far and the rounds bound to stderr as the front grows (as often as
+    ``_progress_printer``)."""
+    from optcoll.sweeps.progress import LINES, Every
+
+    if mode is None:
         return None
     last: list[tuple[float | None, float | None]] = []
+    due = Every() if mode == LINES else (lambda: True)
 
     def show(wall: float, best: float | None, bound: float | None) -> None:
-        if not last or last[-1] != (best, bound):
+        if (not last or last[-1] != (best, bound)) and due():
             last.append((best, bound))
             echo(f"  {wall:7.1f} s  best R/C {'-' if best is None else f'{best:g}':>8}  "
                  f"bound R/C {'-' if bound is None else f'{bound:g}':>8}", err=True)
@@ -135,21 +154,29 @@ def _with_model(inst, kind: str | None):
                    "'free' (1,2,4,8) or a list '1,2,4' solves at each C and keeps the fastest.")
 @click.option("--least-steps", is_flag=True, help="Step model: SCCL's least steps (one round per step).")
 @click.option("--least-rounds", is_flag=True, help="Step model: the least rounds R, then the least steps with it.")
+@click.option("--formulation", type=click.Choice(FORMULATION_NAMES), default=None,
+              help="The exact formulation (default: the time model's: timed or step); what each applies to and "
+                   "proves: optcoll/producers/formulations.py.")
+@combining_option
 @json_option
 def solve(instance_path, solver, model_kind, time_limit, threads, seed, quantum, out, export_model,
-          progress, max_memory, steps, rounds, chunks, least_steps, least_rounds, as_json) -> None:
+          progress, max_memory, steps, rounds, chunks, least_steps, least_rounds, formulation, combining,
+          as_json) -> None:
     """Optimal schedule (or best found plus a proven bound) from an exact solver, verified.
 
     The step model answers SCCL's questions: the least cost S·α + R·b/B_min (default), the
     least steps or the least rounds, within --steps/--rounds at --chunks.
     """
+    from optcoll.instances.clock import Clock
+
+    started = command_start()  # the time limit counts the whole command: imports, loading and bounds too
     from optcoll.producers.chunks import chosen
     from optcoll.instances.instancefile import load_instance
     from optcoll.producers import run
     from optcoll.results.advice import tightening_hints
     from optcoll.schedules.jsonfile import save_schedule
 
-    inst = _with_model(load_instance(instance_path), model_kind)
+    inst = with_combining(_with_model(load_instance(instance_path), model_kind), combining)
     if solver == "z3" and inst.model.kind != "step":
         raise click.UsageError("z3 solves the step model only (use --model step)")
     objective = _step_question(inst.model.kind, steps, rounds, chunks if isinstance(chunks, int) else None,
@@ -157,8 +184,9 @@ def solve(instance_path, solver, model_kind, time_limit, threads, seed, quantum,
     if chunks is not None:
         inst = _rechunked(inst, chunks)
     limits = inst.budget.overridden(time_limit=time_limit, threads=threads, seed=seed, max_memory=max_memory)
-    produced = run.exact(inst, solver=solver, budget=limits, progress=_progress_printer(progress_shown(progress) and not as_json),
-                         quantum=quantum, steps=steps, rounds=rounds, objective=objective)
+    produced = run.exact(inst, solver=solver, clock=Clock(limits, started),
+                         progress=_progress_printer(_mode(progress, as_json)),
+                         quantum=quantum, steps=steps, rounds=rounds, objective=objective, formulation=formulation)
     result, outcome = produced.result, produced.outcome
     free = inst
     inst = chosen(inst, result.params)  # C free: the instance at the C the best schedule chose
@@ -271,9 +299,10 @@ def _sccl_terms(inst, steps: int, rounds: int) -> str:
 @threads_option
 @max_memory_option
 @progress_option
+@combining_option
 @json_option
 def pareto(instance_path, max_chunks, solver, time_limit, question_limit, threads, max_memory, progress,
-           as_json) -> None:
+           combining, as_json) -> None:
     """The step model's Pareto front over (steps S, rounds per chunk R/C), every point verified."""
     from optcoll.instances.instancefile import load_instance
     from optcoll.producers.exact.step import pareto_front
@@ -281,11 +310,11 @@ def pareto(instance_path, max_chunks, solver, time_limit, question_limit, thread
     from optcoll.producers.exact.step.chunking import rechunk
     from optcoll.verify import require_valid
 
-    inst = _with_model(load_instance(instance_path), "step")
+    inst = with_combining(_with_model(load_instance(instance_path), "step"), combining)
     with as_flags(max_chunks="--max-chunks"):
         front = pareto_front(inst, max_chunks, solver=solver, time_limit=time_limit, threads=threads,
                              max_memory=max_memory, question_limit=question_limit,
-                             progress=_front_printer(progress_shown(progress) and not as_json))
+                             progress=_front_printer(_mode(progress, as_json)))
     bound = front.bound
     for point in front.points:  # each point's schedule cuts the buffer into its own C pieces
         require_valid(inst.machine, rechunk(inst.collective, point.chunks), point.schedule, inst.model)
@@ -294,18 +323,19 @@ def pareto(instance_path, max_chunks, solver, time_limit, question_limit, thread
              "bandwidth_optimal": p.bandwidth_optimal} for p in front.points]
     if as_json:
         emit_json({"rounds_lower_bound": str(bound.value), "points": rows, "complete": front.complete,
-                   "stopped": front.stopped})
+                   "scope": front.scope, "stopped": front.stopped})
         return
     echo(inst.describe())
     echo(f"rounds lower bound: R/C >= {bound.value} ({bound.source})")
     family = bound.detail.get(FAMILY)
     if family is not None:  # what the AllReduce front's "bandwidth-optimal" compares with
         echo(f"within ReduceScatter then AllGather (the front below): R/C >= {family}")
+    echo(f"searched: {front.scope} (\"proven\" and \"complete\" speak of these schedules only)")
     echo(table(["S", "R", "C", "R/C", "cost", "formula", "proven", "bandwidth-optimal"],
                      [[r["steps"], r["rounds"], r["chunks"], r["rounds_per_chunk"], format_time(r["cost"]),
                        r["formula"], "yes" if r["proven"] else "no", "yes" if r["bandwidth_optimal"] else ""]
                       for r in rows]))
-    echo(f"front complete: {front.stopped}" if front.complete
+    echo(f"front complete for {front.scope}: {front.stopped}" if front.complete
                else f"front incomplete (later points may exist): stopped by {front.stopped}")
 
 

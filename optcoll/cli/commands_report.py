@@ -22,11 +22,23 @@ EXIT_CONTRADICTION = EXIT_JOBS_FAILED = 1
 DEFAULT_SUITE = "quick"
 
 
+def _cluster_address(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """A malformed --cluster is refused before anything runs, even when every job is cached."""
+    from optcoll.sweeps.cluster import check_address
+
+    if value is None:
+        return None
+    try:
+        return check_address(value)
+    except InputError as exc:
+        raise click.BadParameter(exc.detail) from None
+
+
 def sweep_options(command: Callable) -> Callable:
     """The options every sweeping command shares."""
     options = [
         jobs_option,
-        click.option("--cluster", metavar="ADDRESS", default=None,
+        click.option("--cluster", metavar="ADDRESS", default=None, callback=_cluster_address,
                      help="Run on this Dask scheduler (tcp://host:8786) instead of locally."),
         runs_option,
         seed_option,

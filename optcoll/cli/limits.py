@@ -10,6 +10,7 @@ consistency test, tests/cli/test_cli_consistency.py, holds every command to them
 from __future__ import annotations
 
 import contextlib
+import math
 from collections.abc import Iterator
 
 import click
@@ -17,7 +18,7 @@ import click
 from optcoll.errors import InputError
 from optcoll.instances.budget import MAX_SEED, MAX_THREADS, parse_bytes, parse_seconds
 from optcoll.producers.exact.memory import DEFAULT_SHARE
-from optcoll.units import parse_bandwidth, parse_time
+from optcoll.units import parse_bandwidth, parse_size, parse_time
 
 
 class _Limit(click.ParamType):
@@ -42,10 +43,37 @@ def _unflagged(parse):
     return parse_for
 
 
+def parse_size_list(text: str, flag: str) -> tuple[int, ...]:
+    """Message sizes: ``A:B`` (the powers of two from A to B) or a comma list; a bare number is
+    bytes, as in nccl-tests' own -b/-e."""
+    def one(part: str) -> int:
+        part = part.strip()
+        value = int(part) if part.isdigit() else parse_size(part)
+        if value < 1 or value != int(value):
+            raise InputError(f"{part!r} is not a whole number of bytes >= 1", field=flag)
+        return int(value)
+    try:
+        if ":" in text:
+            low, high = (one(p) for p in text.split(":", 1))
+            if high < low:
+                raise InputError(f"{text!r}: the range ends below its start", field=flag)
+            first = 1 << max(0, math.ceil(math.log2(low)))
+            return tuple(s for s in (first << k for k in range(64)) if s <= high) or (low,)
+        sizes = tuple(sorted({one(p) for p in text.split(",") if p.strip()}))
+    except InputError as exc:
+        raise exc.located(field=flag) from None
+    except ValueError as exc:
+        raise InputError(str(exc), field=flag) from None
+    if not sizes:
+        raise InputError(f"{text!r} names no size", field=flag)
+    return sizes
+
+
 SECONDS = _Limit("seconds", parse_seconds)
 BYTES = _Limit("size", parse_bytes)
 BANDWIDTH = _Limit("bandwidth", _unflagged(parse_bandwidth))
 TIME = _Limit("time", _unflagged(parse_time))
+SIZES = _Limit("size", parse_size_list)
 
 
 def time_limit_option(*names: str, default_text: str, **kwargs):
@@ -79,7 +107,23 @@ jobs_option = click.option(
          "one instance at a time (each still in its own process).")
 progress_option = click.option(
     "--progress/--no-progress", default=None,
-    help="Progress on stderr (done/total, ETA where one exists; default: when stderr is a terminal).")
+    help="Progress on stderr: done/total and ETA where one exists, a bar on a terminal, else a line "
+         "every 10 s (default: on; --no-progress: silent).")
+#: ``--combining`` of the commands that solve or check combining collectives; the choices are
+#: ``instances.instance.COMBINING`` (spelled here so that the CLI loads without numpy).
+combining_option = click.option(
+    "--combining", type=click.Choice(["copy-or-reduce", "reduce-only"]), default=None,
+    help="What an arrival may do to a partial sum: copy-or-reduce (a copy may overwrite it) or reduce-only "
+         "(SCCL's rules: only disjoint reductions into it); see docs/model.md §5.4 (default: the instance's [model]).")
+
+
+def with_combining(instance, combining: str | None):
+    """The instance with ``--combining`` applied to its time model (None: as it is)."""
+    from dataclasses import replace
+
+    if combining is None or combining == instance.model.combining:
+        return instance
+    return replace(instance, model=replace(instance.model, combining=combining))
 
 
 @contextlib.contextmanager
@@ -92,3 +136,13 @@ def as_flags(**flags: str) -> Iterator[None]:
         if exc.field in flags:
             raise InputError(exc.detail, field=flags[exc.field]) from None
         raise
+
+
+def command_start() -> float:
+    """When this command started, on ``time.perf_counter``'s scale: its process's start when run as
+    ``optcoll`` (``main`` puts it in the root context), else now (a command invoked in-process)."""
+    import time
+
+    root = click.get_current_context(silent=True)
+    started = (root.find_root().obj or {}).get("started") if root is not None else None
+    return time.perf_counter() if started is None else started

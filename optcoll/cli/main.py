@@ -1,5 +1,6 @@
-"""The ``optcoll`` command. Exit codes: 0 ok, 1 a check failed, 2 bad input, 130 interrupted
-(Ctrl-C), 143 terminated (SIGTERM, what ``timeout`` and CI cancellation send)."""
+"""The ``optcoll`` command. Exit codes: 0 ok, 1 a check failed, 2 bad input (or a producer's
+schedule the verifier rejected: one line naming the producer), 130 interrupted (Ctrl-C), 143
+terminated (SIGTERM, what ``timeout`` and CI cancellation send)."""
 from __future__ import annotations
 
 import signal
@@ -9,18 +10,10 @@ import click
 
 import optcoll
 from optcoll.cli.output import WholeHelpGroup, echo
-from optcoll.errors import InputError
+from optcoll.errors import InputError, ScheduleRejected
+from optcoll.instances.clock import Terminated, process_start, terminate, terminating
 
 EXIT_OK, EXIT_CHECK_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_TERMINATED = 0, 1, 2, 130, 143
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM, raised where SIGINT raises KeyboardInterrupt: everything that stops cleanly on
-    Ctrl-C (sweep workers stopped, best schedule so far kept) does so on SIGTERM too."""
-
-
-def _terminate(signum, frame) -> None:
-    raise Terminated()
 
 
 class OptcollGroup(WholeHelpGroup):
@@ -31,10 +24,26 @@ class OptcollGroup(WholeHelpGroup):
     """
 
     def invoke(self, ctx: click.Context):
+        """The command, then SIGTERM's status if SIGTERM came, however the command ended: with its
+        best so far (a solver call held the signal), or with whatever the signal broke on its way
+        (an ``ImportError`` when it lands in a native module's initialisation)."""
+        try:
+            result = self._invoke(ctx)
+        except BaseException:
+            if terminating():
+                _terminated()
+            raise
+        if terminating():
+            _terminated()
+        return result
+
+    def _invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)
         except InputError as exc:
             _fail(exc.one_line())
+        except ScheduleRejected as exc:  # its message names the producer and the first violation
+            _fail(" ".join(str(exc).split()))
         except click.exceptions.NoArgsIsHelpError:
             raise  # a bare group: click prints its help
         except click.BadParameter as exc:  # a bad option value: "FLAG: detail", as for file fields
@@ -48,11 +57,15 @@ class OptcollGroup(WholeHelpGroup):
             _fail("out of memory; lower the input (or the OPTCOLL_MAX_* caps, see README) or allow "
                   "this process more memory")
         except Terminated:
-            echo("optcoll: terminated (SIGTERM)", err=True)
-            sys.exit(EXIT_TERMINATED)
+            raise  # ``invoke`` says so, once
         except KeyboardInterrupt:
             echo("optcoll: interrupted", err=True)
             sys.exit(EXIT_INTERRUPTED)
+
+
+def _terminated() -> None:
+    echo("optcoll: terminated (SIGTERM)", err=True)
+    sys.exit(EXIT_TERMINATED)
 
 
 def _as_written(option: click.Option) -> str:
@@ -86,6 +99,15 @@ def _register() -> None:
 _register()
 
 
+def _excepthook(kind, value, traceback) -> None:
+    """``Terminated`` raised in Python code a native library called (protobuf's, while OR-Tools
+    loads) is printed by that library through this hook and then cleared: the command goes on to
+    stop with its best so far and SIGTERM's status, so the traceback is only noise."""
+    if not issubclass(kind, Terminated):
+        sys.__excepthook__(kind, value, traceback)
+
+
 def main() -> None:
-    signal.signal(signal.SIGTERM, _terminate)
-    cli(prog_name="optcoll")
+    signal.signal(signal.SIGTERM, terminate)
+    sys.excepthook = _excepthook
+    cli(prog_name="optcoll", obj={"started": process_start()})

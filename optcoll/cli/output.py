@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import math
-import sys
 from typing import Any
 
 import click
@@ -14,8 +13,11 @@ from optcoll.text.printable import printable
 
 
 def progress_shown(enabled: bool | None) -> bool:
-    """``--progress/--no-progress`` as given, else whether stderr is a terminal."""
-    return sys.stderr.isatty() if enabled is None else enabled
+    """Whether progress is said at all (``optcoll.sweeps.progress.progress_mode``): unless
+    ``--no-progress``; off a terminal as plain lines."""
+    from optcoll.sweeps.progress import progress_mode
+
+    return progress_mode(enabled) is not None
 
 
 class Ticker:

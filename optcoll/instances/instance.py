@@ -13,6 +13,8 @@ from optcoll.instances.budget import Budget
 from optcoll.machines.machine import Machine
 
 OCCUPANCIES = ("link", "serialization")
+#: What an arrival may do to the receiver's partial sum (``TimeModel.combining``).
+COMBINING = ("copy-or-reduce", "reduce-only")
 #: Relative tolerance under which B_e / B_min counts as a whole number in the step model.
 STEP_WEIGHT_TOLERANCE = 1e-9
 
@@ -26,6 +28,16 @@ class TimeModel:
     ``send_ports``/``recv_ports``: at most that many transfers leaving/entering a node at once
     (1 and 1 give the classic one-port model); None means every link may be used at once.
     ``reduce_cost``: γ in seconds per byte, added to the arrival of every reduce transfer.
+    ``combining``: what an arrival of a combining collective may do to the receiver's partial sum
+    (docs/model.md §5.4). ``"copy-or-reduce"`` (default): a reduce adds a partial disjoint from the
+    receiver's; a copy writes the sender's partial over the receiver's, whatever that held. This is
+    what hardware does (a copy is a plain write of the buffer sent), and it is what ring AllReduce's
+    AllGather phase relies on: it overwrites each rank's partial with the full sum, which contains
+    it; nothing is ever counted twice, since the value written is the sender's, not a sum with the
+    old one. ``"reduce-only"``: SCCL's combining semantics (msccl-tools ``path_encoding``): every
+    arrival is added to the receiver's partial and must be disjoint from it, nothing is
+    overwritten, so a copy may only fill a partial that is still empty (a switch or a relay that
+    holds nothing of the chunk yet). Non-combining collectives are the same under both.
     """
 
     kind: str = "timed"
@@ -33,6 +45,7 @@ class TimeModel:
     send_ports: int | None = None
     recv_ports: int | None = None
     reduce_cost: float = 0.0
+    combining: str = "copy-or-reduce"
 
     def __post_init__(self) -> None:
         if self.kind not in ("timed", "step"):
@@ -46,6 +59,9 @@ class TimeModel:
                 raise InputError(f"must be a positive integer, got {value!r}", field=f"model.{name}")
         if not self.reduce_cost >= 0:
             raise InputError(f"must be non-negative, got {self.reduce_cost}", field="model.reduce_cost")
+        if self.combining not in COMBINING:
+            raise InputError(f"unknown combining {self.combining!r}; use {' or '.join(COMBINING)}",
+                             field="model.combining")
 
     def link_timing(self, machine: Machine, chunk_bytes: float | np.ndarray, *, reduce: bool = False,
                     links: np.ndarray | None = None) -> "LinkTiming":
@@ -91,7 +107,7 @@ class TimeModel:
 
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "occupancy": self.occupancy, "send_ports": self.send_ports,
-                "recv_ports": self.recv_ports, "reduce_cost": self.reduce_cost}
+                "recv_ports": self.recv_ports, "reduce_cost": self.reduce_cost, "combining": self.combining}
 
 
 def check_chunk_copies(ranks: int, chunks: int) -> None:

@@ -15,6 +15,7 @@
     send_ports = 1                   # optional port limits
     recv_ports = 1
     reduce_cost = "0.01 ns/B"        # γ, time per reduced byte
+    combining = "copy-or-reduce"     # or "reduce-only": SCCL's combining rules (docs/model.md §5.4)
 
     [budget]                         # optional
     time_limit = "60 s"
@@ -62,7 +63,7 @@ from optcoll.units import parse_size, parse_time
 
 _SECTIONS = {"instance", "model", "budget", "custom", "alltoallv", "results"}
 _INSTANCE_KEYS = {"name", "machine", "collective", "size", "chunks_per_rank", "root", "ranks"}
-_MODEL_KEYS = {"kind", "occupancy", "send_ports", "recv_ports", "reduce_cost"}
+_MODEL_KEYS = {"kind", "occupancy", "send_ports", "recv_ports", "reduce_cost", "combining"}
 _BUDGET_KEYS = {"time_limit", "threads", "seed", "work_limit"}
 _CUSTOM_KEYS = {"pre", "post", "chunk_size", "combining"}
 _ALLTOALLV_KEYS = {"matrix", "unit", "generator", "skew", "top_k", "tokens", "seed"}
@@ -256,7 +257,8 @@ def _model(data: dict[str, Any], source: str) -> TimeModel:
         return TimeModel(kind=table.get("kind", "timed"), occupancy=table.get("occupancy", "link"),
                          send_ports=_int(table, "send_ports", "model", source),
                          recv_ports=_int(table, "recv_ports", "model", source),
-                         reduce_cost=_reduce_cost(table.get("reduce_cost"), source))
+                         reduce_cost=_reduce_cost(table.get("reduce_cost"), source),
+                         combining=table.get("combining", "copy-or-reduce"))
 
 
 def _budget(data: dict[str, Any], source: str) -> Budget:
@@ -288,7 +290,7 @@ def _alltoallv(data: dict[str, Any], inst: dict[str, Any], ranks: list[int], chu
         with _located(source, "alltoallv.unit"):
             scale = parse_size(unit if any(ch.isdigit() for ch in str(unit)) else f"1 {unit}")
         path = base_dir / matrix
-        if not path.is_file():
+        if not path.exists():
             raise InputError(f"no traffic matrix file {matrix!r} (looked in {base_dir})", source=source,
                              field="alltoallv.matrix")
         sizes = read_matrix(path, len(ranks), scale)
@@ -308,7 +310,7 @@ def _alltoallv(data: dict[str, Any], inst: dict[str, Any], ranks: list[int], chu
         if isinstance(skew, bool) or not isinstance(skew, (int, float)):
             raise InputError(f"must be a number, got {skew!r}", source=source, field="alltoallv.skew")
         seed = _int(table, "seed", "alltoallv", source, 0, 0)
-        with _located(source, "alltoallv", nested=True):
+        with _located(source, "alltoallv"):  # moe_traffic names its fields in full (alltoallv.skew)
             sizes = moe_traffic(len(ranks), mean, skew=float(skew), top_k=table.get("top_k", 2),
                                 tokens=table.get("tokens", 4096), seed=seed)
     with _located(source, "alltoallv"):

@@ -132,6 +132,22 @@ class InstanceSpec:
                        **({"chunk_choices": list(choices)} if choices else {}),
                        **({} if sizes is None else {"chunk_sizes": hashlib.sha256(sizes.tobytes()).hexdigest()})})
 
+    @cached_property
+    def question_key(self) -> str:
+        """The content key without what does not change the answer: the budget and the names.
+        Instances of two suites with one question key ask one question (issue 34)."""
+        from optcoll.machines.modelfile import machine_to_dict
+
+        inst = self.instance
+        data = {k: v for k, v in self.data.items() if k not in ("results", "budget")}
+        table = {k: v for k, v in data.get("instance", {}).items() if k not in ("name", "description", "machine",
+                                                                                 "size", "chunks_per_rank")}
+        c = inst.collective
+        sizes = c.chunk_sizes
+        return digest({"instance": {**data, "instance": table}, "size": c.size_bytes, "chunks": c.chunks_per_rank,
+                       "machine": machine_to_dict(inst.machine), "chunk_choices": list(inst.chunk_choices),
+                       **({} if sizes is None else {"chunk_sizes": hashlib.sha256(sizes.tobytes()).hexdigest()})})
+
     def __getstate__(self) -> dict[str, Any]:
         """Pickled without the cached instance: a remote worker rebuilds it from the content."""
         return {k: v for k, v in self.__dict__.items() if k != "instance"}

@@ -13,7 +13,7 @@ The file is the tree NCCL builds (NVIDIA/nccl ``src/graph/xml.cc`` loads ``syste
   nominal one from the datasheet of the GPU generation the file names (``sm`` for NVIDIA, ``gcn``
   for AMD), ``LINK_RATES``; an unknown generation is refused in one line asking for the rate.
 * ``net speed`` (Mbit/s, NCCL's unit: ``bw = mbps / 8000`` GB/s) is each NIC's rate per direction;
-  a NIC serves the GPUs under its nearest common PCIe switch (else its CPU's). NICs matter only
+  a NIC serves the GPUs under its nearest common PCIe switch (else its CPU's GPUs). NICs matter only
   between boxes (``nodes`` > 1 builds a cluster on a rail network, as ``nvidia_smi`` does).
 
 Every element outside that grammar, or a malformed number, is refused naming the file and the
@@ -65,6 +65,7 @@ class _Gpu:
     key: str
     links: tuple[tuple[str, int, str, str], ...]  # (target, count, tclass, element name)
     path: tuple[str, ...]  # PCIe bus ids from the CPU down to the GPU
+    cpu: int  # the numaid of its <cpu>
 
 
 def _int(element: ET.Element, name: str, where: str, source: str) -> int:
@@ -91,7 +92,7 @@ def _walk(element: ET.Element, path: tuple[str, ...], cpu: int, source: str, gpu
                 raise InputError("<pci> without a busid", source=source, field="pci")
             _walk(child, (*path, busid.lower()), cpu, source, gpus, nics)
         elif child.tag == "gpu":
-            gpus.append(_gpu(child, path, source))
+            gpus.append(_gpu(child, path, cpu, source))
         elif child.tag == "nic":
             for net in child:
                 if net.tag != "net":
@@ -100,7 +101,7 @@ def _walk(element: ET.Element, path: tuple[str, ...], cpu: int, source: str, gpu
                 nics.append((_int(net, "speed", name, source), path, cpu, name))
 
 
-def _gpu(element: ET.Element, path: tuple[str, ...], source: str) -> _Gpu:
+def _gpu(element: ET.Element, path: tuple[str, ...], cpu: int, source: str) -> _Gpu:
     rank = _int(element, "rank", f"dev={element.get('dev')}", source)
     sm, gcn = element.get("sm"), element.get("gcn")
     key = (gcn if gcn.startswith("gfx") else f"gfx{gcn}") if gcn else f"sm{sm}" if sm else ""
@@ -115,7 +116,7 @@ def _gpu(element: ET.Element, path: tuple[str, ...], source: str) -> _Gpu:
     if not path:
         raise InputError(f"<gpu> rank={rank} is not inside a <pci> element (its bus id is unknown)",
                          source=source, field="gpu")
-    return _Gpu(path[-1], rank, key, tuple(links), path)
+    return _Gpu(path[-1], rank, key, tuple(links), path, cpu)
 
 
 def machine_from_nccl_topo(text: str, *, source: str = "<nccl-topo>", name: str = "nccl-topo",
@@ -205,9 +206,10 @@ def _per_gpu_bandwidth(machine: Machine) -> float:
 
 
 def _affinity(gpus: list[_Gpu], nics: list[tuple[int, tuple[str, ...], int, str]]) -> tuple[tuple[int, ...], ...]:
-    """Per NIC with a speed, the GPUs sharing its longest PCIe path prefix (at least one switch)."""
+    """Per NIC with a speed, the GPUs sharing its longest PCIe path prefix (at least one switch),
+    else the GPUs of its CPU (a NIC straight under ``<cpu>``, or on a root port of its own)."""
     out = []
-    for speed, path, _, _ in nics:
+    for speed, path, cpu, _ in nics:
         if speed <= 0:
             continue
         best, served = 0, ()
@@ -219,10 +221,11 @@ def _affinity(gpus: list[_Gpu], nics: list[tuple[int, tuple[str, ...], int, str]
                 best, served = common, (g.rank,)
             elif common == best and common:
                 served = (*served, g.rank)
+        served = served or tuple(g.rank for g in gpus if g.cpu == cpu)
         if served:
             out.append(served)
     if not out:
-        raise InputError("no NIC shares a PCIe switch with a GPU", field="net")
+        raise InputError("no NIC shares a PCIe switch or a CPU with a GPU", field="net")
     return tuple(out)
 
 

@@ -14,7 +14,9 @@ How it becomes a model:
   ``MAX_NVLINKS_PER_GPU``), the matrix can only be such a fabric: it becomes one switch node
   ``nvswitch`` with one link per GPU and direction of # × the per-link bandwidth (NCCL stripes a
   transfer over all of them). A GPU whose row shows fewer links (one failed) gets its own count; a
-  GPU with none (NVLink down, rows of NODE/SYS) stays off the fabric and needs the PCIe paths.
+  GPU with none (NVLink down, rows of NODE/SYS) stays off the fabric and needs the PCIe paths. A
+  pair whose count is not the lesser of its GPUs' (NV2 among NV18) is refused: it is neither a
+  fabric nor direct links.
   A full mesh whose sums fit is ambiguous without the GPU: NV6 on every pair of 4 GPUs is a 4-GPU
   HGX H100 board (18 direct links per GPU) or 4 GPUs of a DGX-2 (6 links into its NVSwitches), 3×
   apart; such a matrix is refused until the GPU (or its link count) is named.
@@ -274,6 +276,7 @@ def _nvlink_fabric(topo: Topology, max_links: int, known: bool, source: str) -> 
     mesh = nv[np.ix_(on, on)]
     full_mesh = len(on) >= 3 and bool((mesh[~np.eye(len(on), dtype=bool)] > 0).all())
     if full_mesh and int(mesh.sum(axis=1).max()) > max_links:
+        _one_count_per_gpu(topo, on, mesh, source)
         return True, nv.max(axis=1)
     if full_mesh and not known:
         k, n = int(mesh.max()), len(on)
@@ -282,6 +285,22 @@ def _nvlink_fabric(topo: Topology, max_links: int, known: bool, source: str) -> 
                          f"box): name the GPU (--gpu, e.g. H100) or its link count (--nvlinks-per-gpu)",
                          source=source, field="--gpu")
     return False, nv
+
+
+def _one_count_per_gpu(topo: Topology, on: np.ndarray, mesh: np.ndarray, source: str) -> None:
+    """On an NVSwitch fabric a pair shows the link count into the fabric of its less connected GPU
+    (a degraded GPU's count on its pairs, every other GPU's own elsewhere); a matrix that mixes
+    counts otherwise (NV18 beside NV2 between GPUs of 18 links) is no fabric, and more links than
+    a GPU has to be direct ones."""
+    counts = mesh.max(axis=1)
+    expected = np.minimum.outer(counts, counts)
+    wrong = (mesh != expected) & ~np.eye(len(on), dtype=bool)
+    if wrong.any():
+        r, k = (int(x[0]) for x in np.nonzero(wrong))
+        raise InputError(f"mixes NV{int(counts[r])} and NV{int(mesh[r, k])} pairs ({topo.gpus[int(on[r])]}-"
+                         f"{topo.gpus[int(on[k])]} shows NV{int(mesh[r, k])}): on an NVSwitch fabric a pair "
+                         f"shows its GPUs' link count into the fabric, and as direct NVLinks they are more "
+                         f"than a GPU has", source=source, field=f"row {topo.gpus[int(on[r])]}")
 
 
 def _check_plausible(topo: Topology, switched: bool, links: np.ndarray, nvls: bool, max_links: int,

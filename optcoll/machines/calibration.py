@@ -54,9 +54,21 @@ class Generation:
     #: Channels (CTAs) NCCL runs ring/tree on at full size, and NVLS channels.
     channels: int
     nvls_channels: int
+    #: The runtime's own MSCCL algorithms, on by default on this generation's 8-GPU platform:
+    #: the bundled folder (``algorithms/<name>``) and why (empty: none).
+    msccl: str = ""
+    msccl_source: str = ""
+    #: What the runtime's MSCCL executor moves per link, relative to its ring kernels' rate.
+    msccl_efficiency: Calibrated = Calibrated(1.0, "x", "no MSCCL executor calibrated")
 
 
 _TOPO = "src/graph/topo.h"
+#: Why RCCL runs its MSCCL XML algorithms by default on MI300X (read at ROCm/rccl 0cbce2a).
+RCCL_MSCCL = ("ROCm/rccl 0cbce2a: src/misc/msccl/msccl_lifecycle.cc RCCL_MSCCL_ENABLE defaults to 1 and "
+              "mscclInternalSchedulerSelectAlgo runs the first loaded file of the call's collective, rank "
+              "count and buffer layout whose [minBytes, maxBytes] holds it; src/graph/rome_models.cc "
+              "rome_model_79 (8 GPUs, 7 links each, full mesh) sets mscclEnabled=1; the files ship in "
+              "tools/msccl-algorithms")
 _TUNING = "src/graph/tuning.cc"
 GENERATIONS: dict[str, Generation] = {
     "volta": Generation("volta", nccl(20.0 / 25.0, "x", f"{_TOPO} SM70_NVLINK_BW 20 GB/s per NVLink2 (25 GB/s)"),
@@ -75,7 +87,9 @@ GENERATIONS: dict[str, Generation] = {
     # constant of this kind); LL cap taken as NCCL's for its contemporary (Hopper).
     "cdna3": Generation("cdna3", fitted(0.79, "x", "mi300x-allreduce-rccl-aac8 (sizes >= 256 MiB)"),
                         Calibrated(0.0, "x", "MI300X has no in-switch reduction"),
-                        nccl(141.0, "GB/s", f"{_TUNING} llMaxBws[Hopper][N1], taken for MI300X"), 16, 0),
+                        nccl(141.0, "GB/s", f"{_TUNING} llMaxBws[Hopper][N1], taken for MI300X"), 16, 0,
+                        "rccl", RCCL_MSCCL,
+                        fitted(0.6, "x", "mi300x-allreduce-rccl-aac8 (4-16 MiB, RCCL's all-pairs Simple files)")),
 }
 
 #: Effective / nominal rate of a network link (NCCL's NET_BW 12 GB/s per 100 Gbit/s, 12.5 GB/s).
@@ -163,6 +177,8 @@ def all_numbers() -> list[tuple[str, Calibrated]]:
     for g in GENERATIONS.values():
         out += [(f"{g.name}.link_efficiency", g.link_efficiency), (f"{g.name}.nvls_efficiency", g.nvls_efficiency),
                 (f"{g.name}.ll_max_busbw", g.ll_max_busbw)]
+        if g.msccl:
+            out.append((f"{g.name}.msccl_efficiency", g.msccl_efficiency))
     for p in PROTOCOLS.values():
         out += [(f"{p.name}.payload", p.payload), (f"{p.name}.step_nvlink", p.step_nvlink_us),
                 (f"{p.name}.step_net", p.step_net_us), (f"{p.name}.base", p.base_us),

@@ -85,6 +85,7 @@ from optcoll.machines.clusters import NodeGroup
 from optcoll.machines.figures import Figures, faster_than_figures
 from optcoll.machines.generators import GENERATORS, AstraDim, GeneratorSpec
 from optcoll.machines.machine import Machine, MachineBuilder, check_size
+from optcoll.machines.modelpaths import model_path
 from optcoll.machines.nccl_latency import NcclLatency, is_preset
 from optcoll.machines.nccl_latency import resolve as resolve_nccl
 from optcoll.machines.sources import Provenance, unwrap_sources
@@ -520,8 +521,6 @@ def _resolver(base_dir: Path | None, depth: int) -> Callable[[str, str], Machine
         if depth + 1 >= MAX_MODEL_DEPTH:
             raise InputError(f"models name models more than {MAX_MODEL_DEPTH} deep (does {ref!r} "
                              "name itself?)")
-        from optcoll.machines.catalog import model_path  # the catalog reads model files
-
         return load_model_file(model_path(ref, base_dir), depth=depth + 1)
     return resolve
 

@@ -56,11 +56,17 @@ class Runs:
     Same answers as ``Windows(1)``, but a transfer waiting behind a long busy stretch jumps to
     its end at once instead of stepping window by window, which made retiming quadratic in the
     transfers per link (it dominated exact solves of large tori).
+
+    ``width``: every window asked about is this long (a link whose transfers all move one chunk
+    size). A gap narrower than it can never be used, so it is merged into the runs around it:
+    the same answers, but a transfer ready early no longer steps over every dead gap a later
+    placement left (which made NVLS list schedules quadratic in the chunks).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, width: float = 0.0) -> None:
         self.starts: list[float] = []
         self.ends: list[float] = []
+        self.width = width
 
     def blocked_until(self, lo: float, hi: float) -> float | None:
         if hi <= lo:
@@ -76,11 +82,11 @@ class Runs:
         if hi <= lo:
             return
         i = bisect_right(self.starts, lo)
-        if i > 0 and self.ends[i - 1] >= lo:
+        if i > 0 and (self.ends[i - 1] >= lo or self.ends[i - 1] + self.width > lo):
             i -= 1
             lo, hi = self.starts[i], max(hi, self.ends[i])
             del self.starts[i], self.ends[i]
-        while i < len(self.starts) and self.starts[i] <= hi:
+        while i < len(self.starts) and (self.starts[i] <= hi or self.starts[i] < hi + self.width):
             hi = max(hi, self.ends[i])
             del self.starts[i], self.ends[i]
         self.starts.insert(i, lo)

@@ -30,7 +30,8 @@ import numpy as np
 from optcoll.collectives.collective import ChunkSets, Collective
 from optcoll.instances.instance import Instance
 from optcoll.producers import spread
-from optcoll.producers.spread import COPY, SpreadProblem
+from optcoll.producers.forwarding import forwarded_by
+from optcoll.producers.spread import COPY, FIFO, SpreadProblem
 from optcoll.schedules.schedule import COPY as OP_COPY
 from optcoll.schedules.schedule import REDUCE, Schedule, from_arrays
 
@@ -89,7 +90,8 @@ def time_reverse(schedule: Schedule, problem: SpreadProblem, instance: Instance)
     """The reduction whose time reversal ``schedule`` is (module docstring, phase 1).
 
     Receivers that can combine (NPUs, switches with in-network reduction) get REDUCE; other
-    switches get COPY and hold one partial at a time, as the dual's node modes guaranteed.
+    switches get COPY and hold one partial at a time, as the dual's node modes guaranteed; a plain
+    switch's departures name the arrivals they forward (``forwarding``).
     """
     if len(schedule) == 0:
         return schedule
@@ -100,8 +102,11 @@ def time_reverse(schedule: Schedule, problem: SpreadProblem, instance: Instance)
     receiver = machine.link_dst[schedule.link]
     op = np.where(can_reduce[receiver], REDUCE, OP_COPY).astype(np.uint8)
     order = np.argsort(horizon - end, kind="stable")
-    return from_arrays(schedule.chunk[order], schedule.link[order], (horizon - end)[order],
-                       op[order], **schedule.meta)
+    dual = problem.machine
+    via = forwarded_by(schedule.chunk, dual.link_src[schedule.link], dual.link_dst[schedule.link],
+                       schedule.start, end, problem.mode == FIFO)
+    reduction = from_arrays(schedule.chunk, schedule.link, horizon - end, op, via=via, **schedule.meta)
+    return reduction.take(order)
 
 
 def prune_unused(schedule: Schedule, problem: SpreadProblem) -> Schedule:

@@ -1,9 +1,9 @@
 """One path from a producer run to a verified result record (docs/model.md §7: producers
 never talk to reports directly; everything passes through the verifier and a result record).
 
-``exact`` runs the exact solver of the instance's time model, ``synthesized`` the best of some
-seeds of a synthesizer from the registry; both hand the schedule to ``optcoll.results.record``,
-which verifies it and decides the status words. The CLI (``solve``, ``synth``), the sweeps behind
+``exact`` runs an exact formulation (``formulations``: the instance's time model's by default),
+``synthesized`` the best of some seeds of a synthesizer from the registry; both hand the schedule
+to ``optcoll.results.record``, which verifies it and decides the status words. The CLI (``solve``, ``synth``), the sweeps behind
 ``report`` and ``truth``, ``check``'s built-in synthesizers and the benchmarks all run producers
 through here, so a number is produced, verified and named the same way wherever it is shown.
 
@@ -13,7 +13,11 @@ C; the bound is the least over C of the per-C bounds, so "optimal" needs the win
 least bound. The exact solver solves in increasing C, each C with an equal share of the time
 left (what a C proven early leaves goes to the next; a deterministic work limit is split
 equally); an interrupt or the time limit stops at the C being solved, and the C values not
-reached count in the least bound with their analytic bound.
+reached count in the least bound with their analytic bound. A timed AllReduce is the exception:
+every C is reached, those after the limit sharing ``late_grace`` (the slack a job may take over its
+limit), time for the producers' start schedules (``exact.timed.start``) and no model, so the answer
+is never slower than a producer at any allowed C (issue 34) unless even that grace ends; a note
+then names the producers not run.
 """
 from __future__ import annotations
 
@@ -22,9 +26,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from optcoll.errors import InputError
 from optcoll.instances.budget import Budget
+from optcoll.instances.clock import Clock, clock_for
 from optcoll.instances.instance import Instance
+from optcoll.producers.formulations import choose
 from optcoll.results.outcome import SolverOutcome
 from optcoll.results.record import Result, evaluate_outcome, evaluate_schedule, meets
 from optcoll.schedules.schedule import Schedule
@@ -32,6 +37,12 @@ from optcoll.units import format_time
 
 #: (wall seconds, incumbent or None, proven bound or None), told as a solve improves.
 Progress = Callable[[float, float | None, float | None], None]
+
+
+def late_grace(time_limit: float) -> float:
+    """Seconds the C values a C-free timed AllReduce reaches after its limit share, for their
+    start schedules only (module docstring): the slack a job may take over its limit, 10 % or 2 s."""
+    return max(2.0, 0.1 * time_limit)
 
 
 @dataclass(frozen=True)
@@ -46,42 +57,36 @@ class Produced:
 
 def exact(instance: Instance, *, solver: str = "cpsat", budget: Budget | None = None,
           progress: Progress | None = None, quantum: float | None = None, steps: int | None = None,
-          rounds: int | None = None, objective: str = "cost") -> Produced:
-    """The exact solver of the instance's time model (timed: ``solve_timed``, step:
-    ``solve_step`` with its ``steps``, ``rounds`` and ``objective``) within ``budget`` (default:
-    the instance's), its schedule verified."""
-    budget = budget or instance.budget
+          rounds: int | None = None, objective: str = "cost", clock: Clock | None = None,
+          formulation: str | None = None) -> Produced:
+    """The exact ``formulation`` (``producers.formulations``; default: the instance's time
+    model's, ``solve_timed`` or ``solve_step`` with its ``steps``, ``rounds`` and ``objective``)
+    within ``clock`` (the job's, started where the job started; default: a clock started now from
+    ``budget``, default the instance's), its schedule verified."""
+    clock = clock_for(budget or instance.budget, clock)
     if instance.chunk_choices:
-        deadline = time.perf_counter() + budget.time_limit
+        budget = clock.budget
         count = len(instance.chunk_choices)
 
+        late: list[Clock] = []  # the grace clock of the C values reached after the limit
+
         def at(fixed: Instance, left: int) -> Produced:  # the time left, shared by the C values left
-            share = budget.overridden(time_limit=(deadline - time.perf_counter()) / left,
-                                      work_limit=budget.work_limit and budget.work_limit / count)
-            return exact(fixed, solver=solver, budget=share, progress=progress, quantum=quantum, steps=steps,
-                         rounds=rounds, objective=objective)
-        produced = over_chunks(instance, at, deadline)  # the record names the whole budget, not a share
+            if not clock.expired():
+                share = clock.part(1.0 / left, work=budget.work_limit and budget.work_limit / count)
+            else:
+                if not late:
+                    late.append(clock_for(budget.overridden(time_limit=late_grace(budget.time_limit))))
+                share = late[0].part(1.0 / left)
+            return exact(fixed, solver=solver, progress=progress, quantum=quantum, steps=steps,
+                         rounds=rounds, objective=objective, clock=share, formulation=formulation)
+        every_c = instance.collective.kind == "allreduce" and instance.model.kind == "timed"
+        produced = over_chunks(instance, at, None if every_c else clock)  # the record names the whole budget
         result = produced.result
         return replace(produced, result=replace(result, params={**result.params, **budget.to_params()}))
-    if instance.model.kind == "step":
-        if quantum is not None:
-            raise InputError("a time quantum applies to the timed model only", field="quantum")
-        from optcoll.producers.exact.step import solve_step
-
-        outcome = solve_step(instance, solver=solver, budget=budget, progress=progress, steps=steps,
-                             rounds=rounds, objective=objective)
-    else:
-        if solver == "z3":
-            raise InputError("z3 solves the step model only (use the step model)", field="solver")
-        for name, value in (("steps", steps), ("rounds", rounds)):
-            if value is not None:
-                raise InputError(f"{name} apply to the step model only (use the step model)", field=name)
-        if objective != "cost":
-            raise InputError(f"objective {objective!r} applies to the step model only", field="objective")
-        from optcoll.producers.exact.timed.solve import solve_timed
-
-        outcome = solve_timed(instance, solver=solver, budget=budget, progress=progress, quantum=quantum)
-    return Produced(evaluate_outcome(instance, f"exact-{outcome.model}", outcome), outcome.schedule, outcome)
+    chosen = choose(instance, formulation)
+    outcome = chosen.solve(instance, clock, {"solver": solver, "progress": progress, "quantum": quantum,
+                                             "steps": steps, "rounds": rounds, "objective": objective})
+    return Produced(evaluate_outcome(instance, f"exact-{outcome.model}", outcome, clock), outcome.schedule, outcome)
 
 
 def synthesized(instance: Instance, algo: str, runs: int = 1, seed: int | None = None,
@@ -106,9 +111,9 @@ def synthesized(instance: Instance, algo: str, runs: int = 1, seed: int | None =
 
 
 def over_chunks(instance: Instance, produce: Callable[[Instance, int], Produced],
-                deadline: float | None = None) -> Produced:
+                clock: Clock | None = None) -> Produced:
     """``produce(fixed instance, how many C values are left)`` at each allowed C of a C-free
-    instance, in increasing C, until an interrupt or ``deadline`` (``time.perf_counter``); the
+    instance, in increasing C, until an interrupt or the end of ``clock``; the
     fastest verified schedule (the smaller C on a tie) with the least of the per-C bounds
     (module docstring)."""
     from optcoll.instances.chunks import choices
@@ -117,7 +122,7 @@ def over_chunks(instance: Instance, produce: Callable[[Instance, int], Produced]
     allowed = choices(instance)
     runs: list[tuple[int, Produced]] = []
     for i, c in enumerate(allowed):
-        if i and deadline is not None and time.perf_counter() >= deadline:
+        if i and clock is not None and clock.expired():
             break
         produced = produce(at_chunks(instance, c), len(allowed) - i)
         runs.append((c, produced))

@@ -69,6 +69,16 @@ class SpreadProblem:
     def num_chunks(self) -> int:
         return self.pre.num_chunks
 
+    @cached_property
+    def port_shift(self) -> np.ndarray:
+        """Per link, seconds from a transfer's start to the start of its port window, which lasts
+        ``busy``. A dual transfer over [t, t + delay) is, reversed, a transfer that starts at the
+        mirror of t + delay, so its port window sits at the end: [t + delay − busy, t + delay).
+        Under link occupancy that is [t, t + busy); under serialization occupancy the latency
+        comes first (a producer that put the window at the start broke the port limit once
+        reversed)."""
+        return self.delay - self.busy if self.reversed else np.zeros_like(self.delay)
+
     @property
     def num_nodes(self) -> int:
         return self.machine.num_nodes

@@ -111,7 +111,7 @@ def _pareto(suite: Suite, jobs: list[Job], records: dict[str, dict[str, Any]]) -
         return None
     record = records[jobs[0].key]
     return ParetoData(suite.name, jobs[0].spec.name, tuple(record.get("points", ())),
-                      record["status"], record.get("reason"))
+                      record["status"], record.get("reason"), record.get("scope"))
 
 
 def assemble(plan: Plan, records: dict[str, dict[str, Any]], title: str) -> Report:

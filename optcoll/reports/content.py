@@ -20,7 +20,10 @@ def pct(gap: float | None, bounded: bool = False) -> str:
 
 
 #: Marks a result at NCCL's own chunking (against the bound at that chunking).
-OWN = "‡"
+OWN = "◊"
+#: What the marks of a recorded exact result say about this run (``ProducerResult.mark``).
+RECORDED_BETTER = "faster than the schedule this run's exact solve found"
+RECORDED_ONLY = "where this run's exact solver gave no schedule (not run, failed, or none found)"
 
 
 def gap_cell(row: InstanceRow, result: ProducerResult | None) -> str:
@@ -32,7 +35,7 @@ def gap_cell(row: InstanceRow, result: ProducerResult | None) -> str:
         return result.status
     if result.own_chunking:
         return pct(result.gap, bounded=True) + f" {OWN}"
-    return pct(result.gap, bounded=row.status != OPTIMAL) + (" †" if result.recorded else "")
+    return pct(result.gap, bounded=row.status != OPTIMAL) + (f" {result.mark}" if result.recorded else "")
 
 
 def seconds(value: float | None) -> str:
@@ -276,8 +279,9 @@ def _pareto_blocks(report: Report) -> list[Block]:
                       f"{p['rounds']}/{p['chunks']}", p.get("formula", ""),
                       seconds(p.get("verified_cost")), "yes" if p.get("proven") else "no",
                       "yes" if p.get("bandwidth_optimal") else "no") for p in data.points)
+        searched = f"; searched: {data.scope}, and \"proven\" speaks of these schedules only" if data.scope else ""
         out += [Paragraph(f"Step-model Pareto front of {data.instance} (each point's schedule "
-                          "re-verified in the step model):"),
+                          f"re-verified in the step model{searched}):"),
                 Table(("S", "R", "C", "R/C", "cost", "verified cost", "proven", "bandwidth-optimal"),
                       rows, (0, 1, 2, 5))]
     return out
@@ -295,7 +299,7 @@ NCCL_TEXT = (
     "would charge α once per slice). Its yardstick is the best proven lower bound at that C in that "
     "model (the least of them where NCCL's algorithms run at different C), which holds for "
     "every schedule so cut, so the gap is an upper bound on NCCL's distance from the best schedule "
-    "at its own chunking (≤; marked ‡ in the matrix). The last column is what the same algorithms "
+    "at its own chunking (≤; marked ◊ in the matrix). The last column is what the same algorithms "
     "score at the instance's C, against that instance's optimum: a C NCCL does not use. "
     "Collectives NCCL's cost model does not cover (Broadcast, Reduce, sub-communicators) stay at the "
     "instance's C, said so in the row.")
@@ -316,10 +320,10 @@ def build_blocks(report: Report, figures: dict[str, tuple[str, str]], command: s
                   "(status optimal) the bound is the optimum and the gap is exact; otherwise it is an "
                   "upper bound on the gap to the optimum, shown as ≤. Every time is of a schedule that "
                   "passed optcoll's shared verifier in the timed model (docs/model.md §5); "
-                  "the exact column is the exact solver's result of this run, or, marked †, the "
-                  "ground truth recorded in the instance file when that is better. Marked ‡: one "
-                  "of NCCL's algorithms at NCCL's own chunking for the size, against the lower "
-                  "bound at that chunking (section below)."),
+                  "the exact column is the exact solver's result of this run, or the ground truth "
+                  f"recorded in the instance file: {RECORDED_BETTER} (marked †), or {RECORDED_ONLY} "
+                  f"(marked ‡). Marked {OWN}: one of NCCL's algorithms at NCCL's own chunking for "
+                  "the size, against the lower bound at that chunking (section below)."),
         Heading("Summary per producer"),
         summary_table(report),
         Heading("NCCL's algorithms at their own chunking"),
@@ -391,7 +395,8 @@ def legend(report: Report) -> Bullets:
         "listed set), every producer ran at each allowed C and its fastest verified schedule counts, "
         "4 is the C of the best schedule; the lower bound is then the least over the allowed C of "
         "the best bound per C",
-        "†: the ground truth recorded in the instance file, better than this run's exact solve",
+        f"†: the ground truth recorded in the instance file, {RECORDED_BETTER}",
+        f"‡: the ground truth recorded in the instance file, {RECORDED_ONLY}",
         f"{OWN}: NCCL's algorithm at NCCL's own chunking for this size (its protocol's pipelining unit "
         "sets C), α pipelined, against the best lower bound at that C; not counted in 'misses the "
         "optimum' (no optimum is known at that C); see the NCCL section of the report files",

@@ -43,9 +43,19 @@ class ProducerResult:
     reason: str | None = None
     params: dict[str, Any] = field(default_factory=dict)
     recorded: bool = False  # taken from the instance's recorded truth instead of a fresh run
+    #: A recorded result only: this run's own exact time it beat (None: this run's exact solver
+    #: gave no schedule: it did not run, failed, or found none).
+    beat: float | None = None
     #: At NCCL's own chunking (how it was found; ``analysis.nccl_chunking.Chunking.describe``),
     #: the gap against the row's ``nccl_bound``; empty: at the instance's C, against ``bound``.
     own_chunking: str = ""
+
+    @property
+    def mark(self) -> str:
+        """The report's mark for a recorded result (``content.legend``): what this run did."""
+        if not self.recorded:
+            return ""
+        return "†" if self.beat is not None else "‡"
 
     @property
     def ran(self) -> bool:
@@ -147,6 +157,7 @@ class ParetoData:
     points: tuple[dict[str, Any], ...]
     status: str
     reason: str | None = None
+    scope: str | None = None  # the schedules the front searched ("C ≤ 6, every S")
 
 
 @dataclass(frozen=True)
@@ -180,12 +191,13 @@ def _result(record: dict[str, Any]) -> ProducerResult:
                           tuple(record.get("times", ())), params=result.get("params", {}))
 
 
-def _recorded_exact(truth: Truth) -> ProducerResult:
+def _recorded_exact(truth: Truth, fresh: ProducerResult | None) -> ProducerResult:
     best = truth.best
     assert best is not None
     return ProducerResult(EXACT, truth.status, best.value, None, best.details.get("wall_time"),
                           params={"producer": best.producer, "date": best.date,
-                                  **best.details.get("params", {})}, recorded=True)
+                                  **best.details.get("params", {})}, recorded=True,
+                          beat=fresh.time if fresh is not None else None)
 
 
 def build_row(suite: str, spec: InstanceSpec, records: list[dict[str, Any]], truth: Truth | None,
@@ -216,7 +228,7 @@ def build_row(suite: str, spec: InstanceSpec, records: list[dict[str, Any]], tru
     recorded = truth.best if truth is not None and truth.best is not None else None
     if recorded is not None and recorded.producer.startswith("exact") and (
             fresh is None or fresh.time is None or recorded.value < fresh.time):
-        producers[EXACT] = _recorded_exact(truth)  # a recorded solve beats this run's time-limited one
+        producers[EXACT] = _recorded_exact(truth, fresh)  # a recorded solve beats this run's time-limited one
     bound_value = bound.value if bound else None
     producers = {label: _with_gap(result, bound_value) for label, result in producers.items()}
     bounds_record = next((r for r in records if r["producer"] == "bounds" and r["status"] == "ok"), None)

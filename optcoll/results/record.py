@@ -12,6 +12,7 @@ from typing import Any
 
 import optcoll
 from optcoll.errors import ScheduleRejected
+from optcoll.instances.clock import Clock
 from optcoll.instances.instance import Instance
 from optcoll.results.outcome import SolverOutcome
 from optcoll.schedules.schedule import Schedule
@@ -87,8 +88,9 @@ def evaluate_schedule(instance: Instance, producer: str, schedule: Schedule, wal
                   rounds=sum(schedule.rounds) if schedule.rounds else None)
 
 
-def evaluate_outcome(instance: Instance, producer: str, outcome: SolverOutcome) -> Result:
-    """An exact solver's claim, with its schedule verified and its status checked against it."""
+def evaluate_outcome(instance: Instance, producer: str, outcome: SolverOutcome, clock: Clock | None = None) -> Result:
+    """An exact solver's claim, with its schedule verified and its status checked against it; the
+    analytic bounds it is checked against are those computed within the job's ``clock``."""
     base = dict(instance=instance.name, producer=producer, model=outcome.model,
                 wall_time=outcome.wall_time, params=dict(outcome.params), solver=outcome.solver,
                 solver_version=outcome.solver_version, quantum=outcome.quantum,
@@ -97,7 +99,7 @@ def evaluate_outcome(instance: Instance, producer: str, outcome: SolverOutcome) 
     if outcome.model == "timed":  # the step model's bounds are the solver's own
         from optcoll.bounds import best_lower_bound
 
-        analytic = best_lower_bound(instance.machine, instance.collective, instance.model)
+        analytic = best_lower_bound(instance.machine, instance.collective, instance.model, clock)
         if bound is None or analytic.value > bound:
             bound, source = analytic.value, analytic.name
     if outcome.schedule is None:

@@ -5,10 +5,13 @@ Column-wise so large schedules stay compact::
     {"format": "optcoll-schedule", "version": 1, "machine": "dgx1", "model": "timed",
      "time_unit": "s", "rounds": null, "meta": {...},
      "transfers": {"chunk": [...], "src": [...], "dst": [...], "link": [...],
-                   "start": [...], "op": ["copy", ...], "step": [...]}}
+                   "start": [...], "op": ["copy", ...], "step": [...], "via": [null, 3, ...]}}
 
 ``link`` may be omitted when src→dst has one link (or ``lane`` picks among parallel links);
 when both are given they must agree, which catches a schedule written for another machine.
+``via`` (optional; null where none is named) gives, for a transfer a plain switch sends, the row
+of the transfer whose arrival it forwards (docs/model.md, "Switches: forwarding simultaneous
+arrivals"); schedules without it read as before.
 Unknown keys and columns are errors (a misspelt ``lane`` would silently mean lane 0), times are
 seconds (``time_unit`` may only say "s"), ids are integers from 0 and start times finite ≥ 0:
 anything else is not a schedule, and neither is one of more transfers than the ``transfers`` cap
@@ -47,6 +50,8 @@ def schedule_to_dict(schedule: Schedule, machine: Machine) -> dict[str, Any]:
         transfers["start"] = schedule.start.tolist()
     if not timed or schedule.step.any():
         transfers["step"] = schedule.step.tolist()
+    if schedule.via is not None:
+        transfers["via"] = [None if r < 0 else r for r in schedule.via.tolist()]
     return {"format": FORMAT, "version": VERSION, "machine": machine.name,
             "model": schedule.model, "time_unit": "s",
             "rounds": list(schedule.rounds) if schedule.rounds is not None else None,
@@ -55,7 +60,7 @@ def schedule_to_dict(schedule: Schedule, machine: Machine) -> dict[str, Any]:
 
 _INT64 = 2**63 - 1
 _KEYS = ("format", "version", "machine", "model", "time_unit", "rounds", "meta", "transfers")
-_COLUMNS = ("chunk", "src", "dst", "link", "lane", "start", "op", "step")
+_COLUMNS = ("chunk", "src", "dst", "link", "lane", "start", "op", "step", "via")
 
 
 def _problem(value: Any, kind: type) -> str | None:
@@ -71,7 +76,8 @@ def _problem(value: Any, kind: type) -> str | None:
     return None if math.isfinite(value) and value >= 0 else "is not a finite time ≥ 0"
 
 
-def _column(transfers: dict, name: str, n: int, source: str, kind: type, default=None) -> list:
+def _column(transfers: dict, name: str, n: int, source: str, kind: type, default=None,
+            nullable: bool = False) -> list:
     if name not in transfers:
         if default is None:
             raise InputError("missing column", source=source, field=f"transfers.{name}")
@@ -82,7 +88,7 @@ def _column(transfers: dict, name: str, n: int, source: str, kind: type, default
         raise InputError(f"must be a list of {n} values, one per transfer as in 'chunk'; got {got}",
                          source=source, field=f"transfers.{name}")
     for i, value in enumerate(column):
-        problem = _problem(value, kind)
+        problem = None if nullable and value is None else _problem(value, kind)
         if problem:
             raise InputError(f"value {value!r} {problem}", source=source, field=f"transfers.{name}[{i}]")
     return column
@@ -134,9 +140,20 @@ def schedule_from_dict(data: Any, machine: Machine, source: str = "<schedule>") 
     meta = data.get("meta") or {}
     if not isinstance(meta, dict):
         raise InputError("must be an object", source=source, field="meta")
+    via = None
+    if "via" in transfers:
+        rows = _column(transfers, "via", n, source, int, nullable=True)
+        via = np.array([-1 if r is None else r for r in rows], dtype=np.int64) if n else None
+        past = np.flatnonzero(via >= n) if via is not None else ()
+        if len(past):
+            i = int(past[0])
+            raise InputError(f"names transfer {int(via[i])}, but the schedule has {n} transfers "
+                             f"(rows 0..{n - 1})", source=source, field=f"transfers.via[{i}]")
+        if via is not None and not (via >= 0).any():
+            via = None
     return Schedule(np.array(chunk, dtype=np.int64), link, np.array(start, dtype=float),
                     np.array([OPS[o] for o in ops], dtype=np.uint8), np.array(step, dtype=np.int64),
-                    tuple(rounds) if rounds is not None else None, meta)
+                    tuple(rounds) if rounds is not None else None, meta, via)
 
 
 def _resolve_links(transfers: dict, n: int, machine: Machine, source: str) -> np.ndarray:

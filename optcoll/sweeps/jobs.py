@@ -134,9 +134,11 @@ def _synth(job: Job) -> tuple[dict[str, Any], dict[str, Any]]:
 
 def _exact(job: Job) -> tuple[dict[str, Any], dict[str, Any] | None]:
     from optcoll.instances.budget import Budget
+    from optcoll.instances.clock import Clock
     from optcoll.producers import run
 
-    produced = run.exact(job.spec.instance, solver=job.params["solver"], budget=Budget.from_params(job.params))
+    clock = Clock(Budget.from_params(job.params))  # started before the instance is read: the job's whole work
+    produced = run.exact(job.spec.instance, solver=job.params["solver"], clock=clock)
     outcome = produced.outcome
     body = {"status": produced.result.status, "result": produced.result.to_dict(), "solver_status": outcome.status,
             "wall_time": outcome.wall_time}
@@ -174,7 +176,8 @@ def _pareto(job: Job) -> tuple[dict[str, Any], None]:
         collective = rechunk(inst.collective, point.chunks)
         verified = require_valid(inst.machine, collective, point.schedule, TimeModel(kind="step"))
         rows.append({**_plain_point(point), "verified_cost": float(verified.time)})
-    return {"status": "ok", "points": rows, "complete": front.complete, "stopped": front.stopped}, None
+    return {"status": "ok", "points": rows, "complete": front.complete, "scope": front.scope,
+            "stopped": front.stopped}, None
 
 
 def _check(job: Job) -> tuple[dict[str, Any], None]:

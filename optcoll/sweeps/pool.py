@@ -125,8 +125,11 @@ def _stop_all(pool: list[_Worker], force: bool) -> None:
         worker.reap(STOP_GRACE if force else 5.0)
 
 
-def run_local(jobs: Sequence[Job], workers: int, deadline: Deadline) -> Iterator[tuple[Job, JobResult]]:
-    """Runs ``jobs`` on ``workers`` processes; yields (job, result) in completion order."""
+def run_local(jobs: Sequence[Job], workers: int, deadline: Deadline,
+              tick: Callable[[list[str]], None] | None = None, every: float = 3600.0
+              ) -> Iterator[tuple[Job, JobResult]]:
+    """Runs ``jobs`` on ``workers`` processes; yields (job, result) in completion order.
+    ``tick`` is told the running jobs at least every ``every`` seconds (progress lines)."""
     ctx = _context()
     queue = deque(jobs)
     size = max(1, min(workers, len(jobs)))
@@ -143,7 +146,9 @@ def run_local(jobs: Sequence[Job], workers: int, deadline: Deadline) -> Iterator
                 break
             timeout = max(0.0, min(w.deadline for w in busy) - time.monotonic())
             ready = set(wait([w.conn for w in busy] + [w.process.sentinel for w in busy],
-                             timeout=min(timeout, 3600.0)))
+                             timeout=min(timeout, 3600.0, every)))
+            if tick is not None:
+                tick([f"{w.job.spec.name} {w.job.label}" for w in busy])
             for i, worker in enumerate(pool):
                 job = worker.job
                 if job is None:

@@ -12,7 +12,7 @@ from typing import Any
 from optcoll.sweeps.cache import Damaged, ResultCache
 from optcoll.sweeps.jobs import FAILED, WORKER_LOST, Job
 from optcoll.sweeps.pool import SWEEP_GRACE, run_in_process, run_local
-from optcoll.sweeps.progress import Progress
+from optcoll.sweeps.progress import LINE_INTERVAL, Progress
 from optcoll.sweeps.recheck import recheck
 
 
@@ -92,7 +92,7 @@ def run_sweep(jobs: Sequence[Job], cache: ResultCache, *, workers: int = 1, clus
         elif workers == 0:
             stream = run_in_process(pending)
         else:
-            stream = run_local(pending, workers, SWEEP_GRACE)
+            stream = run_local(pending, workers, SWEEP_GRACE, bar.tick, LINE_INTERVAL)
         for job, result in stream:
             if result.record.get("error") != WORKER_LOST:
                 cache.put(job.key, result.record, result.schedule)

@@ -23,6 +23,7 @@ from typing import Any
 
 import optcoll
 from optcoll.errors import InputError
+from optcoll.units import format_time
 from optcoll.results.record import MEET_TOLERANCE, meets
 
 OPTIMAL, BOUNDED, UNSOLVED = "optimal", "bounded", "unsolved"
@@ -130,10 +131,15 @@ class Truth:
 def unproven(details: dict[str, Any], family: dict[str, Any] | None) -> str:
     """What a bounded instance's record says stopped the proof (``details``: the best schedule's
     claim details; ``family``: the family table): models refused for size or build time, searches
-    stopped by their time limit, or a search confined to a family; "" when it says nothing."""
+    stopped by their time limit, a time grid whose rounded-up schedules and rounded-down relaxation
+    do not meet, a least bound over C taken at another C than the schedule's, or a search confined
+    to a family; "" when it says nothing."""
     found: list[str] = []
 
     def walk(table: dict[str, Any], part: str) -> None:
+        grid = _grid_gap(table)
+        if grid:
+            found.append(f"{part} {grid}")
         for key, value in table.items():
             if isinstance(value, dict):
                 walk(value, part if key == "params" else key)
@@ -144,10 +150,28 @@ def unproven(details: dict[str, Any], family: dict[str, Any] | None) -> str:
                 found.append(f"{part} search stopped by its time limit")
 
     walk(details, "exact")
+    params = details.get("params", {})
+    at, least = params.get("chunks_per_rank"), params.get("bound_chunks")
+    if params.get("chunk_choices") and least is not None and at is not None and least != at:
+        found.append(f"the least bound over C is the one at C={least}; the best schedule is at C={at}")
     walk(family or {}, "exact")
     if not found and family and "direct" not in family.get("params", {}):
         found.append(f"only the {family.get('family')} family was searched ({family.get('status')} within it)")
     return "; ".join(dict.fromkeys(found))
+
+
+def _grid_gap(table: dict[str, Any]) -> str:
+    """A time-expanded solve on a rounded-up grid whose relaxation proved fewer epochs: the
+    schedule is the best its grid found, the bound the rounded-down grid's (docs/model.md §6:
+    the two meet only when the grid is exact); "" when ``table`` records no such solve."""
+    up, down = table.get("epochs"), table.get("relaxation_epochs")
+    if table.get("rounding") != "up" or not isinstance(up, int) or not isinstance(down, int) or down >= up:
+        return ""
+    q = table.get("quantum")
+    step = f" (quantum {format_time(q)})" if isinstance(q, (int, float)) else ""
+    return (f"time grid{step}: its schedule takes {up} epochs with link times rounded up, its "
+            f"relaxation with them rounded down proves only {down}; the grids meet only where link "
+            f"times are multiples of the quantum")
 
 
 def family_record(params: dict[str, Any], time: float | None, details: dict[str, Any]) -> dict[str, Any]:

@@ -11,20 +11,24 @@ its new one, whole: a new schedule gets a file of its own, written before the re
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
 from optcoll.errors import InputError
 from optcoll.fileio import remove_stale_temporaries
+from optcoll.inputfiles import read_json
 from optcoll.sweeps.cache import Damaged, ResultCache
 from optcoll.sweeps.jobs import FAILED, Job
 from optcoll.sweeps.plan import Settings, instance_jobs, runs_for
 from optcoll.sweeps.runner import SweepStats, run_sweep
 from optcoll.instances.suite import InstanceSpec, Suite
 from optcoll.truth.record import Claim, Truth, TruthContradiction, combine, family_record
+from optcoll.truth.siblings import siblings
 from optcoll.truth.stored import (SCHEDULE_DIR, load_truth, new_schedule_path, unreferenced_schedules,
                                   verify_stored)
 from optcoll.truth.tomlfile import write_results
+from optcoll.units import format_time
 
 _RESULT_DETAILS = ("solver", "solver_version", "quantum", "wall_time", "params", "steps", "rounds")
 
@@ -106,6 +110,36 @@ def _rejections(records: list[dict[str, Any]]) -> list[str]:
             if r.get("status") == FAILED and r.get("error") == "ScheduleRejected"]
 
 
+def _still_valid(spec: InstanceSpec, old: Truth, times: list[Claim], notes: list[str]) -> Truth:
+    """``old``, its stored schedule re-verified. One that no longer verifies (the verifier's rules
+    grew: a schedule that names no arrival at a plain switch where that matters) is dropped when
+    this run verified one at least as fast, which then takes its place; otherwise the update
+    stops (``TruthContradiction``): a recorded result is never lost to a worse one."""
+    assert old.best is not None
+    try:
+        verify_stored(spec, old)
+        return old
+    except TruthContradiction as why:
+        fastest = min(times, key=lambda claim: claim.value, default=None)
+        if fastest is None or fastest.value > old.best.value:
+            raise
+        notes.append(f"{why}; replaced by {fastest.producer}'s schedule of this run "
+                     f"({format_time(fastest.value)}, recorded {format_time(old.best.value)})")
+        return dataclasses.replace(old, best=None, schedule=None)
+
+
+def _cached(cache: ResultCache, key: str, best: Claim, spec: InstanceSpec) -> dict[str, Any]:
+    try:  # re-verified when the sweep read it; only a change since then lands here
+        data = cache.schedule(key)
+        if data is None:
+            raise Damaged("it is missing")
+    except Damaged as why:
+        raise InputError(f"the cached schedule of {best.producer} for {spec.name} changed during "
+                         f"the run ({why}); run again to compute it afresh",
+                         source=str(cache.schedule_path(key))) from None
+    return data
+
+
 def update_instance(spec: InstanceSpec, records: list[dict[str, Any]], cache: ResultCache,
                     environment: dict[str, Any]) -> Updated:
     from optcoll.producers.chunks import chosen
@@ -121,26 +155,28 @@ def update_instance(spec: InstanceSpec, records: list[dict[str, Any]], cache: Re
     old, stale = load_truth(spec)
     if stale:
         notes.append(stale)
-    if old is not None and old.best is not None:
-        verify_stored(spec, old)
     bounds, times, family = claims(records)
+    if old is not None and old.best is not None:
+        old = _still_valid(spec, old, [claim for claim, _ in times], notes)
     bounds += list(old.promoted) if old is not None else []
-    bound, best = combine(spec.name, old, bounds, [claim for claim, _ in times])
+    others = siblings(spec)  # after this instance's own claims: a tie keeps its own provenance
+    bounds += [claim for claim in (s.bound() for s in others) if claim is not None]
+    from_siblings = [(claim, s) for s in others if (claim := s.best()) is not None]
+    bound, best = combine(spec.name, old, bounds, [claim for claim, _ in times] + [c for c, _ in from_siblings])
     keep_old = old is not None and best is old.best
     written = False
     relative = old.schedule if keep_old and old else None
     if best is not None and not keep_old:
-        key = next(k for claim, k in times if claim is best)
-        try:  # re-verified when the sweep read it; only a change since then lands here
-            data = cache.schedule(key)
-            if data is None:
-                raise Damaged("it is missing")
-        except Damaged as why:
-            raise InputError(f"the cached schedule of {best.producer} for {spec.name} changed during "
-                             f"the run ({why}); run again to compute it afresh",
-                             source=str(cache.schedule_path(key))) from None
+        sibling = next((s for claim, s in from_siblings if claim is best), None)
+        if sibling is not None:
+            origin = str(sibling.schedule_path())
+            data = read_json(origin)  # verified on this instance below
+            notes.append(f"the best schedule is {sibling.where}'s record of the same question")
+        else:
+            key = next(k for claim, k in times if claim is best)
+            origin, data = f"cache {key}", _cached(cache, key, best, spec)
         at_c = chosen(instance, best.details.get("params", {}))
-        schedule = schedule_from_dict(data, at_c.machine, f"cache {key}")
+        schedule = schedule_from_dict(data, at_c.machine, origin)
         time = require_valid(at_c.machine, at_c.collective, schedule, at_c.model).time
         if time != best.value:
             raise TruthContradiction(f"{spec.name}: {best.producer}'s schedule verifies at {time!r} s "

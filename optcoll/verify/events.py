@@ -7,12 +7,17 @@ Deliveries themselves are ordered by (arrival, transfer id).
 Values. For a combining collective a value is the set of contributors it sums, a Python int
 used as a bitset over node ids; every precondition holder starts with {itself}. A copy delivers
 the sender's value at the start of the transfer and replaces the receiver's; a reduce adds it to
-the receiver's and must not overlap it (double count). For a non-combining collective every
-value is the chunk itself (the int 1). Node roles:
+the receiver's and must not overlap it (double count). With ``model.combining = "reduce-only"``
+(SCCL's rules) a copy may not replace a partial a node already holds (overwrite). For a
+non-combining collective every value is the chunk itself (the int 1). Node roles:
 
 * buffer (NPUs, members or not; multicast switches; reduction switches with multicast) keeps
   one value per chunk and may send it any number of times;
-* plain switch keeps a FIFO of received values per chunk; each send consumes the oldest;
+* plain switch forwards each arrival once (docs/model.md, "Switches: forwarding simultaneous
+  arrivals"): a send that names its arrival (``via``) takes that one; the others take the oldest
+  arrivals no send names, resolved together with every such send of the chunk at the same
+  instant, and must find one value there (``ambiguous-forward`` otherwise), so the verdict never
+  depends on the order the transfers are listed in;
 * reduction switch without multicast keeps a buffer but may send a chunk only as many times as
   it has received it.
 
@@ -32,7 +37,6 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections import deque
 from typing import NamedTuple
 
 import numpy as np
@@ -45,16 +49,6 @@ from optcoll.verify.problem import BATCH_TRANSFERS, Finding, Outcome, Problem, r
 from optcoll.verify.timing import link_overlap, overlap_finding, port_overflow, ports_finding
 
 BUFFER, FIFO, CREDIT = 0, 1, 2
-
-
-def _bits(value: int) -> list[int]:
-    out, v = [], 0
-    while value:
-        if value & 1:
-            out.append(v)
-        value >>= 1
-        v += 1
-    return out
 
 
 def _role(switch: Switch) -> int:
@@ -77,6 +71,7 @@ class _State:
         m, width = p.machine, p.num_nodes
         self.width = width
         self.combining = p.collective.combining
+        self.reduce_only = self.combining and p.model.combining == "reduce-only"
         self.role = [BUFFER] * m.num_npus + [_role(s) for s in m.switches]
         self.reduce_ok = [True] * m.num_npus + [s.reduce for s in m.switches]
         self.full = dict.fromkeys(range(lo, hi), 0)
@@ -85,7 +80,7 @@ class _State:
             mine = 1 << v if self.combining else 1
             self.value[c * width + v] = mine
             self.full[c] |= mine
-        self.fifo: dict[int, deque[int]] = {}
+        self.fifo: dict[int, list[tuple[float, int]]] = {}  # key -> (arrival, value), oldest first
         self.credit: dict[int, int] = {}
         self.last: dict[int, tuple[float, int, int, int]] = {}  # key -> (arrival, op, value, pos)
         self.post = _pairs(p.collective.post, lo, hi)
@@ -130,7 +125,7 @@ def run(p: Problem, batch: int = BATCH_TRANSFERS) -> Outcome:
 
 
 #: Violations met when a transfer is delivered; every other engine violation is met at a start.
-_ON_DELIVERY = frozenset({"double-count", "ambiguous-arrival"})
+_ON_DELIVERY = frozenset({"double-count", "ambiguous-arrival", "overwrite"})
 
 
 def _met_before(a: Finding, b: Finding, eps: float) -> bool:
@@ -150,7 +145,7 @@ def _simulate(p: Problem, lo: int, hi: int, check_timing: bool) -> _Part:
     st = _State(p, lo, hi)
     width, eps, combining = st.width, p.eps, st.combining
     value, fifo, credit, last, since = st.value, st.fifo, st.credit, st.last, st.since
-    role, reduce_ok, full = st.role, st.reduce_ok, st.full
+    role, reduce_ok, full, reduce_only = st.role, st.reduce_ok, st.full, st.reduce_only
     chunk, src, dst, op = p.chunk.tolist(), p.src.tolist(), p.dst.tolist(), p.op.tolist()
     start, arrive = p.start.tolist(), p.arrive.tolist()
     timed = check_timing and not p.step_model
@@ -160,23 +155,35 @@ def _simulate(p: Problem, lo: int, hi: int, check_timing: bool) -> _Part:
     heaps = {side: [[] for _ in range(p.machine.num_npus)] for side, lim in limits.items() if lim}
     num_npus = p.machine.num_npus
     sent: dict[int, int] = {}
+    ids = p.ids.tolist()
+    via = p.via.tolist() if p.via is not None else [-1] * len(chunk)
+    reserved = {r for r in via if r >= 0}  # arrivals some send names: no unnamed send takes them
+    held: dict[int, int] = {}  # named arrivals delivered and not yet forwarded: row -> value
+    forwarded: set[int] = set()
+    assigned: dict[int, int] = {}  # unnamed sends resolved with an earlier one of their instant
+    group = _instants(p, role, via)
 
     def deliver(i: int) -> Finding | None:
         c, v, o, a = chunk[i], dst[i], op[i], arrive[i]
         key, val = c * width + v, sent.pop(i)
         kind = role[v]
         if kind == FIFO:
-            fifo.setdefault(key, deque()).append(val)
+            if ids[i] in reserved:
+                held[ids[i]] = val
+            else:
+                fifo.setdefault(key, []).append((a, val))
             return None
         prev = last.get(key)
         if prev is not None and a <= prev[0] + eps and (prev[1] != o or (o == COPY and prev[2] != val)):
             return findings.ambiguous_arrival(p, i, prev[3])
         last[key] = (a, o, val, i)
+        if o == COPY and reduce_only and value.get(key):
+            return findings.overwrite(p, i, findings.bits(value[key]))
         if o == REDUCE:
             cur = value.get(key)
             if cur is not None:
                 if cur & val:
-                    return findings.double_count(p, i, _bits(cur & val))
+                    return findings.double_count(p, i, findings.bits(cur & val))
                 val |= cur
         value[key] = val
         if kind == CREDIT:
@@ -198,10 +205,32 @@ def _simulate(p: Problem, lo: int, hi: int, check_timing: bool) -> _Part:
         key = c * width + u
         kind = role[u]
         if kind == FIFO:
-            queue = fifo.get(key)
-            if not queue:
-                return findings.switch_forward(p, j, multicast_free=False)
-            val = queue.popleft()
+            r = via[j]
+            if r >= 0:
+                if r not in held:
+                    return findings.named_missing(p, j, r, r in forwarded)
+                val = held.pop(r)
+                forwarded.add(r)
+            elif j in assigned:
+                val = assigned.pop(j)
+                if val is None:  # its instant had fewer unnamed arrivals than sends
+                    return findings.switch_forward(p, j, multicast_free=False)
+            else:
+                together = group.get(j, (j,))  # in (start, id) order: j first
+                queue = fifo.get(key, [])
+                taken = min(len(queue), len(together))
+                if not taken:
+                    return findings.switch_forward(p, j, multicast_free=False)
+                cut = queue[taken - 1][0]
+                tied = taken
+                while tied < len(queue) and queue[tied][0] <= cut + eps:
+                    tied += 1
+                values = {value for _, value in queue[:tied]}
+                if len(values) > 1:
+                    return findings.ambiguous_forward(p, j, together, sorted(values))
+                val = queue[0][1]
+                del queue[:taken]
+                assigned.update((k, val if n < taken else None) for n, k in enumerate(together) if n)
         else:
             val = value.get(key)
             if val is None:
@@ -246,7 +275,27 @@ def _simulate(p: Problem, lo: int, hi: int, check_timing: bool) -> _Part:
     return _postcondition(st)
 
 
+def _instants(p: Problem, role: list[int], via: list[int]) -> dict[int, tuple[int, ...]]:
+    """Sends of one chunk by one plain switch that name no arrival and start at one instant (each
+    within the tolerance of the one before), for each such position when there are several."""
+    fifo_sender = np.asarray(role, dtype=np.int8)[p.src] == FIFO
+    pos = np.flatnonzero(fifo_sender & (np.asarray(via, dtype=np.int64) < 0))
+    if pos.size < 2:
+        return {}
+    key = p.chunk[pos] * p.num_nodes + p.src[pos]
+    pos = pos[np.lexsort((p.ids[pos], p.start[pos], key))]
+    key, start = p.chunk[pos] * p.num_nodes + p.src[pos], p.start[pos]
+    cut = np.flatnonzero((key[1:] != key[:-1]) | (start[1:] > start[:-1] + p.eps)) + 1
+    bounds = np.concatenate([[0], cut, [pos.size]])
+    out: dict[int, tuple[int, ...]] = {}
+    for lo, hi in zip(*(b.tolist() for b in (bounds[:-1], bounds[1:]))):
+        if hi - lo > 1:
+            group = tuple(pos[lo:hi].tolist())
+            out.update((k, group) for k in group)
+    return out
+
+
 def _postcondition(st: _State) -> _Part:
     failing = [(c, v) for c, v in st.post if st.value.get(c * st.width + v) != st.full[c]]
     held = st.value.get(failing[0][0] * st.width + failing[0][1]) if failing and st.combining else None
-    return _Part(None, failing, None if held is None else _bits(held), max((t for t in st.since.values() if t is not None), default=0.0))
+    return _Part(None, failing, None if held is None else findings.bits(held), max((t for t in st.since.values() if t is not None), default=0.0))

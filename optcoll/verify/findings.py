@@ -76,6 +76,16 @@ def double_count(p: Problem, j: int, twice: list[int]) -> Finding:
         j, at=float(p.arrive[j]), node=v)
 
 
+def overwrite(p: Problem, j: int, held: list[int]) -> Finding:
+    v = int(p.dst[j])
+    return p.finding("overwrite", (
+        f"{p.node(v)} receives a copy of chunk {int(p.chunk[j])} on {p.link_name(p.link[j])} "
+        f"{p.when(float(p.arrive[j]))} (transfer {int(p.ids[j])}) over its partial sum of "
+        f"{p.nodes_text(held)}: with combining = \"reduce-only\" (SCCL's rules) an arrival is added to "
+        f"the receiver's partial, never written over it; send a reduce of a disjoint partial instead"),
+        j, at=float(p.arrive[j]), node=v)
+
+
 def ambiguous_arrival(p: Problem, j: int, other: int) -> Finding:
     v = int(p.dst[j])
     how = ("by copy and by reduce" if p.op[j] != p.op[other]
@@ -110,3 +120,33 @@ def unmet(p: Problem, chunks: np.ndarray, nodes: np.ndarray, first_has: list[int
         text = (f"{p.node(v)} ends holding chunk {c} without the contributions of "
                 f"{p.nodes_text(missing)} (it has {p.nodes_text(sorted(have))}; {last}){others}")
     return Finding(math.inf, math.inf, 0, Violation(kind, text, end, c, None, None, v))
+
+
+def named_missing(p: Problem, j: int, row: int, forwarded: bool) -> Finding:
+    """A plain switch's send names an arrival (``via``) it cannot forward at its start."""
+    u = int(p.src[j])
+    why = ("was already forwarded by another transfer; a plain switch forwards each arrival once"
+           if forwarded else "has not arrived by then")
+    return p.finding("switch-forward", (
+        f"switch {p.node(u)} forwards {p.transfer_text(j)} as the arrival of transfer {row} (via), "
+        f"but that arrival {why}"), j, node=u)
+
+
+def ambiguous_forward(p: Problem, j: int, together: tuple[int, ...], values: list[int]) -> Finding:
+    """Sends of a plain switch that name no arrival, where the arrivals they would take differ."""
+    u, c = int(p.src[j]), int(p.chunk[j])
+    sends = (f"{p.transfer_text(j)}" if len(together) == 1 else
+             f"{len(together)} transfers of chunk {c} leaving it {p.when(float(p.start[j]))} "
+             f"(transfers {', '.join(str(int(p.ids[k])) for k in sorted(together, key=lambda k: p.ids[k]))})")
+    held = "; ".join(f"{{{p.nodes_text(bits(v))}}}" for v in values[:3]) if p.collective.combining else ""
+    return p.finding("ambiguous-forward", (
+        f"switch {p.node(u)} forwards {sends} without naming which arrival (via), and the arrivals "
+        f"it could take (the oldest that no transfer names, with those arriving at the same instant "
+        f"as the last of them) carry different partial values ({held}): which goes where would "
+        f"depend on the order the transfers are listed in; set via to the row of the arrival each "
+        f"forwards"), j, node=u)
+
+
+def bits(value: int) -> list[int]:
+    """The node ids in a contribution set (a Python int used as a bitset)."""
+    return [v for v in range(value.bit_length()) if value >> v & 1]

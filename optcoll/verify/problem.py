@@ -28,9 +28,10 @@ from optcoll.verify.result import Violation
 #: Order of the checks on one transfer at one instant (lower is reported first). Kinds found on
 #: delivery, at the end or for the whole schedule never tie with these and take 0.
 PRIORITY = {"bad-time": 0, "step-order": 0, "unknown-chunk": 0, "unknown-link": 0, "unknown-op": 0,
-            "op-not-allowed": 1, "switch-reduce": 2, "causality": 3, "switch-forward": 3,
+            "bad-via": 0, "op-not-allowed": 1, "switch-reduce": 2, "causality": 3,
+            "switch-forward": 3, "ambiguous-forward": 3,
             "link-overlap": 4, "step-capacity": 4, "send-ports": 5, "recv-ports": 6,
-            "double-count": 0, "ambiguous-arrival": 0,
+            "double-count": 0, "ambiguous-arrival": 0, "overwrite": 0,
             "postcondition": 0, "missing-contribution": 0, "step-rounds": 0}
 
 #: Every violation kind the verifier reports (stable identifiers).
@@ -106,14 +107,19 @@ class Problem:
     eps: float
     #: Step model: seconds at which step s starts for s = 1..S+1 (entry 0 is t = 0, "before").
     step_start: np.ndarray | None
+    #: Schedule row of the arrival each transfer forwards (-1: none named); None: none anywhere.
+    via: np.ndarray | None = None
 
     @property
     def num_nodes(self) -> int:
         return self.machine.num_nodes
 
     def restrict(self, positions: np.ndarray) -> "Problem":
-        """The same problem over the transfers at ``positions`` only (same tolerance and clock)."""
-        return dataclasses.replace(self, **{name: getattr(self, name)[positions] for name in _COLUMNS})
+        """The same problem over the transfers at ``positions`` only (same tolerance and clock).
+        ``via`` keeps naming schedule rows, so it stays right in any subset holding whole chunks."""
+        via = None if self.via is None else self.via[positions]
+        return dataclasses.replace(self, via=via,
+                                   **{name: getattr(self, name)[positions] for name in _COLUMNS})
 
     # -- time --------------------------------------------------------------------------------
     def seconds(self, t: float | np.ndarray) -> float | np.ndarray:
@@ -197,7 +203,8 @@ def _malformed(machine: Machine, collective: Collective, schedule: Schedule, ste
     bad_chunk = (schedule.chunk < 0) | (schedule.chunk >= K)
     bad_link = (schedule.link < 0) | (schedule.link >= L)
     bad_op = schedule.op > REDUCE
-    ok = ~(bad_time | bad_chunk | bad_link | bad_op)
+    bad_via = _bad_via(machine, schedule, ~(bad_chunk | bad_link))
+    ok = ~(bad_time | bad_chunk | bad_link | bad_op | bad_via)
     if ok.all():
         return ok, None
 
@@ -227,10 +234,75 @@ def _malformed(machine: Machine, collective: Collective, schedule: Schedule, ste
     elif bad_link[i]:
         kind, msg = "unknown-link", (f"{describe(i)} uses link {int(schedule.link[i])}, but machine "
                                      f"{machine.name!r} has {L} links (0..{L - 1})")
+    elif bad_via[i]:
+        kind, msg = "bad-via", f"{describe(i)} {_via_problem(machine, schedule, i)}"
     else:
         kind, msg = "unknown-op", (f"{describe(i)} has op {int(schedule.op[i])}; ops are 0 (copy) "
                                    f"and 1 (reduce)")
     return ok, (kind, msg, i, float(engine_start[i]))
+
+
+def plain_switches(machine: Machine) -> np.ndarray:
+    """Per node: a switch that neither multicasts nor reduces (it forwards each arrival once)."""
+    return np.array([False] * machine.num_npus + [not (s.multicast or s.reduce) for s in machine.switches],
+                    dtype=bool)
+
+
+def _bad_via(machine: Machine, schedule: Schedule, known: np.ndarray) -> np.ndarray:
+    """Rows whose ``via`` cannot name what they forward: a sender that is not a plain switch, a
+    row that does not exist, is itself, or is not a delivery of the same chunk into the sender
+    (docs/model.md, "Switches: forwarding simultaneous arrivals")."""
+    n = len(schedule)
+    if schedule.via is None:
+        return np.zeros(n, dtype=bool)
+    via = schedule.via
+    named = (via >= 0) & known
+    bad = named & (via >= n)
+    rows = np.flatnonzero(named & ~bad)
+    r = via[rows]
+    sender = machine.link_src[schedule.link[rows]]
+    wrong = (~plain_switches(machine)[sender]) | (r == rows) | ~known[r]
+    fine = ~wrong
+    wrong[fine] = ((machine.link_dst[schedule.link[r[fine]]] != sender[fine])
+                   | (schedule.chunk[r[fine]] != schedule.chunk[rows[fine]]))
+    bad[rows[wrong]] = True
+    return bad
+
+
+def _via_problem(machine: Machine, schedule: Schedule, i: int) -> str:
+    """Why row i's ``via`` names nothing it can forward (one of ``_bad_via``'s reasons)."""
+    r, n = int(schedule.via[i]), len(schedule)
+    u = int(machine.link_src[schedule.link[i]])
+    if not plain_switches(machine)[u]:
+        what = "an NPU" if u < machine.num_npus else "a switch that multicasts or reduces"
+        return (f"names transfer {r} as the arrival it forwards (via), but its sender "
+                f"{machine.label(u)} is {what}, which sends the value it holds; only a plain switch "
+                f"forwards a named arrival")
+    if r >= n:
+        return f"names transfer {r} as the arrival it forwards (via), but the schedule has {n} transfers"
+    if r == i:
+        return "names itself as the arrival it forwards (via)"
+    into = int(machine.link_dst[schedule.link[r]]) if 0 <= schedule.link[r] < machine.num_links else None
+    return (f"names transfer {r} (chunk {int(schedule.chunk[r])} into "
+            f"{machine.label(into) if into is not None else 'an unknown link'}) as the arrival it forwards "
+            f"(via), but it forwards chunk {int(schedule.chunk[i])} out of {machine.label(u)}")
+
+
+def _check_resolution(machine: Machine, schedule: Schedule, ids: np.ndarray, link: np.ndarray,
+                      start: np.ndarray, arrive: np.ndarray, occ_end: np.ndarray) -> None:
+    """Every transfer must end after it starts in double precision: a chunk of 64 KiB that starts
+    after one of 1e30 KiB has ended (about 1e24 s) would be delivered at its own start, its link
+    time lost in rounding, and no verdict about it would mean anything."""
+    lost = np.flatnonzero((arrive <= start) | (occ_end <= start))
+    if lost.size:
+        j = int(lost[0])
+        e = int(link[j])
+        raise InputError(
+            f"transfer {int(ids[j])} (chunk {int(schedule.chunk[ids[j]])} on link {e} "
+            f"({machine.label(int(machine.link_src[e]))}->{machine.label(int(machine.link_dst[e]))})) "
+            f"starts at {float(start[j])!r} s, where its link time vanishes in double-precision "
+            f"rounding; the sizes or times span too many orders of magnitude to be verified",
+            field="schedule")
 
 
 def _tolerance(start: np.ndarray, delay: np.ndarray, busy: np.ndarray) -> float:
@@ -297,9 +369,12 @@ def prepare(machine: Machine, collective: Collective, schedule: Schedule, model:
             arrive[reduces] += timing.reduce_extra[reduces]
         occ_end = start + timing.busy
         eps = _tolerance(start, timing.delay, timing.busy)
+    if not step_model:
+        _check_resolution(machine, schedule, ids, link, start, arrive, occ_end)
+    via = None if schedule.via is None else rows(schedule.via, np.int64)
     problem = Problem(machine, collective, schedule, model, step_model, ids, chunk, link, op,
                       machine.link_src.astype(index)[link], machine.link_dst.astype(index)[link],
-                      start, arrive, occ_end, eps, step_start)
+                      start, arrive, occ_end, eps, step_start, via)
     if malformed is None:
         return problem, None
     kind, message, row, t = malformed

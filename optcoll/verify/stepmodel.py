@@ -71,4 +71,4 @@ def step_to_timed(machine: Machine, collective: Collective, schedule: Schedule) 
     start = (schedule.step.astype(float) - 1.0) * tau
     return Schedule(schedule.chunk.copy(), schedule.link.copy(), start, schedule.op.copy(),
                     schedule.step.copy(), None, {**schedule.meta, "converted_from": "step",
-                                                 "step_time": tau})
+                                                 "step_time": tau}, schedule.via)

@@ -31,7 +31,7 @@ def test_ring4_row_and_its_faster_schedule(tmp_path):
 
 
 def test_recorded_takes_the_best_of_the_suites_asking_the_same_question():
-    """DGX-1 C = 2 is asked by the standard suite (settled) and by the machines suite (RS + AG)."""
+    """DGX-1 C = 2 is asked by the standard suite and by the machines suite."""
     from optcoll.bench.allreduce import CASES, _instance, recorded
     from optcoll.bundled import bundled_dir
     from optcoll.instances.instancefile import load_instance
@@ -39,9 +39,9 @@ def test_recorded_takes_the_best_of_the_suites_asking_the_same_question():
     inst = _instance(next(case for case in CASES if case.label == "dgx1 C=2"), 10.0)
     times = {suite: load_instance(bundled_dir("instances") / suite / "dgx1-allreduce-c2.toml").results["time"]
              for suite in ("standard", "machines")}
-    found = recorded(inst)
-    assert found is not None and found[2] == "standard/dgx1-allreduce-c2"
-    assert found[0] == times["standard"] < times["machines"]
+    found = recorded(inst)  # one truth per question (issue 34): both suites record the optimum
+    assert found is not None and found[2] in ("standard/dgx1-allreduce-c2", "machines/dgx1-allreduce-c2")
+    assert found[0] == times["standard"] == times["machines"]
 
 
 def test_star4_sharp_row_asks_the_family_although_the_in_switch_schedule_answers(tmp_path):

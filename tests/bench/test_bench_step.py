@@ -26,3 +26,29 @@ def test_one_port_rows_agree_between_solvers_and_with_the_timed_model():
     assert [row[0] for row in rows] == ["alltoall on 4 nodes", "scatter on 4 nodes", "gather on 4 nodes"]
     for row in rows:
         assert row[1] == row[3] == "optimal S = 3" and row[5] == "yes" and row[6].endswith(": equal")
+
+
+def test_sccls_generic_questions_are_written_as_loadable_instances(tmp_path):
+    from optcoll.bench.step import write_questions
+    from optcoll.instances.instancefile import load_instance
+
+    paths = write_questions(tmp_path)
+    star = load_instance(paths["star5-allreduce"])
+    assert sorted(zip(star.machine.link_src.tolist(), star.machine.link_dst.tolist())) == \
+        sorted([(0, v) for v in range(1, 5)] + [(v, 0) for v in range(1, 5)])
+    assert star.collective.combining and star.collective.num_chunks == 1 and star.model.kind == "step"
+    line = load_instance(paths["line8-alltoall"])
+    assert line.machine.num_links == 14 and line.collective.kind == "alltoall"
+    assert load_instance(paths["torus32x32"]).machine.num_npus == 1024
+
+
+def test_combining_rows_print_both_answers_where_they_differ(monkeypatch):
+    """Ring(4): SCCL's rules give the same 2 steps; Star(4): none at any S under them."""
+    import optcoll.bench.step as bench
+
+    monkeypatch.setattr(bench, "SCCL_TOPOLOGIES", ("Ring", "Star"))
+    monkeypatch.setattr(bench, "SCCL_SIZES", (4,))
+    rows = bench.combining_rows(60.0)
+    assert [(r[0], r[1], r[3], r[5]) for r in rows] == [
+        ("Ring(4)", "optimal: S = 2, R = 2", "optimal: S = 2, R = 2", "same"),
+        ("Star(4)", "optimal: S = 2, R = 2", "infeasible at every S", "differ")]

@@ -27,6 +27,8 @@ from optcoll.producers.exact.allreduce.transfers import from_schedule, to_schedu
 from optcoll.producers.registry import get_synthesizer
 from optcoll.schedules.jsonfile import load_schedule
 from optcoll.verify import verify
+from optcoll.instances.budget import Budget
+from optcoll.instances.clock import Clock
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "exact_allreduce"))
 from allreduce_reference import small_machine  # noqa: E402
@@ -92,8 +94,8 @@ def _direct_schedule(inst: Instance, start, work: float):
     horizon = math.ceil(t0 / problem.quantum * (1 - 1e-9))
     if horizon > 24:
         return None
-    _, found = solve(problem, horizon, 1, start=from_schedule(problem, start), time_limit=60.0, work_limit=work,
-                     threads=1, seed=0)
+    _, found = solve(problem, horizon, 1, Clock(Budget(60.0, 1, 0, work_limit=work)),
+                     start=from_schedule(problem, start))
     return None if found is None else to_schedule(problem, found)
 
 

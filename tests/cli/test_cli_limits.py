@@ -62,3 +62,22 @@ def test_the_budget_is_parsed_and_checked_once_and_packs_into_plain_parameters()
         with pytest.raises(InputError) as err:
             Budget(**bad)
         assert err.value.field == field
+
+
+def test_solve_counts_its_time_limit_from_the_commands_start():
+    """The limit covers the whole command: a command started 60 s ago (as ``main`` records its
+    process's start) has no time left for a 5 s solve, which stops at once with what it has."""
+    import json
+    import time
+
+    from click.testing import CliRunner
+
+    from cli_paths import REPO
+    from optcoll.cli.main import cli
+
+    path = REPO / "instances" / "quick" / "ring8-allgather-c1.toml"
+    result = CliRunner().invoke(cli, ["solve", str(path), "--time-limit", "5", "--json"],
+                                obj={"started": time.perf_counter() - 60.0}, catch_exceptions=False)
+    data = json.loads(result.stdout)
+    assert data["wall_time"] >= 60.0 and data["status"] == "unknown"
+    assert any(note.startswith("no first schedule: the time limit (5 s) reached") for note in data["notes"])

@@ -15,12 +15,13 @@ def test_pareto_reproduces_the_dgx1_front(run):
     assert code == 0 and {(2, 3, 2), (3, 7, 6)} <= points
     assert Fraction(data["rounds_lower_bound"]) == Fraction(7, 6)
     assert data["complete"] and data["stopped"].startswith("bandwidth-optimal")
+    assert data["scope"] == "C ≤ 6, every S" and "C > 6 were not searched" in data["stopped"]
 
 
 def test_pareto_of_an_allreduce_is_reducescatter_then_allgather(run):
     code, out, _ = run("pareto", QUICK / "dgx1-allreduce-c1.toml", "--max-chunks", "2")
     assert code == 0 and "within ReduceScatter then AllGather (the front below): R/C >= 7/3" in out
-    assert "4  6  2  3" in out and "front complete: reducescatter: " in out
+    assert "4  6  2  3" in out and "front complete for ReduceScatter then AllGather, each phase C ≤ 2, every S: reducescatter: " in out
 
 
 @pytest.mark.parametrize("solver", ["cpsat", "z3", "scip"])
@@ -84,6 +85,8 @@ def test_sccl_whole_buffer_allreduce_is_posed_and_solved_from_the_cli(run, tmp_p
      "instance: an allreduce over one rank (2) reduces nothing"),
     ('[instance]\nmachine = "ring4"\ncollective = "allreduce"\nsize = "1 MiB"\n[model]\nreduce_cost = "-1 ns/B"\n',
      "model.reduce_cost: time '-1 ns' must be non-negative"),
+    ('[instance]\nmachine = "ring4"\ncollective = "allreduce"\nsize = "1 MiB"\n[model]\ncombining = "sum"\n',
+     "model.combining: unknown combining 'sum'; use copy-or-reduce or reduce-only"),
 ])
 def test_bad_allreduce_input_is_one_line_and_exit_2(run, tmp_path, body, words):
     path = _write(tmp_path, "bad.toml", body)
@@ -168,3 +171,22 @@ def test_pareto_question_limit_is_checked_and_leaves_the_front_honest(run):
     data = json.loads(out)
     assert code == 0 and data["complete"] and {(2, 3, 2), (3, 7, 6)} <= {
         (p["steps"], p["rounds"], p["chunks"]) for p in data["points"]}
+
+
+def test_reduce_only_refuses_overwrites_in_solve_and_verify(run, tmp_path):
+    """SCCL's rules (docs/model.md §5.4): the ring AllReduce's AllGather overwrites partial sums, so
+    verify --combining reduce-only rejects it; solve refuses the family with one line; the timed
+    solvers take copy-or-reduce only."""
+    ring = _write(tmp_path, "ar.toml", '[instance]\nmachine = "ring4"\ncollective = "allreduce"\nsize = "1 MiB"\n')
+    code, _, _ = run("synth", ring, "--algo", "ring", "-o", tmp_path / "ring.json")
+    assert code == 0
+    code, out, _ = run("verify", ring, tmp_path / "ring.json")
+    assert code == 0 and out.startswith("valid")
+    code, out, _ = run("verify", ring, tmp_path / "ring.json", "--combining", "reduce-only")
+    assert code == 1 and out.startswith("INVALID [overwrite]")
+    code, _, err = run("solve", ring, "--model", "step", "--combining", "reduce-only", "--no-progress")
+    assert code == 2 and err.count("\n") == 1 and "--least-steps" in err
+    code, _, err = run("pareto", ring, "--max-chunks", "2", "--combining", "reduce-only", "--no-progress")
+    assert code == 2 and err.count("\n") == 1 and "--least-steps" in err
+    code, _, err = run("solve", ring, "--combining", "reduce-only", "--no-progress")
+    assert code == 2 and err.count("\n") == 1 and "step model only" in err

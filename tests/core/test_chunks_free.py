@@ -101,15 +101,16 @@ def test_hash_of_a_free_instance_includes_the_allowed_set_and_fixed_hashes_stay(
 
 
 def test_out_of_time_keeps_the_best_so_far_and_the_analytic_bounds_of_the_rest(tmp_path):
-    """A deadline past after the first C: that C's schedule, and in the least bound the C values
-    not reached count with their analytic bound (least_bound at each)."""
-    import time
-
+    """A clock past its end after the first C: that C's schedule, and in the least bound the C
+    values not reached count with their analytic bound (least_bound at each)."""
+    from optcoll.instances.budget import Budget
+    from optcoll.instances.clock import Clock
     from optcoll.producers.chunks import least_bound
     from optcoll.producers import run
 
     inst = load_instance(write(tmp_path, "[1, 2, 4]"))
-    produced = run.over_chunks(inst, lambda fixed, _: run.synthesized(fixed, "tacos"), time.perf_counter())
+    ended = Clock(Budget(time_limit=1.0), start=0.0, now=lambda: 2.0)  # a fake time source past the limit
+    produced = run.over_chunks(inst, lambda fixed, _: run.synthesized(fixed, "tacos"), ended)
     result = produced.result
     assert result.params["chunks_per_rank"] == 1 and "stopped before C=2, 4" in result.notes[-1]
     c1 = run.synthesized(at_chunks(inst, 1), "tacos").result

@@ -49,7 +49,23 @@ def test_step_schedules_round_trip(pair_machine):
     assert back.rounds == (1, 2) and back.step.tolist() == [1, 2] and np.isnan(back.start).all()
 
 
+def test_via_round_trips_and_renumbers_with_its_rows(pair_machine):
+    """``via`` names rows; null where none is named; re-listing (``take``) renumbers it, and a
+    schedule without it reads as before."""
+    from optcoll.schedules.schedule import from_arrays
+
+    schedule = from_arrays([0, 0, 1], [0, 2, 1], [0.0, 1e-5, 0.0], via=[-1, 0, -1])
+    data = json.loads(json.dumps(schedule_to_dict(schedule, pair_machine)))
+    assert data["transfers"]["via"] == [None, 0, None]
+    assert schedule_from_dict(data, pair_machine).via.tolist() == [-1, 0, -1]
+    assert schedule.take(np.array([1, 2, 0])).via.tolist() == [2, -1, -1]
+    del data["transfers"]["via"]
+    assert schedule_from_dict(data, pair_machine).via is None
+
+
 @pytest.mark.parametrize("mutate, field", [
+    (lambda d: d["transfers"].update(via=[1]), "transfers.via[0]"),
+    (lambda d: d["transfers"].update(via=[-1]), "transfers.via[0]"),
     (lambda d: d.update(format="other"), "format"),
     (lambda d: d.update(version=99), "version"),
     (lambda d: d["transfers"].update(link=[7]), "transfers.link[0]"),

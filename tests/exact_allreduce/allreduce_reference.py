@@ -1,9 +1,10 @@
 """Independent references for the AllReduce tests.
 
-* ``z3_feasible``: SCCL's combining semantics written once more, plainly, as z3 bit-vectors: is
-  there a step schedule (one round per step) of S steps for a whole-buffer AllReduce? It shares
-  nothing with the CP-SAT encoding (no windows, no symmetry breaking, sets as bit-vectors), so
-  agreement of the two on least steps is a cross-check.
+* ``z3_feasible``: the combining rules written once more, plainly, as z3 bit-vectors: is there a
+  step schedule (one round per step) of S steps for a whole-buffer AllReduce? By default a copy
+  replaces the receiver's partial (copy-or-reduce); ``reduce_only`` forbids a copy over a partial,
+  SCCL's rules. It shares nothing with the CP-SAT encoding (no windows, no symmetry breaking,
+  sets as bit-vectors), so agreement of the two on least steps is a cross-check.
 * ``nvls_schedule``: the NVLS-style AllReduce on a star of NPUs around a switch that reduces and
   multicasts, written by hand: in slot j every NPU reduces its chunk j into the switch, which
   multicasts the sum back one slot later.
@@ -19,28 +20,31 @@ from optcoll.machines.machine import Machine, MachineBuilder
 from optcoll.schedules.schedule import Schedule, ScheduleBuilder
 
 
-def z3_feasible(machine: Machine, steps: int, timeout_ms: int = 60_000) -> bool | None:
-    """Whole-buffer AllReduce over every NPU of a switchless machine with equal links, one chunk per
-    rank: a schedule of ``steps`` steps exists (True), does not (False) or z3 gave up (None)."""
+def z3_feasible(machine: Machine, steps: int, timeout_ms: int = 60_000, *, chunks: int | None = None,
+                reduce_only: bool = False) -> bool | None:
+    """Whole-buffer AllReduce over every NPU of a switchless machine with equal links, ``chunks``
+    chunks (default: one per rank): a schedule of ``steps`` steps exists (True), does not (False) or
+    z3 gave up (None)."""
     n = machine.num_npus
+    k = n if chunks is None else chunks
     assert not machine.switches and np.ptp(machine.link_bandwidth) == 0
     full = (1 << n) - 1
     s = z3.Solver()
     s.set("timeout", timeout_ms)
-    val = {(c, v, 0): z3.BitVecVal(1 << v, n) for c in range(n) for v in range(n)}
-    for c in range(n):
+    val = {(c, v, 0): z3.BitVecVal(1 << v, n) for c in range(k) for v in range(n)}
+    for c in range(k):
         for v in range(n):
             for t in range(1, steps + 1):
                 val[(c, v, t)] = z3.BitVec(f"v{c}_{v}_{t}", n)
     # op[e, c, t]: 0 nothing, 1 copy, 2 reduce, for the transfer of chunk c on link e in step t.
-    op = {(e, c, t): z3.Int(f"o{e}_{c}_{t}") for e in range(machine.num_links) for c in range(n)
+    op = {(e, c, t): z3.Int(f"o{e}_{c}_{t}") for e in range(machine.num_links) for c in range(k)
           for t in range(1, steps + 1)}
     for key, o in op.items():
         s.add(o >= 0, o <= 2)
     for e in range(machine.num_links):
         for t in range(1, steps + 1):
-            s.add(z3.Sum([z3.If(op[(e, c, t)] > 0, 1, 0) for c in range(n)]) <= 1)
-    for c in range(n):
+            s.add(z3.Sum([z3.If(op[(e, c, t)] > 0, 1, 0) for c in range(k)]) <= 1)
+    for c in range(k):
         for v in range(n):
             for t in range(1, steps + 1):
                 into = [e for e in range(machine.num_links) if machine.link_dst[e] == v]
@@ -56,6 +60,8 @@ def z3_feasible(machine: Machine, steps: int, timeout_ms: int = 60_000) -> bool 
                              for i, (a_on, a_bits) in enumerate(reduces) for b_on, b_bits in reduces[i + 1:]]
                 copied = [z3.Implies(op[(e, c, t)] == 1, val[(c, v, t)] == sent[e]) for e in into]
                 s.add(copies <= 1)
+                if reduce_only:  # SCCL's rules: a copy never lands on a partial (ranks never hold none)
+                    s.add(copies == 0)
                 s.add(z3.Implies(copies == 1, z3.And(*[z3.Not(on) for on, _ in reduces], *copied)))
                 s.add(z3.Implies(copies == 0, z3.And(*disjoint, val[(c, v, t)] == union)))
             s.add(val[(c, v, steps)] == full)

@@ -2,6 +2,8 @@
 never worse than ReduceScatter then AllGather, and SCCL's least steps cross-checked with z3."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -20,6 +22,8 @@ from optcoll.producers.exact.timed.solve import solve_timed
 from optcoll.results.record import evaluate_outcome
 from optcoll.schedules.schedule import REDUCE
 from optcoll.verify import verify
+from optcoll.instances.clock import Clock
+from optcoll.producers.exact.timed.symmetry import rank_group_links
 
 GIB_S, US = 50 * 2.0**30, 1e-6
 
@@ -80,7 +84,7 @@ def test_in_network_reduction_beats_the_no_inc_bound_which_is_not_applied():
                          ids=["ring5", "line4", "dgx1", "star4"])
 def test_direct_never_worse_than_reducescatter_then_allgather(machine):
     inst = allreduce(machine, chunks=1)
-    out = solve_timed(inst, time_limit=8, threads=1)
+    out = solve_timed(inst, time_limit=8, threads=1, structured=False)  # the family, then the direct model
     result = evaluate_outcome(inst, "exact", out)
     assert result.time <= out.params["family_lower_bound"] * (1 + 1e-9) or not out.params["family_optimal"]
     for bound in lower_bounds(inst.machine, inst.collective):
@@ -103,9 +107,9 @@ def test_schedules_round_trip_through_route_transfers():
 def test_symmetric_restriction_expands_to_a_valid_schedule():
     inst = allreduce(G.torus([3, 3], 1e9, 1e-6))
     problem = timed_problem(inst)
-    group = orbit(problem, inst)
+    group = orbit(problem, rank_group_links(inst, Clock(Budget(60, 1, 0))))
     assert group is not None and group.order == 9
-    out, found = solve(problem, 8, 1, orbit=group, time_limit=20, threads=1, seed=0)
+    out, found = solve(problem, 8, 1, Clock(Budget(20, 1, 0)), orbit=group)
     assert found is not None and len(found.chunk) and set(found.chunk.tolist()) == set(range(9))
     assert verify(inst.machine, inst.collective, to_schedule(problem, found)).valid
 
@@ -121,6 +125,36 @@ def test_least_steps_agree_with_an_independent_z3_encoding(machine, least):
     assert result.status == "optimal" and result.steps == least
     assert z3_feasible(machine, least) is True
     assert z3_feasible(machine, least - 1) is False
+
+
+REDUCE_ONLY = TimeModel(kind="step", combining="reduce-only")
+
+
+@pytest.mark.parametrize("machine, chunks, least", [
+    (G.ring(3, 1e9, 1e-6), 1, 1), (G.ring(4, 1e9, 1e-6), 1, 2), (G.ring(3, 1e9, 1e-6), 3, 3),
+    (G.line(3, 1e9, 1e-6), 1, None), (star(4, 1e9, 1e-6, hub_switch=False), 1, None)],
+    ids=["ring3", "ring4", "ring3-C3", "line3", "star4"])
+def test_reduce_only_least_steps_agree_with_z3_and_are_settled_at_every_s(machine, chunks, least):
+    """SCCL's rules (no copy over a partial): SCCL's own answers on Ring(3) and Ring(4) with one
+    chunk; Ring(3) with three chunks needs 3 steps where copies allow 2; on Line(3) and Star(4), where SCCL's search never ends, no schedule at any S: z3 finds
+    none either at the ceiling (every delivery adds a contribution, so no schedule needs more)."""
+    from optcoll.producers.exact.allreduce.steps import ceiling
+
+    n = machine.num_npus
+    coll = make_custom(range(n), [list(range(n))] * chunks, [list(range(n))] * chunks, 2.0**20, combining=True)
+    inst = Instance(f"{machine.name}-wb{chunks}", machine, coll, REDUCE_ONLY, Budget(60, 1, 0))
+    out = solve_step(inst, objective="steps", time_limit=60, threads=1)
+    result = evaluate_outcome(inst, "exact", out)
+    if least is None:
+        top = ceiling(step_problem(inst))
+        assert result.status == "infeasible" and "no schedule at any S" in result.lower_bound_source
+        assert z3_feasible(machine, top, chunks=chunks, reduce_only=True) is False
+        assert solve_step(replace(inst, model=TimeModel(kind="step")), objective="steps").status == "optimal"
+        return
+    assert result.status == "optimal" and result.steps == least
+    assert z3_feasible(machine, least, chunks=chunks, reduce_only=True) is True
+    assert least == 1 or z3_feasible(machine, least - 1, chunks=chunks, reduce_only=True) is False
+    assert verify(inst.machine, inst.collective, out.schedule, REDUCE_ONLY).valid
 
 
 def test_whole_buffer_allreduce_with_cost_objective_is_refused_in_one_line():
@@ -162,8 +196,6 @@ def test_a_model_too_slow_to_build_in_the_time_left_is_not_built(monkeypatch):
     """A time limit covers the whole solve: a model whose estimated build takes more than its
     share of the time left is not built, and the direct phase says so (the build rate is set
     low here so that the 1-minute deadline is too short for every model of ring8)."""
-    import time
-
     from optcoll.producers.exact.allreduce import solve as direct_solve
     from optcoll.producers.exact.allreduce.timed import direct_phase
     from optcoll.producers.registry import get_synthesizer
@@ -171,11 +203,12 @@ def test_a_model_too_slow_to_build_in_the_time_left_is_not_built(monkeypatch):
     inst = Instance("ring8", G.ring(8, 1e9, 1e-6), make_collective("allreduce", range(8), 8e6, 1))
     problem = timed_problem(inst)
     with pytest.raises(direct_solve.TooSlowToBuild, match="not built"):
-        solve(problem, 8, 7, time_limit=1e-3, threads=1, seed=0)
+        solve(problem, 8, 7, Clock(Budget(1e-3, 1, 0)))
     monkeypatch.setattr(direct_solve, "BUILD_TERMS_PER_SECOND", 1.0)
     start = get_synthesizer("tacos")(inst, 0)
     made = verify(inst.machine, inst.collective, start).time
-    phase = direct_phase(inst, start, made, 0.0, time.perf_counter() + 60.0, 1, 0, None)
+    phase = direct_phase(inst, start, made, 0.0, Clock(Budget(60.0, 1, 0)),
+                         lambda phase: rank_group_links(inst, phase))
     assert phase.schedule is None and "not built" in phase.params["refused"]
     assert any("symmetric" in note and "not built" in note for note in phase.notes)
 

@@ -29,6 +29,7 @@ from optcoll.producers.exact.toolkit import run_cpsat
 from optcoll.schedules.jsonfile import load_schedule
 from optcoll.schedules.schedule import COPY, REDUCE, from_arrays
 from optcoll.verify import verify
+from optcoll.instances.clock import Clock
 
 ROOT = Path(__file__).resolve().parents[2]
 #: Relative slack when reading seconds as epochs.
@@ -54,7 +55,7 @@ def accepts(problem, schedule, time: float) -> str:
     for (c, j), lit in model.sends.items():
         if cand.slot[j] >= used.get((c, int(cand.route[j]), int(cand.start[j])), 0):
             model.cp.add(lit == 0)
-    return run_cpsat(model.cp, time_limit=60, threads=1, seed=0, progress=None, has_objective=False).status
+    return run_cpsat(model.cp, Clock(Budget(60, 1, 0)), has_objective=False).status
 
 
 def allreduce(machine, size=2.0**26, chunks=1, work=None):
@@ -63,7 +64,7 @@ def allreduce(machine, size=2.0**26, chunks=1, work=None):
 
 
 def prove(problem, horizon, work=None):
-    return pieces.prove(problem, horizon, time_limit=60, threads=1, seed=0, work_limit=work)
+    return pieces.prove(problem, horizon, Clock(Budget(60, 1, 0, work_limit=work)))
 
 
 @pytest.mark.parametrize("path", ["quick/dgx1-allreduce-c1", "standard/dgx1-allreduce-c2", "standard/ring8-allreduce-c1",
@@ -217,5 +218,5 @@ def test_dgx1_one_chunk_per_gpu_takes_four_epochs():
     about 10 s), so the recorded 4-epoch schedule (21.4768 ms) is optimal."""
     inst = load_instance(ROOT / "instances" / "quick" / "dgx1-allreduce-c1.toml")
     problem = pieces.relaxation_problem(inst)
-    out = pieces.prove(problem, 3, time_limit=600, threads=2, seed=0)
+    out = pieces.prove(problem, 3, Clock(Budget(600, 2, 0)))
     assert out.status == "infeasible" and out.bound == pytest.approx(0.02147683648)

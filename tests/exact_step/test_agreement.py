@@ -7,6 +7,7 @@ import pytest
 
 from step_helpers import STEP, agreement_instances, close, instance, verified
 
+from optcoll.instances.clock import Clock
 from optcoll.machines import generators as G
 
 from optcoll.bounds import best_lower_bound
@@ -15,7 +16,6 @@ from optcoll.instances.instance import Instance, TimeModel
 from optcoll.producers.exact.step import solve_step
 from optcoll.producers.exact.step.api import backend_for
 from optcoll.instances.budget import Budget
-from optcoll.producers.exact.toolkit import Clock
 from optcoll.producers.exact.step.bounds import problem_rounds_bound
 from optcoll.producers.exact.step.greedy import greedy_solution
 from optcoll.producers.exact.step.inversion import plan

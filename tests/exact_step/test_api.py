@@ -103,7 +103,7 @@ def test_ctrl_c_in_a_question_ends_the_search_and_the_other_allreduce_part(monke
     own SIGINT handler used to swallow the signal and let the search go on.)"""
     from optcoll.producers.exact.step import backends
 
-    real = backends.solve_within
+    real = backends.solve
 
     def pressing_ctrl_c(model, solver, clock, **_):
         def progress(objective, bound):
@@ -112,7 +112,7 @@ def test_ctrl_c_in_a_question_ends_the_search_and_the_other_allreduce_part(monke
                 os.kill(os.getpid(), signal.SIGINT)
         return real(model, solver, clock, progress=progress)
 
-    monkeypatch.setattr(backends, "solve_within", pressing_ctrl_c)
+    monkeypatch.setattr(backends, "solve", pressing_ctrl_c)
     inst = instance(G.hypercube(3, BW, LAT), "allreduce", chunks=2)  # one question per part
     out = solve_step(inst, time_limit=600)
     assert out.params["interrupted"] and out.status in ("feasible", "optimal")

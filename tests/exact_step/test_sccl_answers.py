@@ -72,6 +72,17 @@ def test_least_steps_agree_with_sccls_own_answer(topology, n, collective, steps)
     verified(inst, out)
 
 
+@pytest.mark.parametrize("topology,n,steps", [(t, n, s) for t, n, c, s in _answered() if c == "Allreduce"], ids=str)
+def test_allreduce_under_sccls_own_rules_gives_sccls_answer(topology, n, steps):
+    """With combining = reduce-only (SCCL's rules: no copy over a partial sum) every AllReduce row
+    SCCL answered is answered the same, and the schedule verifies under those rules."""
+    inst = sccl_question(topology, n, "Allreduce")
+    inst = replace(inst, model=replace(inst.model, combining="reduce-only"))
+    out = solve_step(inst, objective="steps", time_limit=60)
+    assert out.status == "optimal" and out.params["S"] == steps, out.notes
+    verified(inst, out)
+
+
 FRONT = sorted((Path(__file__).parent / "data" / "sccl").glob("*.json"))
 
 

@@ -13,6 +13,8 @@ from optcoll.producers.exact.timed.reach import reach
 from optcoll.producers.exact.timed.reverse import essential, to_schedule
 from optcoll.producers.exact.timed.solve import _problem
 from optcoll.verify import verify
+from optcoll.instances.budget import Budget
+from optcoll.instances.clock import Clock
 
 from timed_helpers import close, small_instances
 
@@ -35,7 +37,7 @@ def test_cpsat_mip_and_continuous_agree(inst):
     model = expanded.build(problem, grid, reach(problem, grid.delay), horizon, lower=0)
     optima = {}
     for solver in toolkit.SOLVERS:
-        res = toolkit.solve(model.linear, solver, time_limit=60, threads=2, seed=0)
+        res = toolkit.solve(model.linear, solver, Clock(Budget(60, 2, 0)))
         assert res.status == "optimal", (solver, res)
         assert model.linear.check(res.values)
         optima[solver] = round(res.objective)
@@ -48,7 +50,7 @@ def test_cpsat_mip_and_continuous_agree(inst):
             assert close(seconds, grid.seconds(optima[solver]))
     cont = continuous.build(problem, grid, horizon, 0)
     assert continuous.hint(cont, essential(problem, start, grid.delay))
-    res = continuous.solve(cont, time_limit=60, threads=2, seed=0, progress=None)
+    res = continuous.solve(cont, Clock(Budget(60, 2, 0)))
     assert res.status == "optimal"
     optima["continuous"] = round(res.objective)
     _verified_time(inst, problem, cont.decode(res.values))

@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from optcoll.instances.budget import Budget
+from optcoll.instances.clock import Clock
 from optcoll.instances.instance import TimeModel
 from optcoll.machines import generators as G
 from optcoll.producers.exact.memory import ModelTooLarge, estimate, require_fits
@@ -24,7 +25,7 @@ from optcoll.producers.exact.timed.search import search
 from optcoll.producers.exact.timed.solve import _grid_floor, _problem, solve_timed
 from optcoll.producers.exact.timed.star import shift_transfers
 from optcoll.producers.exact.timed.stitch import allgather_holders
-from optcoll.producers.exact.toolkit import Clock, solve_within
+from optcoll.producers.exact.toolkit import solve
 from optcoll.verify import verify
 
 from timed_helpers import BW, LAT, MB, instance, link_time
@@ -97,7 +98,7 @@ def test_a_link_of_capacity_c_takes_c_transfers_in_one_epoch_not_c_plus_one(capa
         grid = make_grid(problem, (capacity + 0.5) * link_time(inst), "up")
         assert int(grid.capacity[0]) == capacity and int(grid.delay[0]) == 1
         model = expanded.build(problem, grid, reach(problem, grid.delay), 1)
-        res = solve_within(model.linear, "cpsat", Clock(Budget(time_limit=20, threads=1)))
+        res = solve(model.linear, "cpsat", Clock(Budget(time_limit=20, threads=1)))
         assert res.status == ("optimal" if feasible else "infeasible")
         assert (_grid_floor(problem, grid, None)[0] <= 1) == feasible  # the grid's ingress bound agrees
 

@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 from optcoll.instances.instance import TimeModel
 from optcoll.machines import generators as G
 from optcoll.producers.exact.timed.solve import solve_timed
-from optcoll.producers.exact.timed.grid import choose_grids, exact_unit, fine_grid, make_grid, seconds_grid
+from optcoll.producers.exact.timed.grid import choose_grids, fine_grid, make_grid, seconds_grid
+from optcoll.producers.exact.toolkit.epochs import exact_unit
 from optcoll.producers.exact.timed.reach import egress_bound, ingress_bound, latency_bound, reach
 from optcoll.producers.exact.timed.solve import _problem
 

@@ -92,3 +92,20 @@ def test_link_runs_give_the_earliest_start_stepping_window_by_window_gives(place
         assert _earliest(runs, float(ready), float(length)) == earliest
         assert runs.blocked_until(earliest, earliest + length) is None
     assert all(a < b < c for a, b, c in zip(runs.starts, runs.ends, runs.starts[1:]))  # disjoint, not touching
+
+
+@settings(max_examples=150, deadline=None, derandomize=True)
+@given(st.integers(1, 12), st.lists(st.integers(0, 200), max_size=30), st.lists(st.integers(0, 200), min_size=1,
+                                                                                 max_size=10))
+def test_runs_of_one_width_merge_dead_gaps_and_still_give_the_same_earliest_start(width, placed, asked):
+    """A link whose windows all have one width (``Runs(width)``) merges gaps narrower than it:
+    every earliest start is still the one the plain window list gives."""
+    runs, windows = Runs(float(width)), Windows(1)
+    for ready in placed:  # placed as a list scheduler would: each at its earliest start
+        start = _earliest(windows, float(ready), float(width))
+        assert _earliest(runs, float(ready), float(width)) == start
+        for resource in (runs, windows):
+            resource.add(start, start + width)
+    for ready in asked:
+        assert _earliest(runs, float(ready), float(width)) == _earliest(windows, float(ready), float(width))
+    assert all(b + width <= c for b, c in zip(runs.ends, runs.starts[1:]))  # every gap left is usable

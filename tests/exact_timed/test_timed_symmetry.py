@@ -19,6 +19,8 @@ from optcoll.producers.exact.timed.symmetry import (breaking_symmetries, fixed_p
 from optcoll.instances.instance import TimeModel
 from optcoll.schedules.schedule import from_arrays
 from optcoll.verify import verify
+from optcoll.instances.budget import Budget
+from optcoll.instances.clock import Clock
 
 from timed_helpers import BW, LAT, close, instance
 
@@ -85,7 +87,7 @@ def test_lex_leader_rows_keep_the_optimum(inst):
             perms = [variable_permutation(model, s) for s in breaking_symmetries(problem, grid, 32)]
             assert perms and all(p is not None for p in perms)
             lex_leader_rows(model.linear, perms, model.x_index[np.lexsort((model.x_chunk, model.x_epoch))])
-        res = toolkit.solve(model.linear, "cpsat", time_limit=60, threads=2, seed=0)
+        res = toolkit.solve(model.linear, "cpsat", Clock(Budget(60, 2, 0)))
         assert res.status == "optimal"
         optima.append(round(res.objective))
     assert optima[0] == optima[1]
@@ -100,7 +102,7 @@ def test_symmetric_restriction_gives_invariant_valid_schedules():
     classes = orbit_classes(model, group.generators)
     quotient = model.linear.quotient(classes)
     assert quotient.num_vars * group.order <= model.linear.num_vars + group.order
-    res = toolkit.solve(quotient, "cpsat", time_limit=30, threads=2, seed=0)
+    res = toolkit.solve(quotient, "cpsat", Clock(Budget(30, 2, 0)))
     assert res.status == "optimal"
     values = res.values[classes]
     assert model.linear.check(values)

@@ -18,7 +18,8 @@ from ortools.sat.python import cp_model
 
 from optcoll.errors import InputError
 from optcoll.instances.budget import Budget
-from optcoll.producers.exact.toolkit import SOLVERS, Clock, LinearModel, export, solve, solve_within, solver_version
+from optcoll.instances.clock import Clock
+from optcoll.producers.exact.toolkit import SOLVERS, LinearModel, export, solve, solver_version
 from optcoll.producers.exact.toolkit.interrupt import run_interruptibly
 from optcoll.producers.exact.toolkit.lex import Affine, lex_leq
 from optcoll.producers.exact.toolkit.model import INF
@@ -106,7 +107,7 @@ def test_the_quotient_keeps_each_distinct_row_once_in_order():
 @pytest.mark.parametrize("solver", SOLVERS)
 def test_every_backend_proves_the_same_optimum(solver):
     m, best = knapsack()
-    res = solve(m, solver, time_limit=60, threads=1, seed=0)
+    res = solve(m, solver, Clock(Budget(60, 1, 0)))
     assert res.status == "optimal" and res.objective == pytest.approx(best) and m.check(res.values)
     assert res.bound == pytest.approx(best) and res.version == solver_version(solver)
     assert res.version.startswith("OR-Tools ") and not res.interrupted
@@ -124,35 +125,21 @@ def test_solver_versions_are_one_string_each():
 @pytest.mark.parametrize("solver", SOLVERS)
 def test_a_complete_hint_is_taken_by_every_backend(solver):
     m, best = knapsack()
-    res = solve(m, "cpsat", time_limit=60, threads=1, seed=0)
+    res = solve(m, "cpsat", Clock(Budget(60, 1, 0)))
     m.hint = {i: int(v) for i, v in enumerate(res.values.tolist())}
-    hinted = solve(m, solver, time_limit=60, threads=1, seed=0)
+    hinted = solve(m, solver, Clock(Budget(60, 1, 0)))
     assert hinted.status == "optimal" and hinted.objective == pytest.approx(best)
 
 
 def test_a_work_limit_counts_cp_sat_deterministic_time_and_is_refused_elsewhere():
     m = hard_model()
-    res = solve(m, "cpsat", time_limit=600, threads=1, seed=0, work_limit=0.05)
+    res = solve(m, "cpsat", Clock(Budget(600, 1, 0, work_limit=0.05)))
     assert res.status == "feasible" and 0 < res.work and m.check(res.values)
-    again = solve(m, "cpsat", time_limit=600, threads=1, seed=0, work_limit=0.05)
+    again = solve(m, "cpsat", Clock(Budget(600, 1, 0, work_limit=0.05)))
     assert again.objective == res.objective and again.bound == res.bound  # the same on any machine
     for solver in ("highs", "scip"):
         with pytest.raises(InputError, match="work limit counts CP-SAT's deterministic time"):
-            solve(m, solver, time_limit=60, threads=1, seed=0, work_limit=1.0)
-
-
-def test_a_clock_splits_time_and_work_among_phases_and_shares_the_interrupt():
-    clock = Clock(Budget(time_limit=100, threads=1, seed=0, work_limit=8.0))
-    phase = clock.part(0.25)
-    assert phase.work_left() == pytest.approx(2.0) and 24 < phase.left() <= 25
-    phase.spend_work(1.5)
-    assert clock.work_left() == pytest.approx(6.5) and phase.work_spent == clock.work_spent == 1.5
-    phase.spend_work(1.0)  # over its share: nothing left in the phase, the rest stays above it
-    assert phase.left() == 0 and clock.work_left() == pytest.approx(5.5)
-    assert phase.limit_reached() == "the work limit (8)" and clock.left() > 0
-    phase.interrupt()
-    assert clock.interrupted and clock.left() == 0 and clock.part(1.0).interrupted
-    assert Clock(Budget(10, 1, 0)).limit_reached() == "the time limit (10 s)"
+            solve(m, solver, Clock(Budget(60, 1, 0, work_limit=1.0)))
 
 
 def test_ctrl_c_during_a_solve_returns_the_best_solution_so_far():
@@ -165,7 +152,7 @@ def test_ctrl_c_during_a_solve_returns_the_best_solution_so_far():
             os.kill(os.getpid(), signal.SIGINT)
 
     clock = Clock(Budget(time_limit=600, threads=1, seed=0))
-    res = solve_within(m, "cpsat", clock, progress=progress)
+    res = solve(m, "cpsat", clock, progress=progress)
     assert res.interrupted and clock.interrupted and clock.left() == 0
     assert res.values is not None and m.check(res.values)
 

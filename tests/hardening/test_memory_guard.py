@@ -51,7 +51,7 @@ def _prepared(formulation: str, path: str, backend: str, scale: float, threads: 
 
     from optcoll.instances.instancefile import load_instance
     from optcoll.instances.budget import Budget
-    from optcoll.producers.exact.toolkit import Clock
+    from optcoll.instances.clock import Clock
 
     inst = load_instance(path)
     if formulation in ("time-expanded", "continuous"):
@@ -68,7 +68,7 @@ def _prepared(formulation: str, path: str, backend: str, scale: float, threads: 
         if formulation == "continuous":
             def run() -> None:
                 model = continuous.build(problem, grid, horizon, 0)
-                continuous.solve(model, threads=threads, seed=0, progress=None, **_limits("cpsat"))
+                continuous.solve(model, Clock(Budget(threads=threads, seed=0, **_limits("cpsat"))))
             return continuous.size(problem, grid, horizon), run
         r = reach(problem, grid.delay)
         floor = timed._grid_floor(problem, grid, None)[0]
@@ -76,7 +76,7 @@ def _prepared(formulation: str, path: str, backend: str, scale: float, threads: 
 
         def run() -> None:
             model = expanded.build(problem, grid, r, horizon, lower)
-            toolkit.solve(model.linear, backend, threads=threads, seed=0, **_limits(backend))
+            toolkit.solve(model.linear, backend, Clock(Budget(threads=threads, seed=0, **_limits(backend))))
         return expanded.size(problem, grid, r, horizon, lower), run
 
     from optcoll.producers.exact.step import linear as step_linear

@@ -168,7 +168,8 @@ def test_an_address_that_is_not_one_is_one_line(tmp_path, record_property):
     """Input: `report --cluster notaurl` (a ValueError traceback from dask before)."""
     suite = write_instance(tmp_path / "suite", "ring8-ag", "ring8", "allgather", "64 MiB")
     line = assert_one_line_error(invoke(["report", suite, "--cluster", "notaurl", "--no-progress"]),
-                                 "cluster: cannot reach the Dask scheduler at 'notaurl'")
+                                 "--cluster: must be a Dask scheduler address such as tcp://host:8786, "
+                                 "got 'notaurl'")
     record_property("tried", "report --cluster notaurl")
     record_property("message", line)
 

@@ -27,6 +27,47 @@ def test_real_dumps_match_the_catalogs_per_gpu_bandwidth(name, catalog):
     assert len(box.switches) == len(reference.switches)  # MI300X: a full mesh; H100: one NVSwitch node
 
 
+def nvlink_out(machine, gpu=0):
+    """What a GPU sends per direction over links to GPUs and NVSwitches (not NICs or rails)."""
+    return sum(float(machine.link_bandwidth[e]) for e in machine.out_links[gpu]
+               if "nvswitch" in machine.label(int(machine.link_dst[e])) or int(machine.link_dst[e]) < machine.num_npus)
+
+
+@pytest.mark.parametrize("name, catalog, nvlink", [
+    ("perlmutter_a100_nid001056", "perlmutter", 300e9),  # 4 A100s, 4 NVLink3 per pair, no NVSwitch
+    ("vastai_hgx_h200_8x", "dgxh200", 450e9),  # 18 NVLink4 on four NVSwitches (4, 5, 5, 4)
+    ("vastai_hgx_b200_8x", "dgxb200", 900e9),  # 18 NVLink5, the fabric collapsed to one target
+])
+def test_captured_dumps_match_the_catalogs_nvlink_per_gpu(name, catalog, nvlink):
+    box, reference = load_nccl_topo(DATA / f"{name}.xml"), load_machine(catalog)
+    assert box.num_npus == reference.num_npus // (16 if catalog == "perlmutter" else 1)
+    for g in range(box.num_npus):
+        assert nvlink_out(box, g) == pytest.approx(nvlink) == pytest.approx(nvlink_out(reference, g))
+
+
+def test_perlmutter_dump_has_one_200_gbit_nic_per_gpu_as_the_catalog():
+    # each <cpu> holds one GPU and one Slingshot NIC, on root ports of their own: the NIC serves
+    # its CPU's GPU; 16 such nodes send what the catalog's Perlmutter sends per GPU (300 + 25 GB/s)
+    path = DATA / "perlmutter_a100_nid001056.xml"
+    assert nic_speeds(path.read_text()) == [200e9 / 8] * 4
+    cluster, reference = load_nccl_topo(path, nodes=16), load_machine("perlmutter")
+    assert cluster.num_npus == reference.num_npus == 64
+    for g in range(64):
+        assert per_gpu_out(cluster, g) == pytest.approx(per_gpu_out(reference, g)) == pytest.approx(325e9)
+
+
+@pytest.mark.parametrize("name", ["vastai_hgx_h200_8x", "vastai_hgx_b200_8x"])
+def test_rented_hgx_dumps_list_only_a_10_gbit_socket_nic_not_the_dgx_400_gbit_ones(name):
+    # what the file says, not the catalog: the rented hosts' NCCL saw one 10 Gbit/s eth0 per
+    # socket (no RDMA); a DGX H200/B200 has eight 400 Gbit/s ConnectX-7 (the rail models' 50 GB/s)
+    path = DATA / f"{name}.xml"
+    assert nic_speeds(path.read_text()) == [10e9 / 8] * 2
+    two = load_nccl_topo(path, nodes=2)
+    nic_links = [float(two.link_bandwidth[e]) for e in two.out_links[0] if "nic" in two.label(int(two.link_dst[e]))]
+    assert nic_links == [10e9 / 8]
+    assert 400e9 / 8 in {float(b) for b in load_machine("dgxh100-rail-2x8").link_bandwidth}
+
+
 def test_mi300x_dump_is_the_catalogs_full_mesh_and_its_nics_are_400_gbit():
     box = load_nccl_topo(DATA / "rccl_topo_8p_940.xml")
     assert all(len(box.links_between(u, v)) == 1 for u in range(8) for v in range(8) if u != v)

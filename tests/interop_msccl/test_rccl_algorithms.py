@@ -1,4 +1,4 @@
-"""RCCL's production MSCCL algorithms (data/rccl-algorithms/README.md: ROCm/rccl 0cbce2a) load under
+"""RCCL's production MSCCL algorithms (algorithms/rccl/README.md: ROCm/rccl 0cbce2a) load under
 RCCL's loader rules and verify on the MI300X catalog machine, never beating optcoll's bound."""
 from pathlib import Path
 
@@ -9,7 +9,7 @@ from optcoll.interop.msccl import import_msccl_xml, validate_msccl_xml
 from optcoll.machines.catalog import load_machine
 from optcoll.verify import verify
 
-DATA = Path(__file__).parent / "data" / "rccl-algorithms"
+DATA = Path(__file__).parents[2] / "algorithms" / "rccl"
 FILES = sorted(DATA.glob("*.xml.gz"))
 
 

@@ -22,7 +22,7 @@ NVLS = ("reduce_nvls", "reduce_nvls_pipeline")
 
 def _time(plan, machine, size):
     imported = import_mscclpp_plan(plan, machine, size=size)
-    result = verify(machine, imported.collective, imported.schedule, imported.model)
+    result = verify(imported.machine, imported.collective, imported.schedule, imported.model)
     assert imported.faithful, imported.problems
     assert result.valid, result.violation.message
     return result.time
@@ -48,9 +48,20 @@ def test_nvls_plans_need_a_switch_that_reduces_and_multicasts(stem):
         import_mscclpp_plan(CI / f"{stem}.json", load_machine("mi300x"), size=32 * MiB)
 
 
-def test_allgather_packets_on_mi300x_take_one_link_time():
-    # each GPU puts its 32 MiB as packets straight into its peer's scratch: α + b/B on a 64 GB/s link
-    assert _time(CI / "transfer_pack.json", load_machine("mi300x"), 64 * MiB) == pytest.approx(0.5e-6 + 32 * MiB / 64e9)
+def test_allgather_packets_on_mi300x_take_one_link_time_for_twice_their_bytes():
+    # each GPU puts its 32 MiB as LL16 packets straight into its peer's scratch: 64 MiB on the wire,
+    # α + 2b/B on a 64 GB/s link
+    assert _time(CI / "transfer_pack.json", load_machine("mi300x"), 64 * MiB) == pytest.approx(0.5e-6 + 2 * 32 * MiB / 64e9)
+    imported = import_mscclpp_plan(CI / "transfer_pack.json", load_machine("mi300x"), size=64 * MiB)
+    assert imported.machine.name == "mi300x (LL packets)" and any("LL16Packet" in n for n in imported.notes)
+
+
+def test_a_plan_mixing_packets_and_plain_puts_is_refused_naming_both():
+    data = json.loads((CI / "transfer_pack.json").read_text())
+    op = next(o for tb in data["gpus"][0]["threadblocks"] for o in tb["ops"] if o["name"] == "ppkt")
+    op["name"] = "put"
+    with pytest.raises(InputError, match="sends LL packets .* and put at gpus"):
+        import_mscclpp_plan(parse_plan(data, "mixed.json"), load_machine("mi300x"), size=64 * MiB)
 
 
 def test_nvls_allreduce_time_by_hand():
@@ -81,7 +92,7 @@ def test_relayed_partial_sums_through_one_switch_are_refused_by_the_verifier_wit
     # cross the one switch node at the same instant; optcoll's switch holds one value per chunk
     machine = load_machine("dgxh100")
     imported = import_mscclpp_plan(DSL / "allreduce.json.gz", machine, size=8 * MiB)
-    result = verify(machine, imported.collective, imported.schedule, imported.model)
+    result = verify(imported.machine, imported.collective, imported.schedule, imported.model)
     assert not result.valid and "nvswitch receives chunk" in result.violation.message
 
 
@@ -136,3 +147,35 @@ def test_message_size_range_and_alignment_are_the_executors():
     with pytest.raises(InputError, match="alignment"):
         sizes_for(read_plan(CI / "reduce.json"), 32 * MiB + 16)  # 2^21 + 1 units of 16 B: not 4 equal chunks
 
+
+
+def test_more_than_16_remote_buffers_in_a_thread_block_are_refused_naming_it():
+    # microsoft/mscclpp 1f5f065 execution_common.hpp: RemoteBuffers holds MAX_CHANNEL (16) buffers per
+    # memory and per port channels, filled per thread block without a bound check
+    data = _raw()
+    gpu = data["gpus"][0]
+    gpu["remote_buffers"] += [{"rank": 1, "type": "o", "access_channel_types": ["memory"]} for _ in range(16)]
+    tb = gpu["threadblocks"][0]
+    tb["remote_buffer_refs"] = [{"access_channel_type": "memory", "remote_buffer_ids": list(range(17))}]
+    text = _refusal(data)
+    assert text.startswith("bad.json: gpus[0].threadblocks[0].remote_buffer_refs:") and "17 remote buffers" in text
+    tb["remote_buffer_refs"][0]["remote_buffer_ids"] = list(range(16))
+    check_plan(parse_plan(data, "ok.json"))
+
+
+def test_a_gstore_allgather_pays_its_own_echo_one_hop_over_the_suites_schedule():
+    # every GPU multicasts its chunk through the NVSwitch with gstore; an NVLS group includes its
+    # issuer (validate: rank_groups hold the GPU itself), so each GPU's downlink takes 8 chunks, not
+    # 7: 9 hops (2.689 ms at 1 GiB), as the put-per-branch export, against the machines suite's
+    # multicast schedule of 8 hops (2.390 ms). So gstore is not what makes that schedule exportable.
+    n = 8
+    gpus = [{"id": g, "input_chunks": 1, "output_chunks": n, "scratch_chunks": 0,
+             "channels": [{"channel_type": "switch", "buffer_type": "o", "rank_groups": [{"size": n, "ranks": list(range(n))}]}],
+             "threadblocks": [{"id": 0, "channels": [{"channel_type": "switch", "channel_ids": [0]}],
+                               "ops": [{"name": "gstore", "src_buff": [{"type": "i", "index": 0, "size": 1}],
+                                        "dst_buff": [{"switch_channel_id": 0, "index": g, "size": 1}],
+                                        "channel_type": "switch"}]}]} for g in range(n)]
+    plan = parse_plan({"name": "gstore", "collective": "allgather", "protocol": "Simple", "inplace": False,
+                       "gpus": gpus}, "gstore.json")
+    hop = 0.5e-6 + 2**27 / 450e9
+    assert _time(plan, load_machine("dgxh100"), 2**30) == pytest.approx(9 * hop)

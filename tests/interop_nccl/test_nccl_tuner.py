@@ -110,3 +110,40 @@ def test_optimizer_input_is_read_by_nccls_own_script(tmp_path):
     picked = {(int(r[1]), r[3], r[4]) for r in rules}
     assert any(low <= 512 and algo == "tree" and proto == "ll" for low, algo, proto in picked), rules
     assert any(algo == "nvls" and proto == "simple" for _, algo, proto in picked), rules
+
+
+def test_expect_writes_a_table_the_real_plugin_follows_at_every_size(plugin_library, tmp_path):
+    """``optcoll expect dgxh100 --nccl-tuner-conf``: the compiled example plugin steers NCCL to the
+    algorithm, protocol and channels optcoll found fastest among NCCL's own at each size."""
+    import json
+
+    from click.testing import CliRunner
+
+    from optcoll.cli.main import cli
+
+    conf = tmp_path / "nccl_tuner.conf"
+    result = CliRunner().invoke(cli, ["expect", "dgxh100", "--sizes", "4KiB,64KiB,1MiB,16MiB,256MiB",
+                                      "--nccl-tuner-conf", str(conf), "--json"])
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.output)
+    tuner = ExampleTuner(plugin_library, conf, ranks=8, nodes=1)
+    try:
+        for r in rows:
+            tuned = r["nccl_tuned"]
+            assert tuned["time"] <= r["nccl"]["time"] * (1 + 1e-9)  # never slower than NCCL's own pick
+            assert tuner.choose("allreduce", r["size"]) == (ALGORITHM_INDEX[tuned["algorithm"]],
+                                                            PROTOCOL_INDEX[tuned["protocol"]], tuned["channels"])
+        assert {r["nccl_tuned"]["algorithm"] for r in rows} == {"ring", "nvls"}  # the table does change
+    finally:
+        tuner.close()
+
+
+def test_a_tuner_table_of_a_collective_nccl_cannot_tune_is_one_line_exit_2(tmp_path):
+    from click.testing import CliRunner
+
+    from optcoll.cli.main import cli
+
+    result = CliRunner().invoke(cli, ["expect", "dgxh100", "--collective", "alltoall", "--sizes", "1MiB",
+                                      "--nccl-tuner-conf", str(tmp_path / "t.conf")])
+    assert result.exit_code == 2 and "--nccl-tuner-conf" in result.output and "alltoall" in result.output
+    assert len(result.output.strip().splitlines()) == 1 and not (tmp_path / "t.conf").exists()

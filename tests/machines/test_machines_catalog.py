@@ -7,7 +7,8 @@ import pytest
 
 import optcoll
 from optcoll.errors import InputError
-from optcoll.machines.catalog import builtin_model_names, load_machine, models_dir
+from optcoll.machines.catalog import load_machine
+from optcoll.machines.modelpaths import builtin_model_names, models_dir
 
 
 def test_models_dir_is_the_repository_models_in_a_checkout():

@@ -13,7 +13,8 @@ from optcoll.bounds import best_lower_bound
 from optcoll.cli.main import cli
 from optcoll.collectives.builtins import make_collective
 from optcoll.instances.instance import TimeModel
-from optcoll.machines.catalog import builtin_model_names, load_model
+from optcoll.machines.catalog import load_model
+from optcoll.machines.modelpaths import builtin_model_names
 from optcoll.machines.figures import npu_bandwidth
 
 NAMES = builtin_model_names()

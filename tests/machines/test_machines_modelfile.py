@@ -8,7 +8,7 @@ import pytest
 
 from optcoll.errors import InputError
 from optcoll.machines import generators as g
-from optcoll.machines.catalog import models_dir
+from optcoll.machines.modelpaths import models_dir
 from optcoll.machines.machine import Machine
 from optcoll.machines.modelfile import load_machine_file, machine_to_toml
 

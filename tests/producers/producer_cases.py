@@ -1,6 +1,8 @@
 """Small machines and instances shared by the producer tests."""
 from __future__ import annotations
 
+import random
+
 from optcoll.collectives.builtins import make_collective
 from optcoll.instances.instance import Instance, TimeModel
 from optcoll.machines import generators as g
@@ -72,3 +74,26 @@ MODELS = [TimeModel(), TimeModel(occupancy="serialization"), TimeModel(send_port
 ROOTED = {"broadcast", "reduce", "gather", "scatter"}
 KINDS = ["allgather", "reducescatter", "allreduce", "broadcast", "reduce", "gather", "scatter",
          "alltoall"]
+
+
+def random_machine(rng: random.Random, max_npus: int = 5) -> Machine:
+    """A small strongly connected machine: a ring backbone (one way or both), a few random extra
+    links, up to two switches of random kinds (plain, multicast, reducing, both) on random NPUs;
+    latencies and bandwidths vary per link, so α and b/B differ from link to link."""
+    n = rng.randint(2, max_npus)
+    b = MachineBuilder(f"random{n}", n)
+
+    def link() -> dict:
+        return {"bandwidth": rng.choice([1, 2, 4]) * GIB, "latency": rng.choice([0.0, 1e-6, 5e-6, 2e-5])}
+
+    both = rng.random() < 0.5
+    for i in range(n):
+        b.add_link(i, (i + 1) % n, bidirectional=both, **link())
+    for _ in range(rng.randint(0, n)):
+        u, v = rng.sample(range(n), 2)
+        b.add_link(u, v, **link())
+    for k in range(rng.randint(0, 2)):
+        sw = b.add_switch(f"sw{k}", multicast=rng.random() < 0.4, reduce=rng.random() < 0.3)
+        for v in rng.sample(range(n), rng.randint(2, n)):
+            b.add_link(v, sw, bidirectional=True, **link())
+    return b.build()

@@ -17,7 +17,8 @@ import pytest
 from optcoll.machines import generators as g
 from optcoll.producers import spread
 from optcoll.producers.base import NotApplicable
-from optcoll.producers.greedy import kernel, routes
+from optcoll.producers.greedy import routes
+from optcoll.producers.greedy.coverage import KERNEL_MIN_DELIVERIES, kernel_covers, kernel_pays, routes_cover
 from optcoll.producers.greedy.engine import spread_greedy
 from optcoll.producers.greedy.plus import spread_plus
 from optcoll.producers.registry import SYNTHESIZERS
@@ -73,9 +74,9 @@ def test_kernel_and_interpreted_engine_give_the_same_schedule(spreader, machine,
                         model=model)
         for problem in (spread.of_collective(inst),
                         spread.dual(inst, inst.collective.post, inst.collective.pre)):
-            assert kernel.applicable(problem)
+            assert kernel_covers(problem)
             for seed in (0, 1, 2):
-                compiled = spreader(problem, np.random.default_rng(seed))
+                compiled = spreader(problem, np.random.default_rng(seed), compiled=True)
                 interpreted = spreader(problem, np.random.default_rng(seed), compiled=False)
                 assert len(compiled) == problem.needs[0].size
                 assert _same(compiled, interpreted), (kind, chunks, seed)
@@ -85,7 +86,7 @@ def test_kernel_stops_with_the_unreachable_chunk_named():
     machine = g.ring(4, GIB, 1e-6, bidirectional=False)
     broken = machine.without(links=[int(machine.links_between(1, 2)[0])])
     problem = spread.of_collective(instance(broken, "allgather"))
-    assert kernel.applicable(problem)
+    assert kernel_covers(problem)
     messages = []
     for compiled in (True, False):
         with pytest.raises(NotApplicable, match="chunk 1 cannot reach node npu0") as caught:
@@ -129,7 +130,7 @@ def test_packet_router_schedules_pass_the_verifier(machine):
         for kind in ("alltoall", "gather", "scatter"):
             inst = instance(machine, kind, 1e6, 2, root=0 if kind in ROOTED else None, model=model)
             problem = spread.of_collective(inst)
-            assert routes.applicable(problem)
+            assert routes_cover(problem)
             schedule = routes.run(problem, np.random.default_rng(0))
             assert len(schedule) >= problem.needs[0].size
             result = verify(inst.machine, inst.collective, schedule, inst.model)
@@ -152,3 +153,13 @@ def test_packet_router_takes_shortest_paths_farthest_first():
     first = schedule.start == 0.0
     hops_left = (problem.post.nodes[schedule.chunk[first]] - problem.pre.nodes[schedule.chunk[first]]) % 5
     assert np.all(hops_left == 4)
+
+
+def test_the_kernel_runs_by_default_only_where_it_pays():
+    """Below ``KERNEL_MIN_DELIVERIES`` the interpreted engine runs (no numba to load), above it
+    the kernel; ``compiled`` forces either way. The schedules are the same (tests above)."""
+    small = spread.of_collective(instance(g.torus([8, 8], GIB, 1e-6), "allgather"))
+    large = spread.of_collective(instance(g.torus([20, 20], GIB, 1e-6), "allgather"))
+    assert small.needs[0].size < KERNEL_MIN_DELIVERIES <= large.needs[0].size
+    assert not kernel_pays(small, None) and kernel_pays(small, True) and kernel_pays(large, None)
+    assert not kernel_pays(large, False)

@@ -14,7 +14,8 @@ from optcoll.bounds import lower_bounds
 from optcoll.cli.main import cli
 from optcoll.instances.instance import Instance
 from optcoll.machines import generators as g
-from optcoll.machines.catalog import builtin_model_names, load_machine
+from optcoll.machines.catalog import load_machine
+from optcoll.machines.modelpaths import builtin_model_names
 from optcoll.machines.machine import Machine, MachineBuilder
 from optcoll.producers.base import NotApplicable
 from optcoll.producers.exact.timed.solve import solve_timed
@@ -74,7 +75,7 @@ def test_optcoll_solve_reports_optimal_on_dgxh100():
     result = CliRunner().invoke(cli, ["solve", str(path), "--time-limit", "10", "--no-progress"],
                                 catch_exceptions=False)
     assert result.exit_code == 0
-    assert "optimal: 2.68885 ms (verified)" in result.stdout and "first upper bound from inswitch" in result.stdout
+    assert "optimal: 2.68885 ms (verified)" in result.stdout and "first AllReduce schedule: inswitch" in result.stdout
 
 
 @pytest.mark.parametrize("machine", [g.switch(4, 10 * GIB, US), g.switch(4, 10 * GIB, US, reduce=True),
@@ -114,17 +115,19 @@ def test_one_slower_member_still_verifies_and_warm_starts_the_solver(bandwidth, 
     made = _respects_bounds(inst)
     out, result = _solve(inst, time_limit=2)
     assert made < out.params["family_time"] * (1 - 1e-9)  # ReduceScatter then AllGather is slower here
-    assert any(note.startswith("the inswitch schedule") for note in out.notes)
-    assert result.time <= made * (1 + 1e-9)  # a start of the direct model: never worse
+    start = out.params["start"]  # the fastest producer starts the direct model (inswitch or faster)
+    assert "inswitch" in start["tried"] and start["time"] <= made * (1 + 1e-9)
+    assert any(note.startswith(f"the {start['producer']} schedule") for note in out.notes)
+    assert result.time <= start["time"] * (1 + 1e-9)  # a start of the direct model: never worse
 
 
 def test_ctrl_c_while_building_the_in_switch_start_still_returns_an_allreduce(monkeypatch):
     import optcoll.producers.exact.timed.solve as timed
 
-    def pressed(inst):
+    def pressed(inst, *_):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(timed, "_structured_start", pressed)
+    monkeypatch.setattr(timed, "best_start", pressed)
     inst = instance(load_machine("star4_sharp"), "allreduce", float(GIB), 1)
     out, result = _solve(inst)
     assert out.params["interrupted"] and out.params["family"] == "reducescatter+allgather"

@@ -17,7 +17,7 @@ from producer_cases import KINDS, MODELS, ROOTED, instance, small_machines, veri
 MACHINES = small_machines()
 STRUCTURAL = ("power-of-two", "multi-dimensional", "every NPU of the machine",
               # direct flows (NCCL's tree, NVLS, CollNet) and what they need of the machine
-              "cannot pass a partial on", "multicasts and reduces", "network switch that reduces",
+              "nodes that may relay it", "multicasts and reduces", "network switch that reduces",
               "at least 2 nodes", "within one node", "a NIC",
               # Swing's pairing and Bine's butterfly
               "even size",

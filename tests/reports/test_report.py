@@ -200,3 +200,25 @@ def test_report_exits_1_on_a_contradiction(built, tmp_path):
                           "--runs", "2", "--time-limit", "10", "--threads", "1"], capture_output=True,
                          text=True)
     assert bad.returncode == 1 and "CONTRADICTION" in bad.stderr
+
+
+def test_a_recorded_exact_result_is_marked_by_what_this_run_did(built):
+    """The exact solver never ran in this report (every optimum was recorded): its cells say so
+    (‡), never "better than this run's exact solve" (†), which needs a slower schedule of this run."""
+    from dataclasses import replace
+
+    from optcoll.reports.content import gap_cell, legend
+
+    root, suite_dir, *_ = built
+    update_suite(find_suite(str(suite_dir)), SETTINGS, ResultCache(root / "cache"), workers=0,
+                 progress=False)
+    plan = plan_report([find_suite(str(suite_dir))], SETTINGS, plots=False)
+    records, _ = run_plan(plan, ResultCache(root / "cache"), workers=0, progress=False)
+    report = assemble(plan, records, "t")
+    for row in report.rows:
+        exact = row.producers["exact"]
+        assert exact.recorded and exact.beat is None and gap_cell(row, exact).endswith(" ‡")
+        assert gap_cell(row, replace(exact, beat=exact.time * 1.1)).endswith(" †")
+    words = [item.text for item in legend(report).items]
+    assert any(w.startswith("‡:") and "this run's exact solver gave no schedule" in w for w in words)
+    assert any(w.startswith("†:") and "faster than the schedule this run's exact solve found" in w for w in words)

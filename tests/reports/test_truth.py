@@ -227,3 +227,46 @@ def test_a_bounded_record_names_what_stopped_the_proof():
     assert unproven({}, {"family": "reducescatter+allgather", "status": "optimal", "params": {}}) == \
         "only the reducescatter+allgather family was searched (optimal within it)"
     assert unproven({"params": {"interrupted": False}}, None) == ""
+
+
+def test_a_bounded_record_names_its_time_grid_and_the_c_of_its_least_bound():
+    """An exact solve that ended on its own rounded-up grid (not stopped, nothing refused) and a
+    C-free bound taken at another C were "no cause recorded"; the words state the recorded
+    numbers, and a grid whose relaxation meets it, or a bound at the schedule's C, says nothing."""
+    from optcoll.truth.record import unproven
+
+    params = {"interrupted": False, "quantum": 3.778270222222222e-05, "rounding": "up", "epochs": 57,
+              "relaxation_epochs": 56, "chunks_per_rank": 4, "chunk_choices": [1, 2, 4, 8], "bound_chunks": 8}
+    assert unproven({"params": params}, None) == (
+        "exact time grid (quantum 37.7827 us): its schedule takes 57 epochs with link times rounded up, "
+        "its relaxation with them rounded down proves only 56; the grids meet only where link times are "
+        "multiples of the quantum; the least bound over C is the one at C=8; the best schedule is at C=4")
+    assert unproven({"params": {**params, "relaxation_epochs": 57, "bound_chunks": 4}}, None) == ""
+
+
+def test_a_stored_schedule_that_no_longer_verifies_gives_way_only_to_one_as_fast(recorded, tmp_path):
+    """The verifier's rules grew (a plain switch told which arrival to forward): a recorded
+    schedule they reject is replaced by this run's when that is at least as fast, with a note
+    saying so; a recorded time no schedule of the run reaches stops the update (never lost)."""
+    from optcoll.schedules.jsonfile import load_schedule, save_schedule
+
+    suite_dir = _copy(recorded, tmp_path)
+    spec = find_suite(str(suite_dir)).spec("ring8-ag")
+    truth, _ = load_truth(spec)
+    path = suite_dir / truth.schedule
+    machine = spec.instance.machine
+    stored = load_schedule(path, machine)
+    save_schedule(path, stored.take(list(range(1, len(stored)))), machine)  # no longer valid
+    updated, _ = update_suite(find_suite(str(suite_dir)), SETTINGS, recorded[1], workers=0, progress=False)
+    [ring] = [u for u in updated if u.instance == "ring8-ag"]
+    assert ring.schedule_written and ring.after.best.value == truth.best.value
+    assert any("no longer verifies" in note and "replaced by" in note for note in ring.notes)
+    again, _ = load_truth(find_suite(str(suite_dir)).spec("ring8-ag"))
+    save_schedule(suite_dir / again.schedule, stored.take(list(range(1, len(stored)))), machine)
+    text = (suite_dir / "ring8-ag.toml").read_text().replace(f"time = {again.best.value!r}",
+                                                            f"time = {again.best.value / 2!r}")
+    text = text.replace(f"value = {again.best.value!r}\nproducer = \"{again.best.producer}\"",
+                        f"value = {again.best.value / 2!r}\nproducer = \"{again.best.producer}\"")
+    (suite_dir / "ring8-ag.toml").write_text(text)
+    with pytest.raises(TruthContradiction, match="no longer verifies"):
+        update_suite(find_suite(str(suite_dir)), SETTINGS, recorded[1], workers=0, progress=False)

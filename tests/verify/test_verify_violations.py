@@ -148,6 +148,59 @@ def test_switch_forward_plain_switch_forwards_each_arrival_once():
     assert v.node == 3
 
 
+def _exchange_through_a_plain_switch(named: bool = True, swapped: bool = False):
+    """Two NPUs swap their partials of each chunk through one plain switch, both at one instant
+    (the rail exchange's crossing): npu0 and npu1 send into sw at t, sw reduces each into the
+    other NPU at t + TAU. ``named``: each departure names its arrival (via); ``swapped``: names the
+    wrong one (each NPU gets its own partial back)."""
+    m = star(2)
+    b = ScheduleBuilder(m)
+    for c, t in ((0, 0.0), (1, TAU)):
+        rows = [b.add(c, m.links_between(v, 2)[0], t) for v in (0, 1)]
+        for v, row in zip((1, 0), rows if not swapped else rows[::-1]):
+            b.add(c, m.links_between(2, v)[0], t + TAU, "reduce", via=row if named else None)
+    return m, collective("allreduce", 2), b.build()
+
+
+def test_named_forwards_make_a_simultaneous_exchange_valid_in_every_order():
+    m, coll, s = _exchange_through_a_plain_switch()
+    rng = np.random.default_rng(0)
+    orders = [np.arange(len(s)), np.arange(len(s))[::-1]] + [rng.permutation(len(s)) for _ in range(30)]
+    verdicts = {(r.valid, r.time) for r in (verify(m, coll, s.take(order)) for order in orders)}
+    assert len(verdicts) == 1 and verdicts.pop() == (True, pytest.approx(3 * TAU))
+
+
+def test_ambiguous_forward_when_simultaneous_partials_leave_unnamed():
+    m, coll, s = _exchange_through_a_plain_switch(named=False)
+    for order in (np.arange(len(s)), np.arange(len(s))[::-1]):
+        rejected(m, coll, s.take(order), "ambiguous-forward", chunk=0, at=TAU,
+                 words=("switch sw forwards 2 transfers of chunk 0", "{npu0}; {npu1}", "set via"))
+
+
+def test_named_forwards_of_the_wrong_arrivals_count_twice():
+    m, coll, s = _exchange_through_a_plain_switch(swapped=True)
+    rejected(m, coll, s, "double-count", chunk=0, at=2 * TAU, words=("counted twice",))
+
+
+def test_switch_forward_when_two_sends_name_one_arrival():
+    m, coll, s = _exchange_through_a_plain_switch()
+    via = s.via.copy()
+    via[3] = via[2]
+    rejected(m, coll, replace(s, via=via), "switch-forward", chunk=0, at=TAU, transfer=3,
+             words=("as the arrival of transfer 0 (via)", "already forwarded"))
+
+
+def test_bad_via_names_a_sender_that_is_no_plain_switch_or_a_wrong_arrival():
+    m, coll, s = _exchange_through_a_plain_switch()
+    via = s.via.copy()
+    via[0] = 1  # npu0's send into the switch names an arrival: an NPU forwards nothing
+    rejected(m, coll, replace(s, via=via), "bad-via", chunk=0, at=0.0, transfer=0,
+             words=("its sender npu0 is an NPU",))
+    via = s.via.copy()
+    via[6] = 2  # a departure of chunk 1 names a departure of chunk 0
+    rejected(m, coll, replace(s, via=via), "bad-via", chunk=1, transfer=6, words=("names transfer 2",))
+
+
 def test_switch_forward_before_the_copy_arrives_names_the_next_arrival():
     m = star(2)
     b = ScheduleBuilder(m)
@@ -210,6 +263,21 @@ def test_missing_contribution(ring3):
                  chunk=0, at=2 * TAU, words=("npu0 ends holding chunk 0 without the contributions of npu2",
                                  "(it has npu0, npu1;"))
     assert v.node == 0
+
+
+def test_overwrite_only_under_reduce_only(ring3):
+    """Ring AllReduce's AllGather phase copies each full sum over a partial that it contains: valid
+    by default (a copy writes the buffer), rejected under SCCL's rules (nothing is overwritten)."""
+    ar = collective("allreduce", 3)
+    s = ring_reducescatter(ring3, 3)
+    ag = ring_allgather(ring3, 3, offset=2 * TAU)
+    both = from_arrays(np.concatenate([s.chunk, ag.chunk]), np.concatenate([s.link, ag.link]),
+                       np.concatenate([s.start, ag.start]), np.concatenate([s.op, ag.op]))
+    assert verify(ring3, ar, both).valid
+    v = rejected(ring3, ar, both, "overwrite", TimeModel(combining="reduce-only"), chunk=0, link=0,
+                 at=3 * TAU, transfer=6, words=("npu1 receives a copy of chunk 0", "over its partial sum of npu1",
+                                                'combining = "reduce-only"'))
+    assert v.node == 1
 
 
 # -- timing rules ----------------------------------------------------------------------------------
@@ -339,3 +407,22 @@ def test_collective_must_fit_the_machine(ag3):
 def test_every_violation_kind_has_a_hand_built_schedule_here():
     source = Path(__file__).read_text().split("def test_every_violation_kind")[0]
     assert [k for k in VIOLATION_KINDS if f'"{k}"' not in source] == []
+
+
+def test_a_transfer_whose_link_time_vanishes_in_rounding_is_bad_input():
+    """An AlltoAllv with one 1e33-byte entry beside 64 KiB ones: the small chunk, started after
+    the big one ended (1e24 s), would arrive at its own start in floating point. Through a plain
+    switch the event engine then met its delivery before its start (a KeyError); it is refused as
+    bad input instead, naming the transfer."""
+    from optcoll.collectives.builtins import make_alltoallv
+
+    m = star(2)
+    coll = make_alltoallv([0, 1], np.array([[0, 1e33], [65536, 0]]), 1)
+    b = ScheduleBuilder(m)
+    b.send(0, 0, 2, start=0.0)
+    b.send(0, 2, 1, start=1e24)
+    b.send(1, 1, 2, start=1e24)
+    b.send(1, 2, 0, start=1e24 + 1e10)
+    with pytest.raises(InputError, match=r"transfer 2 \(chunk 1 on link 2 \(npu1->sw\)\) starts at 1e\+24 s, "
+                                         r"where its link time vanishes in double-precision rounding"):
+        verify(m, coll, b.build())

@@ -93,9 +93,10 @@ def bidirectional_ring_allgather(machine: Machine, n: int) -> Schedule:
 
 def replace(schedule: Schedule, **columns) -> Schedule:
     cols = {name: getattr(schedule, name).copy() for name in ("chunk", "link", "start", "op", "step")}
+    cols["via"] = schedule.via
     cols.update({k: np.asarray(v) for k, v in columns.items()})
     return from_arrays(cols["chunk"], cols["link"], cols["start"], cols["op"], cols["step"],
-                       schedule.rounds, **schedule.meta)
+                       schedule.rounds, cols["via"], **schedule.meta)
 
 
 def subset(schedule: Schedule, keep: np.ndarray) -> Schedule:

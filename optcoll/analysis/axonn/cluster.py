@@ -12,7 +12,7 @@ from typing import Any
 
 from optcoll.errors import InputError
 from optcoll.inputfiles import read_toml
-from optcoll.machines.catalog import model_path
+from optcoll.machines.modelpaths import model_path
 from optcoll.machines.generators import GENERATORS, multinode
 from optcoll.machines.machine import Machine
 from optcoll.machines.modelfile import machine_from_dict

@@ -8,7 +8,9 @@ switch); the other links (NICs, leaves, spine) the network efficiency and step l
 same way. Schedules that reduce in a switch (NVLS) run its links at the generation's NVLS
 efficiency. Every link's bandwidth also carries the protocol's payload efficiency. The time model
 is ``serialization``: α is pipelined propagation (one step latency per hop), a link is busy only
-while it moves bytes.
+while it moves bytes. Without ``innetwork`` the switches only route (no multicast, no reduction:
+``routing_view``): a runtime that does not use NVLS gets neither its function nor its cost, and
+the verifier refuses a schedule that would.
 """
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from functools import cached_property
 import numpy as np
 
 from optcoll.instances.instance import TimeModel
+from optcoll.interop.msccl.routes import routing_view
 from optcoll.machines.calibration import NET_EFFICIENCY, Generation, Protocol
 from optcoll.machines.machine import Machine
 from optcoll.producers.baselines.nccl.topology import NcclTopology, nccl_topology
@@ -68,7 +71,7 @@ class CalibratedMachine:
             bandwidth = np.where(reducing, bandwidth * g.nvls_efficiency.value, bandwidth)
         if p.name == "ll":  # NCCL caps LL's bus bandwidth per GPU (llMaxBws): spread over its links
             bandwidth = self._capped(bandwidth, g.ll_max_busbw.value * 1e9)
-        return replace(m, link_latency=latency, link_bandwidth=bandwidth,
+        return replace(m if self.innetwork else routing_view(m), link_latency=latency, link_bandwidth=bandwidth,
                        name=f"{m.name} [calibrated {g.name}/{p.name}{'/nvls' if self.innetwork else ''}]")
 
     def _capped(self, bandwidth: np.ndarray, per_npu: float) -> np.ndarray:

@@ -22,6 +22,13 @@ from optcoll.machines.nccl_latency import BASE_LATENCY_US, HW_LATENCY_US
 PRODUCERS = {"ring": "nccl-ring", "tree": "nccl-tree", "nvls": "nccl-nvls", "nvls_tree": "nccl-nvls-tree",
              "pat": "nccl-pat"}
 _PROTO_INDEX = {"ll": 0, "ll128": 1, "simple": 2}
+#: NCCL runs AlltoAll as grouped sends and receives to every peer (nccl-tests alltoall_perf), not
+#: a collective algorithm: optcoll's ``direct`` producer. Its protocol is LL while a peer's bytes
+#: fit NCCL_P2P_LL_THRESHOLD (16 KiB per channel, one channel per peer assumed; src/enqueue.cc
+#: lines 859 and 932 at 5067397c), else Simple.
+P2P = "p2p"
+P2P_PRODUCER = "direct"
+P2P_LL_THRESHOLD = 16384
 #: llMaxBws for multi-node communicators (Intel CPU row, N2 and N4), tuning.cc.
 _LL_MAX_MULTI = (39.0, 20.4)
 
@@ -149,7 +156,10 @@ def channels(a: str, p: str, size: int, v: NcclView) -> int:
 
 def estimates(kind: str, size: int, v: NcclView, algorithm: str | None = None) -> list[NcclEstimate]:
     """NCCL's estimate for every algorithm and protocol it would consider, fastest first;
-    ``algorithm`` forces one (as NCCL_ALGO does)."""
+    ``algorithm`` forces one (as NCCL_ALGO does). AlltoAll: its point-to-point sends (``P2P``),
+    whose time NCCL does not estimate (0)."""
+    if kind == "alltoall":
+        return [NcclEstimate(P2P, "ll" if size // v.ranks <= P2P_LL_THRESHOLD else "simple", 1, 0.0)]
     out = []
     for a in _algorithms(kind, v):
         if algorithm is not None and a != algorithm:

@@ -14,18 +14,29 @@ verification tracks at most ``MAX_CHUNK_COPIES`` chunk copies (N²·C); a capped
 Time of a schedule = verified time on the calibrated machine + the per-call latency of its
 protocol (NCCL's base latency of the algorithm; NVLS's call latency for schedules that reduce in
 a switch) + the fitted launch cost.
+
+The search for ``best`` simulates a candidate (producer, protocol) only if it can still win: its
+*floor* is below the best time found so far at that size. A floor is the candidate's call
+latency plus the physical bandwidth bound (``bound.bound_curve``; without in-network reduction
+for producers that use none, which their routing-only calibrated machine enforces) over the
+candidate machine's best link efficiency — a valid bound — and, as a search assumption, the
+candidate's own time at any smaller size already simulated on the ``Context`` (a producer's time
+does not fall as the message grows). Candidates run in order of their floors. Runs are kept per
+(collective, size, producer, protocol) on the ``Context``, so NCCL's choice and the search share
+them; every reported time is still a schedule verified at that size.
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
 
+from optcoll.analysis.expect.bound import bound_curve
 from optcoll.analysis.expect.calibrated import TIME_MODEL, CalibratedMachine
-from optcoll.analysis.expect.nccl import PRODUCERS, NcclView, channels, estimates, view
-from optcoll.bounds.api import lower_bounds
+from optcoll.analysis.expect.nccl import P2P_PRODUCER, PRODUCERS, NcclView, channels, estimates, view
 from optcoll.collectives.builtins import make_collective
 from optcoll.errors import InputError
-from optcoll.instances.instance import Instance, TimeModel
+from optcoll.instances.instance import Instance
+from optcoll.interop.msccl.routes import routing_view
 from optcoll.machines.calibration import LAUNCH_US, NVLS_CALL_US, NVLS_CHUNK_BYTES, PROTOCOLS, Generation
 from optcoll.machines.machine import Machine
 from optcoll.producers.base import NotApplicable
@@ -65,11 +76,21 @@ class Context:
     generation: Generation
     nccl: NcclView
     calibrated: dict = field(default_factory=dict, compare=False)
+    #: (collective, size, producer, protocol) -> its Choice, or the NotApplicable it raised
+    runs: dict = field(default_factory=dict, compare=False)
 
     def rated(self, protocol: str, innetwork: bool) -> CalibratedMachine:
         key = (protocol, innetwork)
         if key not in self.calibrated:
             self.calibrated[key] = CalibratedMachine(self.physical, self.generation, PROTOCOLS[protocol], innetwork)
+        return self.calibrated[key]
+
+    def routing(self, innetwork: bool) -> Machine:
+        """The physical machine, its switches only routing unless ``innetwork`` (one object, so
+        its bound curve is computed once)."""
+        key = ("physical", innetwork)
+        if key not in self.calibrated:
+            self.calibrated[key] = self.physical if innetwork else routing_view(self.physical)
         return self.calibrated[key]
 
 
@@ -91,15 +112,30 @@ def pipelining_unit(algorithm: str, protocol: str, size: int, ctx: Context) -> t
     return nc, PROTOCOLS[protocol].chunk_bytes.value
 
 
-def _call_latency(producer: str, algorithm: str, protocol: str) -> float:
+def call_latency(producer: str, protocol: str) -> float:
+    """Seconds a call costs besides its verified schedule: the protocol's base latency (NVLS's
+    call latency for schedules that reduce in a switch) and the launch."""
     p = PROTOCOLS[protocol]
     base = NVLS_CALL_US.value if producer in _INNETWORK else p.base_us.value
     return (base + LAUNCH_US.value) * 1e-6
 
 
 def run(ctx: Context, kind: str, size: int, producer: str, algorithm: str, protocol: str) -> Choice:
-    """``producer`` at ``size`` with ``protocol`` on the calibrated machine, verified; raises
-    ``NotApplicable`` where it does not apply."""
+    """``producer`` at ``size`` with ``protocol`` on the calibrated machine, verified (once per
+    ``Context``); raises ``NotApplicable`` where it does not apply."""
+    key = (kind, size, producer, protocol)
+    if key not in ctx.runs:
+        try:
+            ctx.runs[key] = _run(ctx, kind, size, producer, algorithm, protocol)
+        except NotApplicable as exc:
+            ctx.runs[key] = exc
+    found = ctx.runs[key]
+    if isinstance(found, NotApplicable):
+        raise found
+    return found
+
+
+def _run(ctx: Context, kind: str, size: int, producer: str, algorithm: str, protocol: str) -> Choice:
     n = ctx.physical.num_npus
     nc, unit = pipelining_unit(algorithm, protocol, size, ctx)
     want = max(1, math.ceil(size / (n * unit)))
@@ -112,18 +148,19 @@ def run(ctx: Context, kind: str, size: int, producer: str, algorithm: str, proto
     result = verify(rated.machine, collective, schedule, TIME_MODEL)
     if not result.valid:  # a producer's bug, never a prediction
         raise RuntimeError(f"{producer} made an invalid schedule: {result.violation}")
-    seconds = float(result.time) + _call_latency(producer, algorithm, protocol)
+    seconds = float(result.time) + call_latency(producer, protocol)
     return Choice(producer, algorithm, protocol, nc, chunks, size / (n * chunks), chunks < want, seconds)
 
 
 def nccl_choice(ctx: Context, kind: str, size: int, algorithm: str | None = None) -> Choice:
-    """NCCL's pick (its own cost model) and its time in the calibrated model."""
+    """NCCL's pick (its own cost model; ``algorithm`` forces one) and its time in the calibrated
+    model. What the machine's runtime runs (RCCL's MSCCL files first) is ``rows.runtime_choice``."""
     picks = estimates(kind, size, ctx.nccl, algorithm)
     if not picks:
         raise InputError(f"NCCL runs no {algorithm or 'algorithm'} for {kind} on {ctx.physical.name}",
                          field="algorithm")
     pick = picks[0]
-    return run(ctx, kind, size, PRODUCERS[pick.algorithm], pick.algorithm, pick.protocol)
+    return run(ctx, kind, size, PRODUCERS.get(pick.algorithm, P2P_PRODUCER), pick.algorithm, pick.protocol)
 
 
 #: A search cut, not a model parameter: above these sizes the protocol's payload efficiency (LL
@@ -138,61 +175,76 @@ def _protocols(producer: str, size: int) -> tuple[str, ...]:
     return tuple(p for p in ("ll", "ll128", "simple") if size <= _PROTOCOL_MAX_SIZE[p])
 
 
-def best_choice(ctx: Context, kind: str, size: int) -> Choice:
-    """The fastest verified schedule over NCCL's algorithms and ``OTHERS`` and every protocol."""
-    found: list[Choice] = []
+def _candidates(ctx: Context, size: int) -> list[tuple[str, str, str]]:
+    """(producer, NCCL's algorithm name or the producer's, protocol) tried for ``best``."""
+    out = []
     for producer in (*PRODUCERS.values(), *OTHERS):
         algorithm = next((a for a, p in PRODUCERS.items() if p == producer), producer)
-        for protocol in _protocols(producer, size):
-            try:
-                found.append(run(ctx, kind, size, producer, algorithm, protocol))
-            except NotApplicable:
-                break
-    if not found:
+        out += [(producer, algorithm, protocol) for protocol in _protocols(producer, size)]
+    return out
+
+
+def _floor(ctx: Context, kind: str, size: int, producer: str, protocol: str) -> float:
+    """A time the candidate cannot beat at ``size`` (module docstring)."""
+    innetwork = producer in _INNETWORK
+    rated = ctx.rated(protocol, innetwork).machine
+    efficiency = float((rated.link_bandwidth / ctx.physical.link_bandwidth).max())
+    bandwidth = bound_curve(ctx.routing(innetwork), kind).per_byte * size / efficiency
+    earlier = [c.seconds for (k, s, p, q), c in ctx.runs.items()
+               if (k, p, q) == (kind, producer, protocol) and s < size and isinstance(c, Choice)]
+    return max([call_latency(producer, protocol) + bandwidth, *earlier])
+
+
+def best_choice(ctx: Context, kind: str, size: int) -> Choice:
+    """The fastest verified schedule over NCCL's algorithms and ``OTHERS`` and every protocol,
+    simulating only candidates whose floor is below the best found so far (module docstring)."""
+    return _search(ctx, kind, size, _candidates(ctx, size))
+
+
+def _nccl_runnable(ctx: Context, kind: str, size: int) -> list[tuple[str, str, str]]:
+    return [(PRODUCERS.get(e.algorithm, P2P_PRODUCER), e.algorithm, e.protocol)
+            for e in estimates(kind, size, ctx.nccl)]
+
+
+def nccl_best(ctx: Context, kind: str, size: int) -> Choice:
+    """The fastest in the calibrated model of what NCCL itself runs here (its algorithms and
+    protocols on this machine, each at NCCL's channels): what a tuner plugin should pick."""
+    return _search(ctx, kind, size, _nccl_runnable(ctx, kind, size))
+
+
+def nccl_candidates(ctx: Context, kind: str, size: int) -> list[Choice]:
+    """Every (algorithm, protocol) NCCL runs here, each in the calibrated model, fastest first."""
+    out = []
+    for producer, algorithm, protocol in _nccl_runnable(ctx, kind, size):
+        try:
+            out.append(run(ctx, kind, size, producer, algorithm, protocol))
+        except NotApplicable:
+            continue
+    return sorted(out, key=lambda c: (c.seconds, c.algorithm, c.protocol))
+
+
+def _search(ctx: Context, kind: str, size: int, candidates: list[tuple[str, str, str]]) -> Choice:
+    best: Choice | None = None
+    skip: set[str] = set()  # producers that do not apply (at any protocol)
+    floors = sorted((_floor(ctx, kind, size, producer, protocol), i, producer, algorithm, protocol)
+                    for i, (producer, algorithm, protocol) in enumerate(candidates))
+    for floor, _, producer, algorithm, protocol in floors:
+        if producer in skip or (best is not None and floor > best.seconds):
+            continue
+        try:
+            found = run(ctx, kind, size, producer, algorithm, protocol)
+        except NotApplicable:
+            skip.add(producer)
+            continue
+        if best is None or (found.seconds, found.producer, found.protocol) < (best.seconds, best.producer,
+                                                                             best.protocol):
+            best = found
+    if best is None:
         raise InputError(f"no producer makes a {kind} on {ctx.physical.name}")
-    return min(found, key=lambda c: (c.seconds, c.producer, c.protocol))
+    return best
 
 
 def physical_bound(physical: Machine, kind: str, size: int) -> tuple[float, str]:
-    """A lower bound valid for every chunking: the best of the bounds whose value does not change
-    with C (the bandwidth ones: cuts, volumes), and the latency bound of a vanishing chunk."""
-    n = physical.num_npus
-    model = TimeModel(occupancy="serialization")
-    values = {}
-    for c in (1, 2, 4):
-        for b in lower_bounds(physical, make_collective(kind, list(range(n)), float(size), c), model):
-            values.setdefault(b.name, []).append(b.value)
-    steady = {name: v[0] for name, v in values.items() if len(v) == 3 and max(v) - min(v) <= 1e-12 * max(v)}
-    tiny = make_collective(kind, list(range(n)), 1e-9 * n, 1)
-    latency = max((b.value for b in lower_bounds(physical, tiny, model) if b.name == "latency"), default=0.0)
-    best = max(steady.items(), key=lambda item: item[1], default=("none", 0.0))
-    return (best[1], best[0]) if best[1] >= latency else (latency, "latency")
-
-
-@dataclass(frozen=True)
-class Row:
-    size: int
-    bound: float
-    bound_name: str
-    best: Choice
-    nccl: Choice
-    measured: float | None = None
-
-    @property
-    def headroom(self) -> float:
-        return self.nccl.seconds / self.best.seconds
-
-    def to_dict(self) -> dict:
-        out = {"size": self.size, "bound": self.bound, "bound_name": self.bound_name,
-               "best": self.best.to_dict(), "nccl": self.nccl.to_dict(), "headroom": self.headroom,
-               "measured": self.measured}
-        if self.measured is not None:
-            out["measured_of_best"] = self.best.seconds / self.measured
-            out["measured_of_bound"] = self.bound / self.measured
-        return out
-
-
-def row(ctx: Context, kind: str, size: int, algorithm: str | None = None,
-        measured: float | None = None) -> Row:
-    bound, name = physical_bound(ctx.physical, kind, size)
-    return Row(size, bound, name, best_choice(ctx, kind, size), nccl_choice(ctx, kind, size, algorithm), measured)
+    """A lower bound valid for every chunking (``bound.bound_curve``): the bandwidth bounds whose
+    value does not change with C (cuts, volumes), or the latency bound of a vanishing chunk."""
+    return bound_curve(physical, kind).at(size)

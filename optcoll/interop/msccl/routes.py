@@ -1,4 +1,4 @@
-"""The GPU-only view of a switched machine: MSCCL connections as routes through switches.
+"""MSCCL connections on a switched machine: routes through switches, in the GPU-only view.
 
 MSCCL-IR names peers only: a thread block sends to GPU v on channel c. On a machine where two
 GPUs share no link, the data crosses switches (an NVSwitch; a NIC's rail leaf and the spine), so
@@ -18,12 +18,14 @@ the view optcoll exports and imports in is:
 What the view cannot hold is refused or stated: MSCCL has no in-switch reduction (a schedule
 that reduces into a switch is refused), and no multicast — a switch forwarding one arrival on
 several links becomes one send per branch, each crossing the sender's port again, so such an
-export runs longer than its schedule (``Collapsed.multicast`` counts the extra sends).
+export runs longer than its schedule (``Collapsed.multicast`` counts the extra sends). The
+sends themselves, each transfer landing on a GPU followed back through switches to the GPU it
+left, are ``optcoll.interop.gpuview``'s, shared with the MSCCL++ exporter.
 """
 from __future__ import annotations
 
 import dataclasses
-from collections import Counter, deque
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import cached_property
@@ -32,6 +34,7 @@ import numpy as np
 
 from optcoll.collectives.collective import Collective
 from optcoll.errors import InputError
+from optcoll.interop.gpuview import describe, extra_sends, follow
 from optcoll.interop.msccl.plan import Xfer
 from optcoll.machines.machine import Machine, Switch
 from optcoll.schedules.schedule import REDUCE, Schedule
@@ -112,48 +115,30 @@ class Collapsed:
 
 def collapse(machine: Machine, collective: Collective, schedule: Schedule, arrivals: np.ndarray,
              busy: np.ndarray, eps: float, routes: Routes) -> Collapsed:
-    """The schedule in the GPU-only view (module docstring). ``arrivals``: the verifier's, per
-    transfer; ``busy``: per link, how long a transfer holds it; ``eps``: the verifier's tolerance.
-    Raises ``InputError`` for what MSCCL-IR cannot express."""
-    gpu = {npu: g for g, npu in enumerate(collective.ranks)}
-    src, dst = machine.link_src[schedule.link].tolist(), machine.link_dst[schedule.link].tolist()
-    chunk, start, op = schedule.chunk.tolist(), schedule.start.tolist(), schedule.op.tolist()
-    for j in range(len(schedule)):
-        for node in (src[j], dst[j]):
-            if not machine.is_switch(node) and node not in gpu:
-                raise InputError(f"{_text(machine, schedule, j)} goes through NPU {machine.label(node)!r}, "
-                                 "which is not a rank of the collective; MSCCL-IR XML has only ranks, so "
-                                 "this schedule cannot be exported", field="schedule")
-        if machine.is_switch(dst[j]) and op[j] == REDUCE:
-            raise InputError(f"{_text(machine, schedule, j)} reduces into switch {machine.label(dst[j])!r}; "
+    """The schedule in the GPU-only view (``optcoll.interop.gpuview``), each send on the route
+    MSCCL names by its channel. ``arrivals``: the verifier's, per transfer; ``busy``: per link,
+    how long a transfer holds it; ``eps``: the verifier's tolerance. Raises ``InputError`` for
+    what MSCCL-IR cannot express."""
+    dst = machine.link_dst[schedule.link].tolist()
+    for j, op in enumerate(schedule.op.tolist()):
+        if machine.is_switch(dst[j]) and op == REDUCE:
+            raise InputError(f"{describe(machine, schedule, j)} reduces into switch {machine.label(dst[j])!r}; "
                              "MSCCL has no in-switch reduction, so this schedule cannot be exported",
                              field="schedule")
-    parent = _parents(machine, schedule, arrivals, src, dst, eps)
-    children: dict[int, int] = {}
-    for p in parent.values():
-        children[p] = children.get(p, 0) + 1
+    seen = follow(machine, collective, schedule, arrivals, eps, "MSCCL-IR XML")
+    gpu = {npu: g for g, npu in enumerate(collective.ranks)}
     xfers, paths = [], {}
-    for j in range(len(schedule)):
-        if machine.is_switch(dst[j]):
-            continue
-        hops = [j]
-        while machine.is_switch(src[hops[-1]]):
-            hops.append(parent[hops[-1]])
-        hops.reverse()
-        first = hops[0]
-        u, v = gpu[src[first]], gpu[dst[j]]
-        route = tuple(int(schedule.link[h]) for h in hops)
-        options = routes.between(src[first], dst[j])
-        if route not in options:
-            raise InputError(f"{_text(machine, schedule, j)} reaches {machine.label(dst[j])} from "
-                             f"{machine.label(src[first])} over links {list(route)}, not one of the "
+    for s in seen.sends:
+        options = routes.between(s.src, s.dst)
+        if s.route not in options:
+            raise InputError(f"{describe(machine, schedule, s.id)} reaches {machine.label(s.dst)} from "
+                             f"{machine.label(s.src)} over links {list(s.route)}, not one of the "
                              f"{len(options)} route(s) MSCCL connections between them run on (direct links "
                              "when there are any, else paths through switches only)", field="schedule")
-        xfers.append(Xfer(j, chunk[j], u, v, options.index(route), start[first], float(arrivals[j]),
-                          start[first] + float(busy[route[0]]), op[j], route[0]))
-        paths[j] = route
-    multicast = sum(k - 1 for k in children.values() if k > 1)
-    return Collapsed(tuple(xfers), paths, multicast)
+        xfers.append(Xfer(s.id, s.chunk, gpu[s.src], gpu[s.dst], options.index(s.route), s.start, s.arrive,
+                          s.start + float(busy[s.route[0]]), s.op, s.route[0]))
+        paths[s.id] = s.route
+    return Collapsed(tuple(xfers), paths, extra_sends([s.first for s in seen.sends]))
 
 
 def connections(xfers: tuple[Xfer, ...], routes: Callable[[int, int], int], per_channel: int
@@ -197,40 +182,3 @@ def connections(xfers: tuple[Xfer, ...], routes: Callable[[int, int], int], per_
             stride[(u, v)] = max(stride.get((u, v), count), (lane // count + 1) * count)
             out += [replace(x, lane=lane) for x in chain]
     return out, stride
-
-
-def _parents(machine: Machine, schedule: Schedule, arrivals: np.ndarray, src: list[int],
-             dst: list[int], eps: float) -> dict[int, int]:
-    """For every transfer out of a switch, the arrival it forwards, as the verifier decides it:
-    a plain switch forwards its arrivals of a chunk first in, first out; a multicast or reducing
-    switch keeps one value per chunk, the latest arrival."""
-    into: dict[tuple[int, int], list[int]] = {}
-    out: dict[tuple[int, int], list[int]] = {}
-    chunk = schedule.chunk.tolist()
-    for j in range(len(schedule)):
-        if machine.is_switch(dst[j]):
-            into.setdefault((dst[j], chunk[j]), []).append(j)
-        if machine.is_switch(src[j]):
-            out.setdefault((src[j], chunk[j]), []).append(j)
-    parent: dict[int, int] = {}
-    for (node, c), sends in out.items():
-        fifo = not (machine.switch(node).multicast or machine.switch(node).reduce)
-        came = sorted(into.get((node, c), []), key=lambda j: (arrivals[j], j))
-        sends.sort(key=lambda j: (schedule.start[j], j))
-        queue: deque[int] = deque()
-        latest, k = None, 0
-        for j in sends:
-            while k < len(came) and arrivals[came[k]] <= schedule.start[j] + eps:
-                queue.append(came[k])
-                latest = came[k]
-                k += 1
-            held = (queue.popleft() if queue else None) if fifo else latest
-            assert held is not None, f"switch {machine.label(node)} sends chunk {c} it never received"
-            parent[j] = held
-    return parent
-
-
-def _text(machine: Machine, schedule: Schedule, j: int) -> str:
-    e = int(schedule.link[j])
-    return (f"transfer {j} (chunk {int(schedule.chunk[j])} on link {e} "
-            f"{machine.label(int(machine.link_src[e]))}->{machine.label(int(machine.link_dst[e]))})")

@@ -9,10 +9,13 @@ Public API:
   ``sizes_for(plan, M)`` (``geometry.py``: the size checks at a message size)
 * ``import_mscclpp_plan(path_or_plan, machine, *, size, ranks, model) -> MscclppImport``
   (``importer.py``, run by ``simulate.py`` over ``routes.py``)
+* ``export_mscclpp(machine, collective, schedule, *, model) -> MscclppExport`` (``export.py``: a
+  verified schedule as a plan, via ``gpuview.py`` and ``plan_builder.py``, checked by re-import)
 """
+from optcoll.interop.mscclpp.export import MscclppExport, export_mscclpp, save_mscclpp_plan
 from optcoll.interop.mscclpp.geometry import sizes_for
 from optcoll.interop.mscclpp.importer import MscclppImport, import_mscclpp_plan
 from optcoll.interop.mscclpp.schema import Plan, parse_plan, read_plan
 from optcoll.interop.mscclpp.validate import check_plan
 
-__all__ = ["read_plan", "parse_plan", "Plan", "check_plan", "sizes_for", "import_mscclpp_plan", "MscclppImport"]
+__all__ = ["export_mscclpp", "save_mscclpp_plan", "MscclppExport", "read_plan", "parse_plan", "Plan", "check_plan", "sizes_for", "import_mscclpp_plan", "MscclppImport"]

@@ -5,9 +5,18 @@ given M ``geometry.sizes_for``), run on the machine (``simulate.py``: GPU g is N
 and its transfers become a schedule over the units the run cuts its buffers into: optcoll's chunks
 are those units, laid out as MSCCL lays out buffers (``optcoll.interop.msccl.layout``; an in-place
 plan's input and output alias as NCCL defines in-place calls).
+
+LL packets (``ppkt``, ``rppkt``, ``respkt``, ``recspkt``, ``gstorepkt``: the ops of an LL plan that
+write a peer) carry a flag with every 4 bytes of data: the executor's default ``LL16Packet``
+(microsoft/mscclpp 1f5f065 ``include/mscclpp/packet_device.hpp``) puts 8 bytes of payload in 16,
+and its packet ops write ``size << 1`` bytes into the peer's scratch (``execution_kernel.hpp``).
+So a plan whose transfers are packets is run and verified on ``packet_view(machine)``, the
+machine whose links carry half their rate in data; a plan mixing packet and plain transfers is
+refused (a schedule has one chunk size per chunk, not per transfer).
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -17,7 +26,7 @@ from optcoll.collectives.collective import Collective
 from optcoll.errors import InputError
 from optcoll.instances.instance import TimeModel
 from optcoll.interop.mscclpp.geometry import sizes_for, steps_of, unit_bytes
-from optcoll.interop.mscclpp.schema import Plan, read_plan
+from optcoll.interop.mscclpp.schema import Op, Plan, read_plan
 from optcoll.interop.mscclpp.simulate import Simulator
 from optcoll.interop.mscclpp.validate import check_plan
 from optcoll.interop.msccl.layout import COMBINING, make_layout
@@ -25,6 +34,11 @@ from optcoll.machines.machine import Machine
 from optcoll.schedules.schedule import Schedule, from_arrays
 
 MAX_PROBLEMS = 50
+#: Ops that write a peer's buffer with LL packets, and the plain ones that write or read a peer.
+PACKET_SENDS = ("ppkt", "rppkt", "respkt", "recspkt", "gstorepkt")
+PLAIN_SENDS = ("put", "pws", "pwsf", "get", "res", "rre", "rres", "glres", "gstore")
+#: Bytes on the wire per byte of data in an LL packet (LL16Packet: 8 of 16 bytes are flags).
+PACKET_WIRE = 2
 
 
 @dataclass(frozen=True, eq=False)
@@ -37,6 +51,7 @@ class MscclppImport:
     notes: tuple[str, ...]
     problems: tuple[str, ...]
     model: TimeModel = TimeModel()
+    machine: Machine | None = None  # what the schedule is timed on: the packet view for LL packets
 
     @property
     def faithful(self) -> bool:
@@ -56,6 +71,9 @@ def import_mscclpp_plan(source: str | os.PathLike | Plan, machine: Machine, *, s
         raise InputError(f"the plan has {n} GPUs; ranks must name {n} distinct NPUs of machine {machine.name!r} "
                          f"(0..{machine.num_npus - 1}), got {rank_map}", source=plan.source, field="ranks")
     kind = plan.collective
+    packets = _packet_transfers(plan)
+    if packets:
+        machine = packet_view(machine)
     tbs = [(g, t, steps_of(g, t.ops, sizes, plan)) for g in plan.gpus for t in sorted(g.threadblocks, key=lambda t: t.id)]
     unit = unit_bytes([s for _, _, s in tbs], sizes, plan)
     units = (sizes.output if kind == "allgather" else sizes.input) // unit * (n if kind == "alltoall" else 1)
@@ -72,10 +90,34 @@ def import_mscclpp_plan(source: str | os.PathLike | Plan, machine: Machine, *, s
     if len(problems) > MAX_PROBLEMS:
         problems = problems[:MAX_PROBLEMS] + [f"... and {len(problems) - MAX_PROBLEMS} more problems"]
     notes = list(notes) + [f"{len(plan.gpus)} GPUs, buffers cut into units of {sim.unit} B (optcoll's chunks)"]
-    if plan.protocol == "LL":
-        notes.append("LL protocol: packets carry a flag with every 8 bytes of data; transfers are timed by the data "
-                     "alone")
-    return MscclppImport(plan, collective, schedule, tuple(rank_map), run.finish, tuple(notes), tuple(problems), model)
+    if packets:
+        notes.append(f"LL packets: {PACKET_WIRE * 8} bytes on the wire per 8 of data (LL16Packet), so the schedule is "
+                     f"timed on {machine.name}, every link carrying half its rate in data")
+    return MscclppImport(plan, collective, schedule, tuple(rank_map), run.finish, tuple(notes), tuple(problems), model,
+                         machine)
+
+
+def packet_view(machine: Machine) -> Machine:
+    """The machine as LL packets use it: each link's data rate divided by ``PACKET_WIRE``."""
+    return dataclasses.replace(machine, name=f"{machine.name} (LL packets)",
+                               link_bandwidth=machine.link_bandwidth / PACKET_WIRE,
+                               sources=(*machine.sources, "LL packets: 8 bytes of data per 16 on the wire "
+                                                          "(microsoft/mscclpp LL16Packet)"))
+
+
+def _packet_transfers(plan: Plan) -> bool:
+    """Whether the plan's transfers between GPUs are LL packets; refuses a plan with both kinds."""
+    first: dict[bool, Op] = {}
+    for gpu in plan.gpus:
+        for tb in gpu.threadblocks:
+            for op in (o for top in tb.ops for o in (top, *top.inner)):
+                if op.name in PACKET_SENDS or op.name in PLAIN_SENDS:
+                    first.setdefault(op.name in PACKET_SENDS, op)
+    if len(first) == 2:
+        raise InputError(f"{first[True].name} at {first[True].where} sends LL packets (16 bytes per 8 of data) and "
+                         f"{first[False].name} at {first[False].where} plain data; optcoll times all transfers of a "
+                         "plan at one size per byte of data", source=plan.source, field=first[False].where)
+    return bool(first.get(True))
 
 
 def _collective(kind: str, per_rank: int, units: int, ranks: list[int], size: float) -> Collective:

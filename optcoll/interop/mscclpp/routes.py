@@ -30,6 +30,10 @@ class Routes:
             out.append(parallel[lane % len(parallel)])
         return out
 
+    def latency(self, src: int, dst: int) -> float:
+        """How long a signal takes from ``src`` to ``dst``: its route's link latencies (lane 0)."""
+        return sum(float(self.machine.link_latency[e]) for e in self.path(src, dst))
+
     def _search(self, src: int, dst: int) -> list[int]:
         m = self.machine
         best: dict[int, tuple[int, float]] = {src: (0, 0.0)}

@@ -20,8 +20,9 @@ it has arrived (its fence) and not before the route's latency; a relaxed one aft
 only. ``glres`` is NVLS: every member's unit into the group's switch (reduced there), the sum to
 the issuing GPU (``multimem.ld_reduce``), back into the switch and multicast to every member, the
 issuer included (``multimem.st``); ``gstore`` is the last two moves. Local copies and reductions
-cost nothing (docs/model.md §5, rule 5). LL packets carry a flag with every 8 bytes of data;
-their transfers are timed by the data's bytes alone.
+cost nothing (docs/model.md §5, rule 5). LL packets carry a flag with every 4 bytes of data: a
+plan of packets runs on the machine ``importer.packet_view`` gives, whose links carry half their
+rate in data.
 
 Values are (chunk, contributing GPUs), written at arrival and read at the op's start, as in the
 MSCCL importer; ``problems`` names every read of an empty slot, reduction of different chunks, double
@@ -141,6 +142,9 @@ class Simulator:
             return None
         first = values[0]
         mask = 0
+        # a value a transfer landed that is folded into another is, in optcoll, a reduction; when
+        # every part landed so, the first source is the one the op adds to (the GPU's holding)
+        holding = values[0] if all(v.origin >= 0 for v in values) else None
         for v in values:
             if v.chunk != first.chunk:
                 self.out.problems.append(f"{where} reduces chunk {first.chunk} with chunk {v.chunk}")
@@ -148,7 +152,7 @@ class Simulator:
             if mask & v.mask:
                 self.out.problems.append(f"{where} counts GPUs {mask & v.mask:b} (bits) twice in chunk {v.chunk}")
             mask |= v.mask
-            if v.origin >= 0:  # a copy folded into a value of its chunk is, in optcoll, a reduction
+            if v.origin >= 0 and v is not holding:
                 self.out.rows[v.origin][3] = REDUCE
         return Val(first.chunk, mask, -1)
 
@@ -194,8 +198,10 @@ class Simulator:
     def node(self, gpu_or_node: int) -> int:
         return self.ranks[gpu_or_node] if gpu_or_node >= 0 else -1 - gpu_or_node
 
-    def deliver(self, slot: Slot, value: Val | None, t: float, packet: bool = False) -> None:
-        row = len(self.out.rows) - 1 if value is not None else -1
+    def deliver(self, slot: Slot, value: Val | None, t: float, packet: bool = False, local: bool = False) -> None:
+        """``value`` written at ``t``: by the transfer just recorded, or (``local``) by a local op,
+        which keeps the transfer it came by (none for a reduction's result)."""
+        row = value.origin if local and value is not None else len(self.out.rows) - 1
         landed = Val(value.chunk, value.mask, row) if value is not None else None
         self.at(t, 0, lambda: (self.write(slot, landed, packet), self.retry()))
 
@@ -263,8 +269,7 @@ class Simulator:
             end = self.move(k, g, tb, step, t, where) if name in ("pws", "pwsf") else t
             for i in range(len(op.channel_ids)):
                 e = op_channel(self.plan, g, tb, op, i)
-                lat = sum(float(self.machine.link_latency[x]) for x in self.routes.path(self.node(g.id),
-                                                                                       self.node(e.peer), 0))
+                lat = self.routes.latency(self.node(g.id), self.node(e.peer))
                 when = t + lat if name == "rlxsignal" else max(t + lat, self.written[k])
                 self.signals[(e.gpu, e.peer, e.kind, e.k)].append(when)
             return end
@@ -335,7 +340,7 @@ class Simulator:
         for j, d in enumerate(step.dst[:n_local]):
             packet = name == "cpkt" or (j == 1 and name in ("recpkt", "recspkt"))
             for u, slot in enumerate(self.local(g, d)):
-                self.deliver(slot, values[u], arrivals[u], packet)
+                self.deliver(slot, values[u], arrivals[u], packet, local=not remote_in)
                 end = max(end, arrivals[u])
         packets = name in ("ppkt", "rppkt", "respkt", "recspkt")
         for d in step.dst[n_local:]:

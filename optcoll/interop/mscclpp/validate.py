@@ -8,7 +8,9 @@ checks (alignment, chunk divisibility, message-size range) are ``geometry.sizes_
 * GPU ``id`` equal to its position (``loadExecutionPlan``: "GPU rank does not match"); thread-block
   ids 0..k-1 (they index vectors of k entries);
 * channel peers and remote-buffer ranks are other GPUs of the plan; a thread block's channels and
-  remote buffers exist on its GPU, at most ``MAX_CHANNEL`` (16) of each kind;
+  remote buffers exist on its GPU, at most ``MAX_CHANNEL`` (16) of each kind: the device plan
+  holds 16 channel handles per type and 16 remote buffers per memory and per port channels
+  (``Channels``, ``RemoteBuffers``), filled without a bound check in ``setupDeviceExecutionPlan``;
 * every op: its ``channel_ids`` (at most ``MAX_CHANNEL_PER_OPERATION``, 8) in its thread block's
   list for the op's channel type, its ``buffer_id``s in the thread block's remote buffers of that
   type, its ``switch_channel_id``s in its switch channels, ``index + size`` within the buffer's
@@ -113,6 +115,10 @@ class _Checker:
                 raise self.fail(f"{tb.where}.channels", f"{len(numbers)} {kind} channels; the executor holds "
                                                         f"{MAX_CHANNEL} per thread block")
         for kind, buffers in tb.buffers.items():
+            if len(buffers) > MAX_CHANNEL:
+                raise self.fail(f"{tb.where}.remote_buffer_refs", f"{len(buffers)} remote buffers for {kind} channels; "
+                                                                  f"the executor holds {MAX_CHANNEL} per thread block and "
+                                                                  "channel type (RemoteBuffers in execution_common.hpp)")
             for b in buffers:
                 if b >= len(gpu.remote_buffers) or kind not in gpu.remote_buffers[b].access:
                     raise self.fail(f"{tb.where}.remote_buffer_refs", f"remote buffer {b} does not exist on GPU "

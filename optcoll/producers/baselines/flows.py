@@ -16,8 +16,10 @@ what makes a flow list correct by construction (the shared verifier still checks
   read the old value), and, when it or the previous delivery is a copy, after the previous
   delivery arrived (a copy replaces, so the order of deliveries matters; reductions commute);
 * a plain switch holds a first-in first-out queue per chunk instead of one value: there the
-  deliveries of c arrive, and the sends of c leave, in list order (ties keep list order, which
-  is the schedule's id order the verifier's queue follows), so chunks pass it concurrently.
+  deliveries of c arrive, and the sends of c leave, in list order, so chunks pass it
+  concurrently; each hop out of a plain switch names the hop into it that it forwards (``via``,
+  docs/model.md "Switches: forwarding simultaneous arrivals"), so partials that reach it at one
+  instant leave it for the right places whatever order the schedule lists them in.
 
 An ``Exchange`` lists sends between a set of NPUs that all read the values from before it (a
 swap of partial sums): its deliveries must arrive after every member's sends started, which the
@@ -26,9 +28,12 @@ scheduler checks (``NotApplicable`` otherwise, never a wrong schedule).
 Each transfer then takes the earliest start its data, its link (gaps left by earlier transfers are
 filled, ``optcoll.producers.calendar``) and the port limits allow; among parallel links the one that
 delivers first. A logical transfer between nodes without a direct link follows a shortest path
-(by delay) whose relays must be switches: they get a copy, the last hop carries the op. An NPU
-cannot relay a partial in the timed model (every arrival at an NPU replaces or adds to its own
-value), so a path through an NPU is ``NotApplicable``.
+(by delay) among those whose relays are switches: they get a copy, the last hop carries the op.
+An NPU cannot relay a partial in the timed model (every arrival at an NPU replaces or adds to its
+own value), nor a switch that some flow reduces the same chunk into: the relayed copy would
+replace the partial it sums there, or a later reduction would add to the relayed partial
+(CollNet's member-to-head reductions through the reducing network switch were counted twice so).
+Without such a path a flow is ``NotApplicable``.
 """
 from __future__ import annotations
 
@@ -36,6 +41,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from optcoll.instances.clock import check_current
 from optcoll.instances.instance import Instance
 from optcoll.producers.base import NotApplicable
 from optcoll.producers.baselines.listsched import Calendar, Routes
@@ -70,7 +76,10 @@ class FlowScheduler:
         problem = forward(instance, coll.pre, coll.post)
         timing = instance.model.link_timing(instance.machine, coll.chunk_bytes)
         self.machine = instance.machine
-        self.routes = Routes(problem)
+        self.problem = problem
+        self.routes: dict[frozenset[int], Routes] = {}
+        #: chunk -> switches that flows reduce it into (module docstring: relays)
+        self.holding: dict[int, frozenset[int]] = {}
         self.calendar = Calendar(problem)
         self.delay = problem.delay.tolist()
         self.reduce_extra = float(timing.reduce_extra)
@@ -83,14 +92,15 @@ class FlowScheduler:
                                           for c, v in zip(pre_c.tolist(), pre_v.tolist())}
         self.sent: dict[int, float] = {}
         self.last_op: dict[int, int] = {}
-        self.rows: list[tuple[int, int, float, int]] = []
+        self.rows: list[tuple[int, int, float, int, int]] = []  # chunk, link, start, op, via
         machine = self.machine
         #: per node: a plain switch, which queues each chunk's arrivals first in, first out
         self.fifo = [machine.is_switch(v) and not (machine.switch(v).multicast or machine.switch(v).reduce)
                      for v in range(width)]
 
-    def _hop(self, c: int, a: int, b: int, op: int, ready: float) -> float:
-        """Chunk c over one link a→b starting no earlier than ``ready``; returns its arrival."""
+    def _hop(self, c: int, a: int, b: int, op: int, ready: float, via: int = -1) -> float:
+        """Chunk c over one link a→b starting no earlier than ``ready``; returns its arrival.
+        ``via``: the row of the hop into ``a`` this one forwards (a plain switch; -1 otherwise)."""
         key_a, key_b = c * self.width + a, c * self.width + b
         if key_a not in self.arrived:
             raise AssertionError(f"flow sends chunk {c} from {self.machine.label(a)}, which holds "
@@ -118,25 +128,39 @@ class FlowScheduler:
         assert best is not None, f"no link {a}->{b}"
         arrival, t, e, resources = best
         self.calendar.book(e, t, resources)
-        self.rows.append((c, e, t, op))
+        self.rows.append((c, e, t, op, via))
         self.sent[key_a] = max(self.sent.get(key_a, 0.0), t)
         self.arrived[key_b] = max(self.arrived.get(key_b, 0.0), arrival)
         self.last_op[key_b] = op
         return arrival
 
+    def hold(self, flows: list[Flow | Exchange]) -> None:
+        """Records, per chunk, the switches that some flow reduces that chunk into: they sum
+        partials of it, so no flow of it may relay through them (module docstring)."""
+        m = self.machine
+        holding: dict[int, set[int]] = {}
+        for flow in flows:
+            if flow.op == REDUCE:
+                ends = flow.members if isinstance(flow, Exchange) else (flow.dst,)
+                holding.setdefault(flow.chunk, set()).update(v for v in ends if m.is_switch(v))
+        self.holding = {c: frozenset(v) for c, v in holding.items() if v}
+
+    def _path(self, flow: Flow) -> list[int]:
+        avoid = self.holding.get(flow.chunk, frozenset())
+        routes = self.routes.get(avoid)
+        if routes is None:
+            relays = np.arange(self.width) >= self.machine.num_npus
+            relays[list(avoid)] = False
+            routes = self.routes[avoid] = Routes(self.problem, relays)
+        return routes.path(flow.src, flow.dst)
+
     def send(self, flow: Flow, ready: float = 0.0) -> float:
         """One logical transfer (routed through switches if needed); returns its arrival."""
-        path = self.routes.path(flow.src, flow.dst)
-        relays = [v for v in path[1:-1] if not self.machine.is_switch(v)]
-        if relays:
-            m = self.machine
-            raise NotApplicable(
-                f"{m.label(flow.src)} -> {m.label(flow.dst)} has no direct link and its shortest "
-                f"path relays through NPU {m.label(relays[0])}; an NPU cannot pass a partial on "
-                "unchanged in the timed model")
+        path = self._path(flow)
         t = ready
         for i, (a, b) in enumerate(zip(path, path[1:])):
-            t = self._hop(flow.chunk, a, b, flow.op if i == len(path) - 2 else COPY, t)
+            via = len(self.rows) - 1 if i and self.fifo[a] else -1
+            t = self._hop(flow.chunk, a, b, flow.op if i == len(path) - 2 else COPY, t, via)
         return t
 
     def exchange(self, exchange: Exchange) -> None:
@@ -169,13 +193,16 @@ class FlowScheduler:
     def schedule(self) -> Schedule:
         if not self.rows:
             return from_arrays([], [])
-        c, e, t, op = (np.array(col) for col in zip(*self.rows))
-        return from_arrays(c, e, t, op)
+        c, e, t, op, via = (np.array(col) for col in zip(*self.rows))
+        return from_arrays(c, e, t, op, via=via)
 
 
 def _placed(instance: Instance, flows: list[Flow | Exchange]) -> FlowScheduler:
+    """Places ``flows`` in list order; under a solver's clock (a start schedule), until it ends."""
     scheduler = FlowScheduler(instance)
+    scheduler.hold(flows)
     for flow in flows:
+        check_current()
         if isinstance(flow, Exchange):
             scheduler.exchange(flow)
         else:

@@ -22,8 +22,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-from scipy.sparse import csr_matrix
-from scipy.sparse.csgraph import dijkstra
 
 from optcoll.producers.base import NotApplicable
 from optcoll.producers.calendar import Need, Runs, Windows, earliest_start, reserve
@@ -32,9 +30,15 @@ from optcoll.schedules.schedule import Schedule, from_arrays
 
 
 class Routes:
-    """Shortest paths by link delay, computed per source on demand."""
+    """Shortest paths by link delay, computed per source on demand.
 
-    def __init__(self, problem: SpreadProblem):
+    ``relays`` (bool per node, optional): the only nodes a path may pass through; a path that
+    would need another one does not exist (``NotApplicable``).
+    """
+
+    def __init__(self, problem: SpreadProblem, relays: np.ndarray | None = None):
+        from scipy.sparse import csr_matrix  # loaded by the baselines that route, not by every synth
+
         m, n = problem.machine, problem.num_nodes
         keys = m.link_src * n + m.link_dst
         order = np.lexsort((problem.delay, keys))
@@ -43,6 +47,11 @@ class Routes:
         pick = order[first]
         self.graph = csr_matrix((problem.delay[pick], (m.link_src[pick], m.link_dst[pick])),
                                 shape=(n, n))
+        self.through = None
+        if relays is not None:
+            inner = pick[relays[m.link_src[pick]]]
+            self.through = csr_matrix((problem.delay[inner], (m.link_src[inner], m.link_dst[inner])),
+                                      shape=(n, n))
         self.pred: dict[int, list[int]] = {}
         self.machine = m
 
@@ -52,14 +61,23 @@ class Routes:
             return [a, b]
         pred = self.pred.get(a)
         if pred is None:
-            _, row = dijkstra(self.graph, directed=True, indices=a, return_predecessors=True)
+            from scipy.sparse import csr_matrix
+            from scipy.sparse.csgraph import dijkstra
+
+            graph = self.graph
+            if self.through is not None:  # a's own links, then only links out of relays
+                own = self.graph.getrow(a)
+                graph = self.through.maximum(csr_matrix(
+                    (own.data, (np.full(own.nnz, a), own.indices)), shape=self.graph.shape))
+            _, row = dijkstra(graph, directed=True, indices=a, return_predecessors=True)
             pred = self.pred[a] = row.tolist()
         nodes = [b]
         while nodes[-1] != a:
             prev = pred[nodes[-1]]
             if prev < 0:
+                through = "" if self.through is None else " through nodes that may relay it"
                 raise NotApplicable(f"no path from {self.machine.label(a)} to "
-                                    f"{self.machine.label(b)} (failed links or a disconnected network?)")
+                                    f"{self.machine.label(b)}{through} (failed links or a disconnected network?)")
             nodes.append(prev)
         return nodes[::-1]
 
@@ -72,6 +90,7 @@ class Calendar:
     def __init__(self, problem: SpreadProblem):
         self.machine = problem.machine
         self.busy = problem.busy.tolist()
+        self.port_shift = problem.port_shift.tolist()
         self.limits = {"send": problem.send_ports, "recv": problem.recv_ports}
         self.links: dict[int, Runs] = {}
         self.ports: dict[tuple[str, int], Windows] = {}
@@ -90,9 +109,10 @@ class Calendar:
         a, b = int(self.machine.link_src[e]), int(self.machine.link_dst[e])
         link = self.links.get(e)
         if link is None:
-            link = self.links[e] = Runs()
-        needs: list[Need] = [(r, 0.0, self.busy[e]) for r in (link, self._port("send", a), self._port("recv", b))
-                             if r is not None]
+            link = self.links[e] = Runs(self.busy[e])
+        shift, busy = self.port_shift[e], self.busy[e]
+        needs: list[Need] = [(link, 0.0, busy)] + [(r, shift, shift + busy) for r in
+                                                   (self._port("send", a), self._port("recv", b)) if r is not None]
         return earliest_start(needs, ready), needs
 
     def book(self, e: int, t: float, needs: list[Need]) -> None:

@@ -54,10 +54,10 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from itertools import islice
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # imported where used: cp_model pulls in pandas (about 0.3 s)
-    from ortools.sat.python.cp_model import CpSolver
+from optcoll.instances.budget import Budget
+from optcoll.instances.clock import Clock
+from optcoll.producers.exact.toolkit import run_cpsat
 
 #: (slot, chunk, sender GPU, receiver GPU): one send in a slot plan
 Send = tuple[int, int, int, int]
@@ -67,6 +67,9 @@ Send = tuple[int, int, int, int]
 MAX_GPUS = 8
 #: CP-SAT deterministic time for one exact check (about half as many CPU seconds)
 CHECK_LIMIT = 5.0
+#: Wall-clock seconds any one CP-SAT call here may take (a safety net: the work limit ends the
+#: checks first, and the relaxation solves in milliseconds)
+CALL_SECONDS = 60.0
 #: staircases the relaxation proposes per deadline before the next deadline is tried
 PROPOSALS = 8
 
@@ -94,16 +97,15 @@ def fibonacci_slots(gpus: int) -> int:
     return len(held) - 1
 
 
-def _solver(limit: float | None = None) -> CpSolver:
-    """One worker, a fixed seed and, given a ``limit``, a deterministic time limit: reproducible."""
-    from ortools.sat.python import cp_model
-
-    solver = cp_model.CpSolver()
-    solver.parameters.num_workers = 1
-    solver.parameters.random_seed = 0
-    if limit is not None:
-        solver.parameters.max_deterministic_time = limit
-    return solver
+def _solved(model, limit: float | None = None) -> list[int] | None:
+    """The values of a solution (by variable index) through the toolkit's one CP-SAT path, or None
+    when none was found: one worker, a fixed seed and, given a ``limit``, a deterministic time
+    limit, so the answer is reproducible. Ctrl-C ends the run (KeyboardInterrupt) rather than
+    letting a truncated answer into the cache."""
+    res = run_cpsat(model, Clock(Budget(CALL_SECONDS, threads=1, seed=0, work_limit=limit)), has_objective=False)
+    if res.interrupted:
+        raise KeyboardInterrupt
+    return None if res.values is None else res.values.tolist()
 
 
 def slot_broadcast(avail: Sequence[int], deadline: int,
@@ -132,10 +134,10 @@ def slot_broadcast(avail: Sequence[int], deadline: int,
     for (j, a, b, s), var in send.items():
         if a != j:  # a relays only what reached it by s
             model.AddBoolOr([held for t, held in into[j, a] if t <= s - 2] + [var.Not()])
-    solver = _solver(limit)
-    if solver.Solve(model) not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+    values = _solved(model, limit)
+    if values is None:
         return None
-    return tuple(sorted((s, j, a, b) for (j, a, b, s), var in send.items() if solver.Value(var)))
+    return tuple(sorted((s, j, a, b) for (j, a, b, s), var in send.items() if values[var.Index()]))
 
 
 def _relaxed_staircases(gpus: int, deadline: int) -> Iterator[tuple[int, ...]]:
@@ -158,10 +160,10 @@ def _relaxed_staircases(gpus: int, deadline: int) -> Iterator[tuple[int, ...]]:
         for group in per_slot.values():
             model.Add(sum(group) <= gpus)
     while True:
-        solver = _solver()
-        if solver.Solve(model) not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        values = _solved(model)
+        if values is None:
             return
-        found = [solver.Value(var) for var in count]
+        found = [values[var.Index()] for var in count]
         yield tuple(f for f, size in enumerate(found) for _ in range(size))
         model.AddForbiddenAssignments(count, [tuple(found)])
 

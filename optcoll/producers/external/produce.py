@@ -120,6 +120,12 @@ def _call(synth: SynthSpec, instance: Instance, time_limit: float) -> Produced:
         raise _too_late(time_limit, time.perf_counter() - start, "stopped") from None
     except NotApplicable as exc:
         raise Failed("skipped", f"not applicable: {exc.one_line()}") from None
+    except KeyboardInterrupt as exc:
+        if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
+            raise  # Ctrl-C in this process (check --jobs 0): the user stops the run
+        # A sweep worker ignores SIGINT (``sweeps.pool``), so the synthesizer raised it itself.
+        raise Failed("error", f"the synthesizer raised {type(exc).__name__}",
+                     _tail("".join(traceback.format_exception(exc))), time.perf_counter() - start) from None
     except (Exception, SystemExit) as exc:  # noqa: BLE001 - the synthesizer's failure is the finding
         seconds = time.perf_counter() - start
         raise Failed("error", f"the synthesizer raised {type(exc).__name__}: {exc}",

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from optcoll.instances.clock import check_current
 from optcoll.instances.instance import TimeModel
 from optcoll.machines.machine import Machine
 from optcoll.producers.flow.routes import Route
@@ -156,8 +157,11 @@ def schedule(machine: Machine, model: TimeModel, routes: list[Route], chunks: Ch
     for c in range(chunks.ids.size):
         offer(c, at[c], touched)
         want(c, at[c], 1)
-    now = 0.0
+    now, steps = 0.0, 0
     while True:
+        steps += 1
+        if steps % 1024 == 0:
+            check_current()  # under a solver's clock (a start schedule), until it ends
         for r in sorted(touched, key=res_rank.__getitem__):
             chosen = pick(waiting[r])
             if chosen is None:

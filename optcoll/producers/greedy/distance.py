@@ -8,11 +8,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-from scipy.sparse import csr_matrix
-from scipy.sparse.csgraph import dijkstra, shortest_path
+from typing import TYPE_CHECKING
 
+import numpy as np
+
+from optcoll.machines.machine import BITSET_BFS_NODES
 from optcoll.producers.spread import SpreadProblem
+
+if TYPE_CHECKING:
+    from scipy.sparse import csr_matrix
 
 
 @dataclass(frozen=True, eq=False)
@@ -30,6 +34,8 @@ class ChunkDistances:
 def delay_graph(problem: SpreadProblem) -> tuple[csr_matrix, bool]:
     """The machine as a sparse matrix of the cheapest link delay per ordered pair, and whether
     every link costs the same (then breadth-first search gives the distances faster)."""
+    from scipy.sparse import csr_matrix
+
     m, n = problem.machine, problem.num_nodes
     if m.num_links == 0:
         return csr_matrix((n, n)), True
@@ -44,13 +50,22 @@ def delay_graph(problem: SpreadProblem) -> tuple[csr_matrix, bool]:
 
 
 def chunk_distances(problem: SpreadProblem) -> ChunkDistances:
-    graph, uniform = delay_graph(problem)
+    """Every link of one delay on a machine of at most ``BITSET_BFS_NODES`` nodes: the machine's
+    hop counts (numpy only: a small synthesis need not load scipy's graph routines, about 0.2 s);
+    otherwise scipy's shortest paths on ``delay_graph``."""
     holders = np.unique(problem.pre.nodes)
-    if uniform and graph.nnz:
-        hops = shortest_path(graph, method="D", directed=True, unweighted=True, indices=holders)
-        by_holder = hops * float(graph.data[0])
+    m = problem.machine
+    if m.num_links and m.num_nodes <= BITSET_BFS_NODES and np.all(problem.delay == problem.delay[0]):
+        by_holder = m.hop_counts()[holders] * float(problem.delay[0])
     else:
-        by_holder = dijkstra(graph, directed=True, indices=holders)
+        from scipy.sparse.csgraph import dijkstra, shortest_path
+
+        graph, uniform = delay_graph(problem)
+        if uniform and graph.nnz:
+            hops = shortest_path(graph, method="D", directed=True, unweighted=True, indices=holders)
+            by_holder = hops * float(graph.data[0])
+        else:
+            by_holder = dijkstra(graph, directed=True, indices=holders)
     position = {int(h): i for i, h in enumerate(holders.tolist())}
     counts = problem.pre.counts()
     if np.all(counts == 1):

@@ -27,8 +27,10 @@ from collections import deque
 
 import numpy as np
 
+from optcoll.instances.clock import check_current
 from optcoll.producers.base import NotApplicable
-from optcoll.producers.greedy import bits, kernel
+from optcoll.producers.greedy import bits
+from optcoll.producers.greedy.coverage import kernel_pays
 from optcoll.producers.greedy.distance import ChunkDistances, chunk_distances
 from optcoll.producers.spread import COPY, EXCLUSIVE, SpreadProblem
 from optcoll.schedules.schedule import Schedule, from_arrays
@@ -52,6 +54,10 @@ class Engine:
         self.delay = problem.delay.tolist()
         self.busy = problem.busy.tolist()
         self.same_release = bool(np.all(problem.delay == problem.busy))
+        # A dual's port window ends with the transfer's delivery (``SpreadProblem.port_shift``):
+        # ports are then held from the start to the delivery, which covers it.
+        self.late_ports = (problem.reversed and not self.same_release
+                           and bool(problem.send_ports or problem.recv_ports))
         self.in_links = [a.tolist() for a in m.in_links]
         self.out_links = [a.tolist() for a in m.out_links]
         self.mode = problem.mode.tolist()
@@ -104,12 +110,18 @@ class Engine:
         return [(c, v) for v, need in enumerate(self.need) for c in bits.members(need)]
 
     def run(self) -> Schedule:
+        """The schedule; under a solver's clock (a start schedule), until it ends (``check_current``)."""
         if self.p.has_relays:
-            for c, v in self.initial_requests():
+            for i, (c, v) in enumerate(self.initial_requests()):
+                if i % 1024 == 0:
+                    check_current()
                 self.request(c, v)
         self.dirty |= {v for v in range(self.n) if self.want[v]}
-        t = 0.0
+        t, events = 0.0, 0
         while True:
+            events += 1
+            if events % 1024 == 0:
+                check_current()
             while self.dirty:  # matching may re-open a node at the same instant
                 order = sorted(self.dirty)
                 self.dirty = set()
@@ -146,12 +158,13 @@ class Engine:
                 link_free[e] = True
                 free_in[d].append(e)
                 dirty.add(d)
-                if self.general:
-                    u = self.lsrc[e]
-                    self.receiving[d] -= 1
-                    if self.sending[u] == self.send_cap[u]:
-                        dirty.update(ldst[f] for f in self.out_links[u])
-                    self.sending[u] -= 1
+            if self.general and (kind != FREE if self.late_ports else kind != ARRIVE):
+                u = self.lsrc[e]
+                self.receiving[d] -= 1
+                dirty.add(d)
+                if self.sending[u] == self.send_cap[u]:
+                    dirty.update(ldst[f] for f in self.out_links[u])
+                self.sending[u] -= 1
         want, out_links = self.want, self.out_links
         for v, got in gained.items():
             for e in out_links[v]:
@@ -415,10 +428,13 @@ class Engine:
             self.want[u] |= bit
 
 
-def spread_greedy(problem: SpreadProblem, rng: np.random.Generator, compiled: bool = True
+def spread_greedy(problem: SpreadProblem, rng: np.random.Generator, compiled: bool | None = None
                   ) -> Schedule:
-    """The plain TACOS-style greedy on one spread problem (``compiled``: through the kernel
-    where it applies; the same schedule either way)."""
-    if compiled and kernel.applicable(problem):
+    """The plain TACOS-style greedy on one spread problem, through the compiled kernel where it
+    covers the problem and (``compiled`` None) is big enough to pay for loading it
+    (``coverage.kernel_pays``); the same schedule either way."""
+    if kernel_pays(problem, compiled):
+        from optcoll.producers.greedy import kernel  # numba: loaded only here
+
         return kernel.run(problem, rng, plus=False)
     return Engine(problem, rng).run()

@@ -483,14 +483,9 @@ def _not_others(d, lsrc, in_ptr, in_ids, avail, sources, not_others, prefix):
     return count
 
 
-def applicable(problem: SpreadProblem) -> bool:
-    """Whether the kernel covers the problem: every node a copying destination, no port limits."""
-    return not (problem.has_relays or problem.send_ports or problem.recv_ports
-                or np.any(problem.mode != COPY))
-
-
 def run(problem: SpreadProblem, rng: np.random.Generator, plus: bool) -> Schedule:
-    """The greedy's schedule (``plus``: tacos+) on a problem the kernel covers (``applicable``)."""
+    """The greedy's schedule (``plus``: tacos+) on a problem the kernel covers
+    (``coverage.kernel_covers``)."""
     state = init_state(problem, plus)
     dirty = dirty_at_start(state)
     t = 0.0

@@ -40,7 +40,9 @@ from collections import deque
 
 import numpy as np
 
-from optcoll.producers.greedy import bits, kernel, routes
+from optcoll.producers.greedy import bits
+from optcoll.producers.greedy.coverage import kernel_pays, routes_cover
+from optcoll.producers.greedy.rotation import rotation_rounds, server_of
 from optcoll.producers.greedy.engine import Engine
 from optcoll.producers.spread import SpreadProblem
 from optcoll.schedules.schedule import Schedule
@@ -71,7 +73,7 @@ class PlusEngine(Engine):
         self.planned = [0.0] * problem.machine.num_links  # occupancy routed over each link
         self.routes_by_load = problem.needs[0].size * problem.machine.num_links <= ROUTING_BUDGET
         # Server (NVLink island) of every node, -1 for the network; None without servers.
-        server = routes.server_of(problem.machine)
+        server = server_of(problem.machine)
         self.server: list[int] | None = None if server is None else server.tolist()
         self.entered: dict[int, set[int]] = {}  # chunk -> servers it is held in or routed into
 
@@ -93,7 +95,7 @@ class PlusEngine(Engine):
         need_c, need_v = self.p.needs
         holder = self.p.pre.nodes[self.p.pre.indptr[:-1]]
         server = None if self.server is None else np.asarray(self.server)
-        rounds = routes.rotation_rounds(server, holder[need_c], need_v, self.n,
+        rounds = rotation_rounds(server, holder[need_c], need_v, self.n,
                                         self.p.machine.num_npus)
         order = np.lexsort((need_c, rounds))
         return list(zip(need_c[order].tolist(), need_v[order].tolist()))
@@ -240,11 +242,17 @@ class PlusEngine(Engine):
             offers = self.still_open(offers, c)
 
 
-def spread_plus(problem: SpreadProblem, rng: np.random.Generator, compiled: bool = True
+def spread_plus(problem: SpreadProblem, rng: np.random.Generator, compiled: bool | None = None
                 ) -> Schedule:
-    """tacos+ on one spread problem (``compiled``: through the kernel where it applies)."""
-    if compiled and kernel.applicable(problem):
+    """tacos+ on one spread problem: through the kernel as ``spread_greedy`` decides
+    (``coverage.kernel_pays``), else through the compiled router where it covers the problem
+    (its own algorithm: it always runs compiled), else interpreted."""
+    if kernel_pays(problem, compiled):
+        from optcoll.producers.greedy import kernel  # numba: loaded only here
+
         return kernel.run(problem, rng, plus=True)
-    if not routes.applicable(problem):
+    if not routes_cover(problem):
         return PlusEngine(problem, rng).run()
+    from optcoll.producers.greedy import routes  # numba: loaded only here
+
     return routes.run(problem, rng)

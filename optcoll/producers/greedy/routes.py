@@ -34,11 +34,10 @@ import numpy as np
 from numba import njit
 from scipy.sparse.csgraph import dijkstra
 
-from optcoll.machines.machine import Machine
 from optcoll.producers.base import NotApplicable
-from optcoll.producers.exact.timed.stitch import servers
 from optcoll.producers.greedy.distance import delay_graph
 from optcoll.producers.greedy.kernel import ARRIVE, ARRIVE_FREE, FREE, HEAP, csr, heap_pop, heap_push
+from optcoll.producers.greedy.rotation import rotation_rounds, server_of
 from optcoll.producers.spread import SpreadProblem
 from optcoll.schedules.schedule import Schedule, from_arrays
 
@@ -48,12 +47,6 @@ _EPS = 1e-9
 #: chunks times the links stay under ``REPLANNING_BUDGET``; one pass beyond it.
 PASSES = 4
 REPLANNING_BUDGET = 5 * 10**7
-
-
-def applicable(problem: SpreadProblem) -> bool:
-    """One destination and one holder per chunk, no port limits."""
-    return (not problem.send_ports and not problem.recv_ports and problem.num_chunks > 0
-            and bool(np.all(problem.post.counts() == 1)) and bool(np.all(problem.pre.counts() == 1)))
 
 
 def _distances(problem: SpreadProblem, targets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -66,38 +59,8 @@ def _distances(problem: SpreadProblem, targets: np.ndarray) -> tuple[np.ndarray,
             dijkstra(hops, directed=True, unweighted=True, indices=targets))
 
 
-def rotation_rounds(server: np.ndarray | None, holder: np.ndarray, dest: np.ndarray,
-                    width: int, num_npus: int) -> np.ndarray:
-    """The round in which ``holder`` sends to ``dest`` in rotation order: round k sends to the
-    k-th node after the holder (modulo ``width``), so a switch's first wave reaches every
-    downlink once. With servers (``server``: index per node, -1 for the network), rounds go by
-    (position in the server, server): a chunk goes to the holder's rail peers one server after
-    the other first, so every wave of a rail's NICs reaches each rail peer once."""
-    rounds = (dest - holder) % width
-    if server is None or np.any(server[holder] < 0) or np.any(server[dest] < 0):
-        return rounds
-    count = int(server.max()) + 1
-    position = np.zeros(server.size, dtype=np.int64)
-    members_of = np.flatnonzero(server[:num_npus] >= 0)
-    for k in range(count):
-        members = members_of[server[members_of] == k]
-        position[members] = np.arange(members.size)
-    size = int(position.max()) + 1
-    return ((position[dest] - position[holder]) % size) * count + (server[dest] - server[holder]) % count
-
-
-def server_of(machine: Machine) -> np.ndarray | None:
-    """Server (NVLink island) index per node, -1 for the network; None without servers."""
-    if machine.num_nodes == machine.num_npus:
-        return None
-    try:
-        return servers(machine)
-    except NotApplicable:
-        return None
-
-
 def run(problem: SpreadProblem, rng: np.random.Generator) -> Schedule:
-    """tacos+'s schedule on a problem ``applicable`` says this engine covers."""
+    """tacos+'s schedule on a problem this engine covers (``coverage.routes_cover``)."""
     m, n = problem.machine, problem.num_nodes
     src = problem.pre.nodes.astype(np.int64)
     dest = problem.post.nodes.astype(np.int64)

@@ -27,8 +27,6 @@ from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
-from scipy.sparse import csr_matrix
-from scipy.sparse.csgraph import connected_components
 
 from optcoll.machines.machine import Machine
 from optcoll.producers.baselines.rings import disjoint_rings, ring_order, search_cycle
@@ -80,6 +78,9 @@ class NcclTopology:
 
 def _components(machine: Machine, keep: np.ndarray) -> np.ndarray:
     """Component label of every node over the links ``keep`` selects (links as undirected)."""
+    from scipy.sparse import csr_matrix  # scipy's graph routines: only when NCCL's topology is read
+    from scipy.sparse.csgraph import connected_components
+
     n = machine.num_nodes
     graph = csr_matrix((np.ones(int(keep.sum())), (machine.link_src[keep], machine.link_dst[keep])),
                        shape=(n, n))
@@ -199,6 +200,9 @@ def directed_rings(machine: Machine, members: list[int], budget: int = 20_000) -
     while rings and len(members) > 2:
         adj = {v: {w for (u, w), k in capacity.items() if u == v and k > 0} for v in members}
         pairs = [(index[u], index[w]) for u in members for w in adj[u]]
+        from scipy.sparse import csr_matrix
+        from scipy.sparse.csgraph import connected_components
+
         graph = csr_matrix((np.ones(len(pairs)), tuple(zip(*pairs)) if pairs else ([], [])),
                            shape=(len(members),) * 2)
         if connected_components(graph, directed=True, connection="strong")[0] != 1:

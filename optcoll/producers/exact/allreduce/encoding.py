@@ -57,39 +57,49 @@ class Candidates:
         return int(self.route.size)
 
 
+def _windows(problem: DirectProblem, horizon: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The routes with a candidate and each one's first and last start epoch."""
+    lo = problem.reach().min(axis=0)[problem.route_src]
+    hi = horizon - problem.route_delay - problem.togo()[problem.route_dst]
+    live = np.flatnonzero(np.isfinite(lo) & np.isfinite(hi) & (hi >= lo))
+    return live, lo[live].astype(np.int64), hi[live].astype(np.int64)
+
+
 def candidates(problem: DirectProblem, horizon: int) -> Candidates:
     """Transfers whose sender can hold a partial sum by their start and whose delivery can still
     reach a rank by ``horizon``."""
-    earliest = problem.reach().min(axis=0)
-    togo = problem.togo()
-    lo = earliest[problem.route_src]
-    hi = horizon - problem.route_delay - togo[problem.route_dst]
-    routes, starts = [], []
-    for r in range(problem.num_routes):
-        if np.isfinite(lo[r]) and np.isfinite(hi[r]) and hi[r] >= lo[r]:
-            ks = np.arange(int(lo[r]), int(hi[r]) + 1)
-            routes.append(np.full(ks.size, r)), starts.append(ks)
-    if not routes:
+    routes, lo, hi = _windows(problem, horizon)
+    if not routes.size:
         return Candidates(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
-    return Candidates(np.concatenate(routes).astype(np.int64), np.concatenate(starts).astype(np.int64))
+    count = hi - lo + 1
+    first = np.repeat(np.cumsum(count) - count, count)
+    return Candidates(np.repeat(routes, count).astype(np.int64), np.repeat(lo, count) + np.arange(count.sum()) - first)
 
 
 def size(problem: DirectProblem, horizon: int, chunks: int | None = None) -> ModelSize:
     """What ``build`` would create for ``chunks`` modelled chunks (default: all), counted without
-    building it."""
-    cand = candidates(problem, horizon)
+    building it, and without listing its candidates (billions of them on a 512-GPU cluster)."""
+    routes, lo, hi = _windows(problem, horizon)
     reach = problem.reach()
     k = problem.num_chunks if chunks is None else chunks
     # Contributors that can be at each candidate's sender by its start, counted per sender on the
-    # sorted reach (a members x candidates table is gigabytes on a 128-GPU cluster).
-    sender = problem.route_src[cand.route]
-    ordered = np.sort(reach, axis=0)
-    carries = sum(int(np.searchsorted(ordered[:, u], cand.start[sender == u], side="right").sum())
-                  for u in np.unique(sender).tolist())
+    # sorted reach: a contributor there by epoch a counts in every start from max(a, lo) to hi.
+    sender = problem.route_src[routes]
+    carries = 0
+    for u in np.unique(sender).tolist():
+        at = np.sort(reach[:, u])
+        at = at[np.isfinite(at)].astype(np.int64)
+        prefix = np.r_[0, np.cumsum(at)]
+        first, last = lo[sender == u], hi[sender == u]
+        before = np.searchsorted(at, first, side="right")  # there by the first start
+        during = np.searchsorted(at, last, side="right")
+        carries += int(((last - first + 1) * before).sum()
+                       + ((last + 1) * (during - before) - (prefix[during] - prefix[before])).sum())
+    n_cand = int((hi - lo + 1).sum())
     holds = int(np.clip(horizon - reach + 1, 0, None).sum())
-    variables = k * (2 * len(cand) + carries + holds) + horizon
+    variables = k * (2 * n_cand + carries + holds) + horizon
     return ModelSize("direct allreduce", f"at {horizon} epochs", variables,
-                     k * (_TERMS_PER_CARRY * carries + _TERMS_PER_HOLD * holds + 4 * len(cand)))
+                     k * (_TERMS_PER_CARRY * carries + _TERMS_PER_HOLD * holds + 4 * n_cand))
 
 
 @dataclass
@@ -127,7 +137,7 @@ def build(problem: DirectProblem, horizon: int, floor: int | None = None,
     """The model of the module docstring at horizon ``horizon``; with ``floor`` < horizon it
     minimises the makespan down to ``floor``. ``orbit`` restricts it to schedules invariant under a
     symmetry (``symmetric.Orbit``): only representative chunks get variables."""
-    from ortools.sat.python import cp_model
+    from optcoll.producers.exact.toolkit.cpsat_model import CpModel
 
     # data
     H = int(horizon)
@@ -137,7 +147,7 @@ def build(problem: DirectProblem, horizon: int, floor: int | None = None,
         index.sending[int(problem.route_src[r])].append(j)
         index.arriving.setdefault((int(problem.route_dst[r]), k + int(problem.route_delay[r])), []).append(j)
     chunks = tuple(range(problem.num_chunks)) if orbit is None else orbit.representatives
-    model = DirectModel(problem, H, H if floor is None else int(floor), cp_model.CpModel(), cand, chunks)
+    model = DirectModel(problem, H, H if floor is None else int(floor), CpModel(), cand, chunks)
     for c in chunks:
         _variables(model, index, c)
         _carrying(model, index, c)
@@ -198,7 +208,8 @@ def _carrying(model: DirectModel, index: _Index, c: int) -> None:
 
 def _delivering(model: DirectModel, index: _Index, c: int) -> None:
     """At each (node, epoch): reductions or one copy, never both; a copy replaces the partial sum,
-    a reduction adds a disjoint one (no contribution counted twice); nothing arriving keeps it."""
+    a reduction adds a disjoint one (no contribution counted twice); nothing arriving keeps it.
+    With ``reduce_only`` (SCCL's rules) a copy may only fill an empty partial."""
     cp, holds = model.cp, model.holds
     for v in range(model.problem.num_nodes):
         for t in range(1, model.horizon + 1):
@@ -220,6 +231,8 @@ def _delivering(model: DirectModel, index: _Index, c: int) -> None:
                 cp.add(now <= before + got)
                 cp.add(now <= got + 1 - cin)
                 cp.add(before + got <= 1 + cin)
+                if model.problem.reduce_only:
+                    cp.add(before + cin <= 1)
 
 
 def _credit(model: DirectModel, index: _Index, c: int) -> None:

@@ -46,11 +46,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from optcoll.instances.clock import Clock
 from optcoll.instances.instance import Instance
 from optcoll.producers.base import NotApplicable
 from optcoll.producers.exact.allreduce import encoding
 from optcoll.producers.exact.allreduce.problem import DirectProblem, timed_problem
-from optcoll.producers.exact.allreduce.solve import BUILD_SHARE, TooSlowToBuild
+from optcoll.producers.exact.allreduce.solve import check_build_time
 from optcoll.producers.exact.memory import ModelSize, require_fits
 from optcoll.producers.exact.toolkit import run_cpsat
 
@@ -181,9 +182,9 @@ def build(problem: DirectProblem, horizon: int, order_chunks: bool = True,
 
 def assemble(problem: DirectProblem, lay: Layout, order_chunks: bool = True) -> PieceModel:
     """``build`` from a layout already made."""
-    from ortools.sat.python import cp_model
+    from optcoll.producers.exact.toolkit.cpsat_model import CpModel
 
-    model = PieceModel(problem, lay, cp_model.CpModel(), tuple(range(problem.num_chunks)))
+    model = PieceModel(problem, lay, CpModel(), tuple(range(problem.num_chunks)))
     for c in model.chunks:
         _chunk(model, c)
     _fill_slots_in_order(model)
@@ -283,21 +284,15 @@ class PieceOutcome:
                 f"least {self.horizon + 1} epochs; assumes {', '.join(ASSUMPTIONS)}")
 
 
-def prove(problem: DirectProblem, horizon: int, *, time_limit: float, threads: int, seed: int,
-          max_memory: int | None = None, work_limit: float | None = None) -> PieceOutcome:
-    """Asks R at ``horizon`` epochs (a feasibility question; infeasible: ``bound`` holds)."""
+def prove(problem: DirectProblem, horizon: int, clock: Clock) -> PieceOutcome:
+    """Asks R at ``horizon`` epochs within ``clock`` (a feasibility question; infeasible:
+    ``bound`` holds)."""
     lay = layout(problem, horizon)
     counted = size(problem, lay)
-    require_fits(counted, "cpsat", threads, max_memory)
-    build_time = counted.terms / BUILD_TERMS_PER_SECOND
-    if build_time > BUILD_SHARE * time_limit:
-        raise TooSlowToBuild(f"the model {counted.what} ({counted.variables} variables, {counted.terms} terms) "
-                             f"would take about {build_time:.0f} s to build, over {BUILD_SHARE:.0%} of the "
-                             f"{time_limit:.0f} s left; not built")
+    require_fits(counted, "cpsat", clock.budget.threads, clock.budget.max_memory)
+    check_build_time(counted, BUILD_TERMS_PER_SECOND, clock)
     began = time.perf_counter()
     model = assemble(problem, lay)
-    left = max(0.05, time_limit - (time.perf_counter() - began))
-    res = run_cpsat(model.cp, time_limit=left, threads=threads, seed=seed, progress=None,
-                    has_objective=False, work_limit=work_limit, tuning=TUNING)
+    res = run_cpsat(model.cp, clock, has_objective=False, tuning=TUNING)
     return PieceOutcome(res.status, int(horizon), problem.quantum, counted, time.perf_counter() - began,
                         res.interrupted, res.work)

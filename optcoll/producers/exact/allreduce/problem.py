@@ -33,7 +33,7 @@ from optcoll.collectives.collective import Collective
 from optcoll.instances.instance import Instance
 from optcoll.machines.machine import Machine
 from optcoll.producers.base import NotApplicable
-from optcoll.producers.exact.timed.grid import MAX_EPOCHS_PER_LINK, TOLERANCE, exact_unit
+from optcoll.producers.exact.toolkit.epochs import MAX_EPOCHS_PER_LINK, TOLERANCE, exact_unit
 from optcoll.verify.stepmodel import link_weights
 
 #: Routes may pass at most this many plain switches.
@@ -66,6 +66,7 @@ class DirectProblem:
     rounding: str  # "exact", "up" or "steps"
     restrictions: tuple[str, ...]
     ports: tuple[int | None, int | None] = (None, None)  # (sends, receives) per NPU per epoch; None: any
+    reduce_only: bool = False  # SCCL's combining rules: a copy never replaces a partial (TimeModel.combining)
 
     @property
     def num_chunks(self) -> int:
@@ -100,33 +101,50 @@ class DirectProblem:
         index[self.members] = np.arange(self.num_members)
         return index[self.nodes]
 
+    def _least_routes(self, reverse: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(from, to, delay) per ordered pair of stateful nodes joined by a route, at its least
+        delay, sorted by ``to`` (reversed routes when ``reverse``)."""
+        n = self.num_nodes
+        src, dst = (self.route_dst, self.route_src) if reverse else (self.route_src, self.route_dst)
+        order = np.lexsort((self.route_delay, src, dst))
+        key = dst[order] * n + src[order]
+        least = order[np.r_[True, key[1:] != key[:-1]]] if order.size else order
+        return src[least], dst[least], self.route_delay[least].astype(float)
+
+    def _fewest_epochs(self, start: np.ndarray, reverse: bool = False) -> np.ndarray:
+        """Per row of ``start`` (epochs already taken per stateful node, ``inf`` where the row's
+        data is not): the fewest epochs before it can be at each node, by relaxing every route
+        until nothing improves (Bellman-Ford; rows in blocks, so the work array stays near 2^22
+        entries however many members; numpy alone, so that small solves start without scipy)."""
+        src, dst, delay = self._least_routes(reverse)
+        best = start.astype(float)
+        if not src.size:
+            return best
+        heads = np.flatnonzero(np.r_[True, dst[1:] != dst[:-1]])
+        into = dst[heads]
+        block = max(1, (1 << 22) // src.size)
+        for first in range(0, best.shape[0], block):
+            rows = best[first:first + block]
+            while True:
+                arriving = np.minimum.reduceat(rows[:, src] + delay, heads, axis=1)
+                improved = arriving < rows[:, into]
+                if not improved.any():
+                    break
+                rows[:, into] = np.minimum(rows[:, into], arriving)
+        return best
+
     def reach(self) -> np.ndarray:
         """(contributor, stateful node): the fewest epochs before the contributor's data can be
-        at the node (``inf`` if never)."""
-        dist = np.full((self.num_members, self.num_nodes), np.inf)
+        at the node (``inf`` if never): shortest route paths (every route takes an epoch or more)."""
         mine = self.member_index()
-        dist[mine[mine >= 0], np.flatnonzero(mine >= 0)] = 0.0
-        for _ in range(self.num_nodes):
-            via = dist[:, self.route_src] + self.route_delay[None, :]
-            better = np.full_like(dist, np.inf)
-            np.minimum.at(better.T, self.route_dst, via.T)
-            new = np.minimum(dist, better)
-            if np.array_equal(new, dist):
-                break
-            dist = new
-        return dist
+        start = np.full((self.num_members, self.num_nodes), np.inf)
+        start[mine[mine >= 0], np.flatnonzero(mine >= 0)] = 0.0
+        return self._fewest_epochs(start)
 
     def togo(self) -> np.ndarray:
         """Per stateful node: the fewest epochs for its data to reach a rank (0 at ranks)."""
-        dist = np.where(self.member_index() >= 0, 0.0, np.inf)
-        for _ in range(self.num_nodes):
-            via = self.route_delay + dist[self.route_dst]
-            new = dist.copy()
-            np.minimum.at(new, self.route_src, via)
-            if np.array_equal(new, dist):
-                break
-            dist = new
-        return dist
+        start = np.where(self.member_index() >= 0, 0.0, np.inf)[None, :]
+        return self._fewest_epochs(start, reverse=True)[0]
 
 
 def members_of(collective: Collective) -> np.ndarray:
@@ -281,4 +299,4 @@ def step_problem(instance: Instance) -> DirectProblem:
     if ports != (None, None) and problem.restrictions:
         raise NotApplicable("the direct AllReduce model takes port limits only on machines without plain "
                             "switches")
-    return replace(problem, ports=ports)
+    return replace(problem, ports=ports, reduce_only=instance.model.combining == "reduce-only")

@@ -10,15 +10,19 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+from optcoll.instances.clock import Clock
 from optcoll.producers.exact.allreduce import encoding
 from optcoll.producers.exact.allreduce.problem import DirectProblem
-from optcoll.producers.exact.allreduce.symmetric import Orbit
 from optcoll.producers.exact.allreduce.transfers import RouteTransfers, partial_sums
 from optcoll.producers.exact.memory import ModelSize, require_fits
 from optcoll.producers.exact.toolkit import run_cpsat
+
+if TYPE_CHECKING:  # the symmetry quotient (scipy's graph routines) loads only where it is used
+    from optcoll.producers.exact.allreduce.symmetric import Orbit
 
 #: Terms of the direct model built per second, measured on 2 shared cores at load average 9-12:
 #: 107 k/s for DGX-2 C = 1 at 33 epochs (27.4 M terms, 256 s), 115-126 k/s for DGX-1 and the
@@ -32,6 +36,16 @@ BUILD_SHARE = 0.25
 class TooSlowToBuild(Exception):
     """A model whose estimated build time exceeds its share of the time limit; it was not built
     (a time limit is a limit of the whole solve, docs/model.md §6)."""
+
+
+def check_build_time(size: ModelSize, terms_per_second: float, clock: Clock) -> None:
+    """Raises ``TooSlowToBuild`` when building ``size`` at ``terms_per_second`` would take more
+    than ``BUILD_SHARE`` of the time ``clock`` has left."""
+    build, left = size.terms / terms_per_second, clock.left()
+    if build > BUILD_SHARE * left:
+        raise TooSlowToBuild(f"the model {size.what} ({size.variables} variables, {size.terms} terms) would take "
+                             f"about {build:.0f} s to build, over {BUILD_SHARE:.0%} of the {left:.0f} s left; "
+                             "not built")
 
 
 #: (incumbent epochs or None, proven bound epochs or None), told as they improve.
@@ -51,21 +65,16 @@ class DirectOutcome:
     work: float = 0.0  # CP-SAT deterministic time spent
 
 
-def solve(problem: DirectProblem, horizon: int, floor: int, *, start: RouteTransfers | None = None,
-          orbit: Orbit | None = None, time_limit: float, threads: int, seed: int,
-          max_memory: int | None = None, progress: Progress | None = None, work_limit: float | None = None
+def solve(problem: DirectProblem, horizon: int, floor: int, clock: Clock, *, start: RouteTransfers | None = None,
+          orbit: Orbit | None = None, progress: Progress | None = None
           ) -> tuple[DirectOutcome, RouteTransfers | None]:
     """Minimise the makespan over [floor, horizon] epochs (a feasibility question when they are
-    equal), over every schedule or (``orbit``) the symmetric ones only. Returns the outcome and the
-    best route transfers (None when none was found). ``work_limit``: CP-SAT deterministic time."""
+    equal), over every schedule or (``orbit``) the symmetric ones only, within ``clock`` (building
+    the model counts). Returns the outcome and the best route transfers (None when none was found)."""
     floor = min(int(floor), int(horizon))
     size = encoding.size(problem, horizon, None if orbit is None else len(orbit.representatives))
-    require_fits(size, "cpsat", threads, max_memory)
-    build = size.terms / BUILD_TERMS_PER_SECOND
-    if build > BUILD_SHARE * time_limit:
-        raise TooSlowToBuild(f"the model {size.what} ({size.variables} variables, {size.terms} terms) would take "
-                             f"about {build:.0f} s to build, over {BUILD_SHARE:.0%} of the {time_limit:.0f} s left; "
-                             "not built")
+    require_fits(size, "cpsat", clock.budget.threads, clock.budget.max_memory)
+    check_build_time(size, BUILD_TERMS_PER_SECOND, clock)
     began = time.perf_counter()
     model = encoding.build(problem, horizon, floor, orbit)
     hinted = _hint(model, start) if start is not None and len(start) and orbit is None else "none"
@@ -75,9 +84,7 @@ def solve(problem: DirectProblem, horizon: int, floor: int, *, start: RouteTrans
             progress(None if objective is None else int(round(objective)),
                      None if bound is None else math.ceil(bound - 1e-6))
 
-    left = max(0.05, time_limit - (time.perf_counter() - began))
-    res = run_cpsat(model.cp, time_limit=left, threads=threads, seed=seed, progress=told,
-                    has_objective=model.makespan is not None, work_limit=work_limit)
+    res = run_cpsat(model.cp, clock, progress=told, has_objective=model.makespan is not None)
     best = decode(model, res.values, orbit) if res.values is not None else None
     if res.status == "infeasible":
         bound = horizon + 1

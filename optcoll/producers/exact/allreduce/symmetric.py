@@ -2,7 +2,7 @@
 
 A group G of machine automorphisms that keeps link timings and the ranks, no element but the
 identity fixing a rank (rotations of rings and tori, hypercube translations, DGX-1's four
-relabellings; found by ``timed.symmetry.fixed_point_free_group``), acts on schedules. Chunks are
+relabellings; found by the timed solver, ``timed.symmetry.rank_group_links``), acts on schedules. Chunks are
 interchangeable in an AllReduce, so when |G| divides the chunk count, chunk b·|G| + g may follow
 the image under G[g] of chunk b·|G|'s plan: contributions relabel with the ranks, so each image is
 a valid plan of its chunk, and only link capacity ties the images together. The model then needs
@@ -12,17 +12,13 @@ A *restriction* (TACCL's rotation offsets): it finds good schedules fast and pro
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from optcoll.collectives.builtins import make_collective
-from optcoll.instances.instance import Instance
 from optcoll.producers.exact.allreduce.problem import DirectProblem
 from optcoll.producers.exact.allreduce.transfers import RouteTransfers
-from optcoll.producers.exact.timed.grid import choose_grids
-from optcoll.producers.exact.timed.problem import direct_problem
-from optcoll.producers.exact.timed.symmetry import fixed_point_free_group
 
 
 @dataclass(frozen=True, eq=False)
@@ -45,23 +41,17 @@ class Orbit:
         return RouteTransfers(chunk, route, np.tile(transfers.start, m), np.tile(transfers.op, m))
 
 
-def orbit(problem: DirectProblem, instance: Instance) -> Orbit | None:
-    """The largest fixed-point-free group found whose order divides the chunk count (None: only
-    the identity)."""
-    collective = instance.collective
-    allgather = make_collective("allgather", collective.ranks, collective.size_bytes,
-                                collective.chunks_per_rank)
-    spread = direct_problem(Instance(instance.name, instance.machine, allgather, instance.model, instance.budget))
-    grid, _ = choose_grids(spread)
-    elements = fixed_point_free_group(spread, grid).elements
-    m = len(elements)
+def orbit(problem: DirectProblem, link_maps: Sequence[np.ndarray]) -> Orbit | None:
+    """G acting on ``problem`` from the link maps ``link_maps`` of its elements (identity first), when
+    its order divides the chunk count (None otherwise, or for the identity alone)."""
+    m = len(link_maps)
     if m < 2 or problem.num_chunks % m:
         return None
     group_of = np.empty(problem.machine.num_links, dtype=np.int64)
     for g, links in enumerate(problem.group_links):
         group_of[list(links)] = g
     first = np.array([links[0] for links in problem.group_links], dtype=np.int64)
-    group_map = np.stack([group_of[s.link[first]] for s in elements])
+    group_map = np.stack([group_of[link[first]] for link in link_maps])
     hops = [tuple(problem.hop_group[problem.hop_route == r].tolist()) for r in range(problem.num_routes)]
     route_of = {key: r for r, key in enumerate(hops)}
     route_map = np.array([[route_of[tuple(int(gm[g]) for g in key)] for key in hops] for gm in group_map],

@@ -21,10 +21,13 @@ phase returns it with its witness (``DirectPhase.lower_bound``).
 from __future__ import annotations
 
 import math
-import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
+from optcoll.instances.clock import Clock
 from optcoll.instances.instance import Instance
 from optcoll.producers.base import NotApplicable
 from optcoll.producers.exact.allreduce.pieces import prove, relaxation_problem
@@ -49,19 +52,24 @@ class DirectPhase:
     schedule: Schedule | None = None
     notes: list[str] = field(default_factory=list)
     params: dict[str, Any] = field(default_factory=dict)
-    interrupted: bool = False
-    work: float = 0.0  # CP-SAT deterministic time spent
     lower_bound: float | None = None  # seconds, proved for every timed schedule (pieces relaxation)
     lower_bound_source: str = ""
 
 
-def direct_phase(instance: Instance, start: Schedule | None, start_time: float, bound: float,
-                 deadline: float, threads: int, seed: int, max_memory: int | None,
-                 work: float | None = None) -> DirectPhase:
+#: The link maps of a fixed-point-free group of the machine's automorphisms that keeps link
+#: timings and the ranks, within a clock (found by the timed solver's symmetry search).
+GroupFinder = Callable[[Clock], Sequence[np.ndarray]]
+
+
+def direct_phase(instance: Instance, start: Schedule | None, start_time: float, bound: float, clock: Clock,
+                 group: GroupFinder | None = None) -> DirectPhase:
     """Search direct AllReduce schedules faster than ``start`` (taking ``start_time`` seconds),
-    down to the proven ``bound``, until ``deadline`` (``time.perf_counter`` seconds) and within
-    ``work`` (CP-SAT deterministic time, shared like the time)."""
+    down to the proven ``bound``, within ``clock`` (its work and a Ctrl-C are booked on it).
+    ``group`` finds the symmetry the symmetric restriction uses (None: no restriction)."""
     phase = DirectPhase()
+    if clock.expired():
+        phase.notes.append(f"direct AllReduce model: not run: {_stopped(clock)}")
+        return phase
     try:
         problem = timed_problem(instance)
     except NotApplicable as why:
@@ -73,47 +81,41 @@ def direct_phase(instance: Instance, start: Schedule | None, start_time: float, 
         phase.notes.append("direct AllReduce model: no start schedule to set its horizon")
         return phase
     floor = max(1, math.ceil(bound / q * (1 - TOLERANCE)))
+    if clock.expired():  # setting the problem up took the time (a cooperative deadline)
+        phase.notes.append(f"direct AllReduce model: not built: {_stopped(clock)}")
+        return phase
     hint = from_schedule(problem, start) if start is not None else None
     phase.params = {"quantum": q, "rounding": problem.rounding, "restrictions": list(problem.restrictions),
                     "horizon_epochs": horizon, "floor_epochs": floor}
     best: RouteTransfers | None = None
     try:
-        group = orbit(problem, instance) if horizon > floor and _quotient_may_fit(problem, floor, threads,
-                                                                                  max_memory) else None
-        if group is not None:
-            left = (deadline - time.perf_counter()) * SYMMETRIC_SHARE
-            symmetric = (f"direct AllReduce model, symmetric under a group of {group.order} "
-                         f"({len(group.representatives)} representative chunk(s)), at the bound's {floor} epochs")
+        symmetric_clock = clock.part(SYMMETRIC_SHARE)
+        found_group = None
+        if group is not None and horizon > floor and not clock.expired() and _quotient_may_fit(problem, floor, clock):
+            found_group = orbit(problem, group(symmetric_clock))
+        if found_group is not None:
+            symmetric = (f"direct AllReduce model, symmetric under a group of {found_group.order} "
+                         f"({len(found_group.representatives)} representative chunk(s)), at the bound's {floor} epochs")
             try:
-                out, found = solve(problem, floor, floor, orbit=group, time_limit=max(0.05, left),
-                                   threads=threads, seed=seed, max_memory=max_memory,
-                                   work_limit=None if work is None else work * SYMMETRIC_SHARE)
+                out, found = solve(problem, floor, floor, symmetric_clock, orbit=found_group)
             except TooSlowToBuild as slow:  # the unrestricted model may still fit the time left
                 phase.notes.append(f"{symmetric}: {slow}")
             else:
-                phase.interrupted |= out.interrupted
-                phase.work += out.work
                 phase.notes.append(f"{symmetric}: {out.status} ({out.wall:.2f} s)")
                 if found is not None:
                     best = found
                     phase.params["symmetric_epochs"] = found.makespan(problem)
         at_floor = best is not None and best.makespan(problem) <= floor
-        if not phase.interrupted and not at_floor and time.perf_counter() < deadline - 0.05 \
-                and (work is None or work > phase.work):
-            out, found = solve(problem, horizon, floor, start=best if best is not None else hint,
-                               time_limit=deadline - time.perf_counter(), threads=threads, seed=seed,
-                               max_memory=max_memory, work_limit=None if work is None else work - phase.work)
-            phase.interrupted |= out.interrupted
-            phase.work += out.work
+        if not at_floor and not clock.expired():
+            out, found = solve(problem, horizon, floor, clock, start=best if best is not None else hint)
             phase.notes.append(f"direct AllReduce model ({out.size.variables} variables, {out.size.terms} "
                                f"terms, hint {out.hinted}): {out.status} ({out.wall:.2f} s)")
             phase.params.update(status=out.status, variables=out.size.variables, terms=out.size.terms,
                                 wall_time=out.wall, family_bound=None if out.bound is None else out.bound * q)
             if found is not None and (best is None or found.makespan(problem) < best.makespan(problem)):
                 best = found
-            if out.bound is not None and out.bound * q > bound * (1 + TOLERANCE) and not phase.interrupted:
-                _prove_family_bound(instance, phase, out.bound * q, deadline, threads, seed, max_memory,
-                                    None if work is None else work - phase.work)
+            if out.bound is not None and out.bound * q > bound * (1 + TOLERANCE) and not clock.interrupted:
+                _prove_family_bound(instance, phase, out.bound * q, clock)
     except ModelTooLarge as refused:
         phase.notes.append(f"direct AllReduce model: memory limit: {refused.detail}")
         phase.params["refused"] = refused.detail
@@ -121,45 +123,44 @@ def direct_phase(instance: Instance, start: Schedule | None, start_time: float, 
         phase.notes.append(f"direct AllReduce model: time limit: {slow}")
         phase.params["refused"] = str(slow)
     except KeyboardInterrupt:
-        phase.interrupted = True
+        clock.interrupt()
     if best is not None:
         phase.params["epochs"] = best.makespan(problem)
         phase.schedule = schedule_of(problem, best)
     return phase
 
 
-def _quotient_may_fit(problem: DirectProblem, floor: int, threads: int, max_memory: int | None) -> bool:
+def _stopped(clock: Clock) -> str:
+    return "interrupted" if clock.interrupted else f"{clock.limit_reached()} reached"
+
+
+def _quotient_may_fit(problem: DirectProblem, floor: int, clock: Clock) -> bool:
     """Whether the symmetric model at ``floor`` epochs could fit in memory with the largest group
     there can be (one that moves every rank: order at most the rank count). Where it cannot, the
-    group is not searched for (a search of minutes on a 128-GPU cluster, outside the solver's clock)."""
+    group is not searched for (a search of minutes on a 128-GPU cluster)."""
     whole = encoding_size(problem, floor)
     order = max(problem.num_members, 1)
     try:
         require_fits(ModelSize(whole.formulation, whole.what, whole.variables // order, whole.terms // order),
-                     "cpsat", threads, max_memory)
+                     "cpsat", clock.budget.threads, clock.budget.max_memory)
     except ModelTooLarge:
         return False
     return True
 
 
-def _prove_family_bound(instance: Instance, phase: DirectPhase, family: float, deadline: float, threads: int,
-                        seed: int, max_memory: int | None, work: float | None) -> None:
+def _prove_family_bound(instance: Instance, phase: DirectPhase, family: float, clock: Clock) -> None:
     """Asks the pieces relaxation for a schedule done one epoch before ``family`` seconds; its
     infeasibility makes ``family`` a lower bound of the timed model (module docstring)."""
-    left = deadline - time.perf_counter()
-    if left <= 0.05 or (work is not None and work <= 0):
+    if clock.left() <= 0.05:
         phase.notes.append("pieces relaxation: no time left to ask it")
         return
     try:
         problem = relaxation_problem(instance)
         horizon = math.ceil(family / problem.quantum * (1 - TOLERANCE)) - 1
-        out = prove(problem, horizon, time_limit=left, threads=threads, seed=seed, max_memory=max_memory,
-                    work_limit=work)
+        out = prove(problem, horizon, clock)
     except (NotApplicable, ModelTooLarge, TooSlowToBuild) as why:
         phase.notes.append(f"pieces relaxation: not asked ({why})")
         return
-    phase.interrupted |= out.interrupted
-    phase.work += out.work
     phase.notes.append(f"pieces relaxation at {horizon} epochs ({out.size.variables} variables, {out.size.terms} "
                        f"terms): {out.status} ({out.wall:.2f} s)")
     phase.params["pieces"] = {"horizon_epochs": horizon, "status": out.status, "variables": out.size.variables,

@@ -2,9 +2,9 @@
 
 A ``RouteTransfers`` row is one chunk sent along one route from an epoch, as a reduction or a
 copy into the route's receiver. ``to_schedule`` places each hop on a concrete link of its group
-(first fit in time) and writes a route's hops consecutively, so that at a plain switch the
-arrivals and departures of one instant pair up in id order, which is the order in which the
-verifier's FIFO hands them on. ``from_schedule`` reads a timed schedule back into route
+(first fit in time); a hop out of a plain switch names the hop into it that it forwards (``via``,
+docs/model.md "Switches: forwarding simultaneous arrivals"), so the partials of one instant
+leave for the right places whatever order the schedule is listed in. ``from_schedule`` reads a timed schedule back into route
 transfers (for hints): a hop into a plain switch joins the hop leaving it at the same instant.
 ``partial_sums`` replays route transfers on the epochs, for hints and checks.
 """
@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from optcoll.producers.exact.allreduce.problem import DirectProblem
+from optcoll.verify.problem import plain_switches
 from optcoll.schedules.schedule import COPY, Schedule, from_arrays
 
 #: Relative slack when reading seconds as whole epochs.
@@ -51,12 +52,14 @@ def to_schedule(problem: DirectProblem, transfers: RouteTransfers, **meta) -> Sc
     if steps:
         from optcoll.verify.stepmodel import link_weights
         weights = link_weights(problem.machine)
-    chunk, link, start, op, step = [], [], [], [], []
+    plain = plain_switches(problem.machine)
+    chunk, link, start, op, step, via = [], [], [], [], [], []
     for c, r, k, o in zip(t.chunk.tolist(), t.route.tolist(), t.start.tolist(), t.op.tolist()):
         last = hops[r][-1]
-        for h in hops[r].tolist():
+        for i, h in enumerate(hops[r].tolist()):
             lo, hi = k + int(problem.hop_lo[h]), k + int(problem.hop_hi[h])
             e = _fit(problem.group_links[int(problem.hop_group[h])], lo, hi, used, per_epoch, weights)
+            via.append(len(link) - 1 if i and plain[problem.machine.link_src[e]] else -1)
             chunk.append(c), link.append(e)
             op.append(o if h == last else COPY)
             if steps:
@@ -68,7 +71,7 @@ def to_schedule(problem: DirectProblem, transfers: RouteTransfers, **meta) -> Sc
     rounds = (1,) * t.makespan(problem) if steps else None
     return from_arrays(np.array(chunk, dtype=np.int64), np.array(link, dtype=np.int64),
                        None if steps else np.array(start, dtype=float), np.array(op, dtype=np.uint8),
-                       np.array(step, dtype=np.int64), rounds, **meta)
+                       np.array(step, dtype=np.int64), rounds, via=np.array(via, dtype=np.int64), **meta)
 
 
 def _fit(links: tuple[int, ...], lo: int, hi: int, used: dict, per_epoch: dict, weights) -> int:
@@ -106,15 +109,19 @@ def from_schedule(problem: DirectProblem, schedule: Schedule) -> RouteTransfers:
         group_of[list(links)] = g
     src, dst = machine.link_src[schedule.link], machine.link_dst[schedule.link]
     arrive = times + problem.link_delay[schedule.link]
-    # Each departure from a plain switch continues the arrival of the same chunk at that instant.
+    # Each departure from a plain switch continues the arrival it names (``via``), else the
+    # oldest unnamed arrival of the same chunk, when that arrival is at the same instant.
+    named = schedule.named()
     waiting: dict[tuple[int, int], list[tuple[float, int]]] = {}
+    reserved = set(named[named >= 0].tolist())
     for i in np.lexsort((np.arange(len(schedule)), arrive)).tolist():
-        if index[dst[i]] < 0:
+        if index[dst[i]] < 0 and i not in reserved:
             waiting.setdefault((int(schedule.chunk[i]), int(dst[i])), []).append((float(arrive[i]), i))
     previous = np.full(len(schedule), -1, dtype=np.int64)
     for i in np.lexsort((np.arange(len(schedule)), times)).tolist():
         if index[src[i]] < 0:
-            queue = waiting.get((int(schedule.chunk[i]), int(src[i])), [])
+            r = int(named[i])
+            queue = [(float(arrive[r]), r)] if r >= 0 else waiting.get((int(schedule.chunk[i]), int(src[i])), [])
             if queue and abs(queue[0][0] - times[i]) <= EPOCH_TOLERANCE * max(q, times[i]):
                 previous[i] = queue.pop(0)[1]
     rows = []

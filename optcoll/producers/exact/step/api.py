@@ -15,17 +15,18 @@ from optcoll.collectives.builtins import split_allreduce
 from optcoll.collectives.collective import Collective
 from optcoll.errors import InputError
 from optcoll.instances.budget import Budget
+from optcoll.instances.clock import Clock, clock_for
 from optcoll.instances.instance import Instance, check_chunk_copies
 from optcoll.producers.base import NotApplicable
 from optcoll.producers.exact.step.backends import Backend, LinearBackend
 from optcoll.producers.exact.step.bounds import RoundsBound, allreduce_rounds_bound, problem_rounds_bound
 from optcoll.producers.exact.step.chunking import rechunk
 from optcoll.producers.exact.step.inversion import Plan, plan
-from optcoll.producers.exact.step.pareto import Front, frontier, sum_fronts
+from optcoll.producers.exact.step.pareto import Front, chunk_scope, frontier, sum_fronts
 from optcoll.producers.exact.step.search import Found, Progress, Search
 from optcoll.producers.exact.step.solution import StepSolution
 from optcoll.producers.exact.toolkit import SOLVERS as LINEAR_SOLVERS
-from optcoll.producers.exact.toolkit import Clock, check_solver
+from optcoll.producers.exact.toolkit import check_solver
 from optcoll.producers.exact.toolkit.allreduce import compose_allreduce
 from optcoll.results.outcome import SolverOutcome
 from optcoll.verify.stepmodel import check_options
@@ -47,7 +48,7 @@ def solve_step(instance: Instance, *, solver: str = "cpsat", steps: int | None =
                rounds: int | None = None, objective: str = "cost", time_limit: float | None = None,
                threads: int | None = None, seed: int | None = None, symmetry: bool = False,
                progress: Progress | None = None, max_memory: int | None = None,
-               budget: Budget | None = None) -> SolverOutcome:
+               budget: Budget | None = None, clock: Clock | None = None) -> SolverOutcome:
     """The optimal step-model schedule of the instance's collective at its C (module docstring).
 
     ``steps`` fixes S; ``rounds`` caps R. Limits: ``budget`` (default: the instance's), with
@@ -61,10 +62,12 @@ def solve_step(instance: Instance, *, solver: str = "cpsat", steps: int | None =
     (``toolkit.allreduce``: its bound is the larger part's, ``params["family_optimal"]`` says
     whether it is optimal within that family). With ``objective="steps"`` an AllReduce (built in,
     or a custom collective where every rank holds and needs every chunk: SCCL's form) is solved
-    directly with combining semantics (``allreduce.steps``).
+    directly with combining semantics (``allreduce.steps``). ``clock``: the job's running clock
+    (``run.exact``), which then holds the limits (the keyword limits must be left unset).
     """
-    budget = (budget or instance.budget).overridden(time_limit=time_limit, threads=threads, seed=seed,
-                                                    max_memory=max_memory)
+    clock = clock_for(budget or instance.budget, clock, time_limit=time_limit, threads=threads, seed=seed,
+                      max_memory=max_memory)
+    budget = clock.budget
     backend = backend_for(solver, budget.work_limit)
     if objective not in OBJECTIVES:
         raise InputError(f"unknown objective {objective!r}; use one of {', '.join(OBJECTIVES)}",
@@ -76,18 +79,18 @@ def solve_step(instance: Instance, *, solver: str = "cpsat", steps: int | None =
         raise InputError(f"objective {objective!r} chooses the rounds itself; leave rounds unset", field="rounds")
     check_options(instance.model)
     if allreduce_set(instance.collective) is not None:
-        if objective == "steps":  # SCCL's combining semantics: partial sums, no phases
+        if objective == "steps":  # the direct model: partial sums, no phases, either combining rule
             # the direct AllReduce model (and the timed model's grids and bounds it uses) loads only here
             from optcoll.producers.exact.allreduce.steps import least_steps
 
-            return least_steps(instance, steps=steps, budget=budget, progress=progress)
+            return least_steps(instance, steps=steps, clock=clock, progress=progress)
         if instance.collective.kind != "allreduce":
             raise NotApplicable("an AllReduce-shaped custom collective is solved directly for the least "
                                 "steps with one round per step: use objective 'steps' (--least-steps)")
+        _refuse_overwriting_family(instance)
     if instance.collective.kind == "allreduce" and (steps is not None or rounds is not None):
         raise InputError("steps/rounds apply to one phase; solve the reducescatter and allgather "
                          "parts separately to limit them", field="steps")
-    clock = Clock(budget)
 
     def solve_one(inst: Instance, part_clock: Clock) -> SolverOutcome:
         params: dict[str, Any] = {**part_clock.limits(), "objective": objective, "steps_limit": steps,
@@ -109,17 +112,26 @@ def solve_step(instance: Instance, *, solver: str = "cpsat", steps: int | None =
     return solve_one(instance, clock)
 
 
+def _refuse_overwriting_family(instance: Instance) -> None:
+    """ReduceScatter then AllGather copies each full sum over the partials it contains, which
+    reduce-only (SCCL's rules) forbids; only the direct model (least steps) obeys them."""
+    if instance.model.combining == "reduce-only":
+        raise NotApplicable("with combining = reduce-only (SCCL's rules) an AllReduce is solved by the direct "
+                            "model only, for the least steps with one round per step (--least-steps): "
+                            "ReduceScatter then AllGather overwrites partial sums in its AllGather")
+
+
 def _search(chosen: Plan, backend: Backend, clock: Clock, objective: str, steps: int | None,
             rounds: int | None, symmetry: bool, progress: Progress | None, params: dict[str, Any]) -> Found:
     problem = chosen.problem
     params.update(inverted=chosen.inverted, latency_bound=problem.latency_bound)
     if problem.latency_bound == 0:  # every destination already holds its chunks
         return Found(StepSolution.from_rows((), ()), "optimal", 0.0, "nothing to send")
-    search = Search(problem, backend, clock, symmetry=symmetry, progress=progress,
-                    with_lp=objective != "steps")
+    search = Search(problem, backend, clock, symmetry=symmetry, progress=progress)
     found = (search.least_steps(steps) if objective == "steps" else search.least_rounds(steps)
              if objective == "rounds" else search.least_cost(steps, rounds))
     params.update(rounds_bound=str(search.bound.value), rounds_bound_source=search.bound.source,
+                  flow_lp=str(search.bound.detail.get("flow LP")),
                   questions=search.asked, interrupted=clock.interrupted)
     if found.solution is not None:
         params.update(S=found.solution.steps, R=found.solution.total_rounds)
@@ -151,6 +163,8 @@ def pareto_front(instance: Instance, max_chunks: int, *, solver: str = "cpsat",
         raise exc.located(field="max_chunks") from None
     check_options(instance.model)
     clock = Clock(budget)
+    if instance.collective.kind == "allreduce":
+        _refuse_overwriting_family(instance)
     if instance.collective.kind != "allreduce":
         return _front(instance, instance.collective, max_chunks, backend, clock, symmetry, progress,
                       question_limit)[0]
@@ -160,7 +174,7 @@ def pareto_front(instance: Instance, max_chunks: int, *, solver: str = "cpsat",
     (rs, rs_plan, rs_bound), (ag, ag_plan, ag_bound) = parts
     bound = allreduce_rounds_bound(rs_bound, ag_bound)
     if rs_plan is None or ag_plan is None:
-        return Front((), True, "nothing to send", bound)
+        return Front((), True, "nothing to send", bound, chunk_scope(max_chunks))
     return sum_fronts(rs, ag, ag_plan.problem.alpha, ag_plan.problem.beta, bound)
 
 
@@ -174,7 +188,7 @@ def _front(instance: Instance, collective: Collective, max_chunks: int, backend:
     first = plan(machine, rechunk(collective, 1), model)
     bound = problem_rounds_bound(first.problem)
     if first.problem.latency_bound == 0:
-        return Front((), True, "nothing to send", bound), None, bound
+        return Front((), True, "nothing to send", bound, chunk_scope(max_chunks)), None, bound
 
     def prepare(C: int) -> Plan:
         return first if C == 1 else plan(machine, rechunk(collective, C), model)

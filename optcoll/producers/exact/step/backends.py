@@ -12,13 +12,14 @@ import math
 from dataclasses import dataclass
 from typing import Protocol
 
+from optcoll.instances.clock import Clock
 from optcoll.producers.exact.memory import require_fits
 from optcoll.producers.exact.step.linear import encode, size
 from optcoll.producers.exact.step.problem import StepProblem
 from optcoll.producers.exact.step.solution import StepSolution, cleaned
 from optcoll.producers.exact.step.symmetry import Entry
 from optcoll.producers.exact.toolkit import SOLVERS as LINEAR_SOLVERS
-from optcoll.producers.exact.toolkit import Clock, solve_within, solver_version
+from optcoll.producers.exact.toolkit import solve, solver_version
 
 
 @dataclass(frozen=True)
@@ -66,7 +67,7 @@ class LinearBackend:
             enc.set_hint(problem, hint)
         # One worker runs one strategy; interleaving the portfolio on it finds DGX-1 (S=3, R=7,
         # C=6) in about a second instead of about 25.
-        res = solve_within(enc.model, self.name, clock, interleave=True)
+        res = solve(enc.model, self.name, clock, interleave=True)
         if res.status == "infeasible":
             return RoundsResult("infeasible", None, hi + 1)
         bound = max(lo, 0 if res.bound is None else math.ceil(res.bound - 1e-6))

@@ -42,7 +42,7 @@ ROUNDING_SLACK = 1e-6
 FAMILY = "reducescatter+allgather family"
 
 if TYPE_CHECKING:
-    import scipy.sparse as sp
+    from optcoll.bounds.lp import Triplets
 
 
 @dataclass(frozen=True)
@@ -142,8 +142,8 @@ def flow_lp(problem: StepProblem) -> Fraction | None:
     not solved within ``LP_TIME_LIMIT``).
 
     Built as sparse arrays (chunks × destinations × edges flow variables, too many for
-    expression-by-expression model building) and solved by HiGHS through the flow bounds' LP door
-    (``optcoll.bounds.lp``). HiGHS, not GLOP: GLOP took 2-8× longer on the torus 4×4 AllGather and
+    expression-by-expression model building, assembled as numpy triplets) and solved by HiGHS
+    through the flow bounds' LP door (``optcoll.bounds.lp``). HiGHS, not GLOP: GLOP took 2-8× longer on the torus 4×4 AllGather and
     the torus 8×8 Broadcast (though less on AlltoAll).
     """
     V, E = problem.num_nodes, problem.num_edges
@@ -195,13 +195,11 @@ def flow_lp(problem: StepProblem) -> Fraction | None:
     cost[0] = 1.0
     upper = np.full(num_vars, np.inf)
     upper[1 + len(use_edge):] = 1.0
-    import scipy.sparse as sp  # with the LP door, loaded only when an LP is asked for
-
-    from optcoll.bounds.lp import solve_lp
+    from optcoll.bounds.lp import solve_lp  # the LP door (OR-Tools MathOpt), loaded only when an LP is asked for
 
     ub_rhs, eq_rhs = ub_rows.rhs(), eq_rows.rhs()
     started = time.monotonic()
-    result = solve_lp(cost, sp.vstack([ub_rows.matrix(num_vars), eq_rows.matrix(num_vars)], format="csr"),
+    result = solve_lp(cost, _Rows.stacked([ub_rows, eq_rows], num_vars),
                       np.concatenate([np.full(len(ub_rhs), -np.inf), eq_rhs]), np.concatenate([ub_rhs, eq_rhs]),
                       np.zeros(num_vars), upper, solver="highs", time_limit=LP_TIME_LIMIT)
     if not result.solved:
@@ -242,13 +240,25 @@ class _Rows:
     def rhs(self) -> np.ndarray:
         return np.concatenate(self.rhs_parts) if self.rhs_parts else np.zeros(0)
 
-    def matrix(self, num_vars: int) -> sp.csr_matrix:
-        import scipy.sparse as sp
+    @staticmethod
+    def stacked(blocks: list["_Rows"], num_vars: int) -> "Triplets":
+        """The blocks' rows one after the other as triplets, duplicate terms summed (numpy only:
+        no scipy to load for a small LP)."""
+        from optcoll.bounds.lp import Triplets
 
-        if not self.rows:
-            return sp.csr_matrix((0, num_vars))
-        return sp.csr_matrix((np.concatenate(self.vals), (np.concatenate(self.rows), np.concatenate(self.cols))),
-                          shape=(self.count, num_vars))
+        offsets = np.cumsum([0] + [b.count for b in blocks])
+        rows = [r + offset for b, offset in zip(blocks, offsets) for r in b.rows]
+        cols = [c for b in blocks for c in b.cols]
+        vals = [v for b in blocks for v in b.vals]
+        if not rows:
+            empty = np.zeros(0, dtype=np.int64)
+            return Triplets(empty, empty, np.zeros(0), (int(offsets[-1]), num_vars))
+        key = np.concatenate(rows) * num_vars + np.concatenate(cols)
+        unique, inverse = np.unique(key, return_inverse=True)
+        data = np.zeros(unique.size)
+        np.add.at(data, inverse, np.concatenate(vals))
+        row, col = np.divmod(unique, num_vars)
+        return Triplets(row, col, data, (int(offsets[-1]), num_vars))
 
 
 def _exact(value: float) -> Fraction:

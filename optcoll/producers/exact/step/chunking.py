@@ -42,5 +42,7 @@ def refine(schedule: Schedule, factor: int) -> Schedule:
     chunk = (schedule.chunk[:, None] * factor + np.arange(factor)).ravel()
     link, start, op, step = (np.repeat(column, factor) for column in
                              (schedule.link, schedule.start, schedule.op, schedule.step))
+    via = None if schedule.via is None else np.where(
+        np.repeat(schedule.via, factor) >= 0, (schedule.via[:, None] * factor + np.arange(factor)).ravel(), -1)
     return Schedule(chunk, link, start, op, step, tuple(r * factor for r in schedule.rounds or ()),
-                    schedule.meta)
+                    schedule.meta, via)

@@ -9,6 +9,11 @@ at this S or later and every C is dropped unasked (DGX-1 AllGather at S = 3: C =
 7/6, so C = 3, 4 and 5 are no longer asked); if not, that C is asked from its floor + 1 at this S.
 The search stops when the best R/C meets the rounds lower bound (bandwidth-optimal) or every C is
 dropped; both always happen.
+
+Every claim is scoped: the front covers every S but only C ≤ max_chunks (``Front.scope``). A
+larger C can lie below it (mybox AllGather: the front for C ≤ 3 ends at (S, R/C) = (2, 4/3), and
+C = 4 reaches 5/4 at S = 2), so "complete" and "proven" never speak of C beyond the range; only
+"bandwidth-optimal" does, because the rounds lower bound holds for every C.
 """
 from __future__ import annotations
 
@@ -17,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 
+from optcoll.instances.clock import Clock
 from optcoll.producers.exact.memory import ModelTooLarge
 from optcoll.producers.exact.step.backends import Backend
 from optcoll.producers.exact.step.bounds import FAMILY, RoundsBound
@@ -26,7 +32,6 @@ from optcoll.producers.exact.step.inversion import Plan
 from optcoll.producers.exact.step.search import LEX_PREFIX, Progress
 from optcoll.producers.exact.step.solution import StepSolution, stretched
 from optcoll.producers.exact.step.symmetry import automorphisms, lex_constraints
-from optcoll.producers.exact.toolkit import Clock
 from optcoll.schedules.schedule import Schedule
 
 
@@ -36,8 +41,9 @@ class ParetoPoint:
 
     ``cost`` is S·α + R·b/B_min in seconds for the instance's buffer (b = its chunk bytes at this
     C); ``formula`` writes it with b₁ = the chunk bytes at C = 1. ``proven``: no point with these
-    S or fewer steps and a smaller R/C exists (every question up to here was answered with a
-    proof). ``bandwidth_optimal``: R/C equals the rounds lower bound.
+    S or fewer steps and a smaller R/C exists among the chunk counts of the front's ``scope``
+    (every question up to here was answered with a proof). ``bandwidth_optimal``: R/C equals the
+    rounds lower bound, which holds for every C.
     """
 
     steps: int
@@ -54,14 +60,22 @@ class ParetoPoint:
 @dataclass(frozen=True)
 class Front:
     """The points found, in order of S, and why the search ended: ``complete`` when it reached
-    the rounds lower bound or no C could improve any more; otherwise ``stopped`` says what cut it
-    short (the time limit, Ctrl-C, a model over the memory limit) and later points may exist.
-    ``bound``: the rounds lower bound the front was searched against (``rounds_lower_bound``)."""
+    the rounds lower bound or no C in ``scope`` could improve any more; otherwise ``stopped`` says
+    what cut it short (the time limit, Ctrl-C, a model over the memory limit) and later points may
+    exist. ``bound``: the rounds lower bound the front was searched against
+    (``rounds_lower_bound``). ``scope``: the schedules the front searched, in words ("C ≤ 3,
+    every S"); completeness and ``proven`` speak of these only."""
 
     points: tuple[ParetoPoint, ...]
     complete: bool
     stopped: str
     bound: RoundsBound
+    scope: str
+
+
+def chunk_scope(max_chunks: int) -> str:
+    """The schedules a front for C = 1..max_chunks searched (module docstring)."""
+    return f"C ≤ {max_chunks}, every S"
 
 
 def frontier(prepare: Callable[[int], Plan], max_chunks: int, bound: RoundsBound, backend: Backend,
@@ -162,8 +176,10 @@ def frontier(prepare: Callable[[int], Plan], max_chunks: int, bound: RoundsBound
     if not stopped and not settled:
         stopped = "a question ended without a proof at its question limit (later points unproven, better ones may exist)"
     return Front(tuple(points), not stopped, stopped or (
-        "bandwidth-optimal: R/C meets the rounds lower bound" if best is not None and best <= bound.value
-        else "no chunk count can lower R/C further"), bound)
+        f"bandwidth-optimal: R/C meets the rounds lower bound, which holds for every C (points with fewer "
+        f"steps and C > {max_chunks} were not searched)" if best is not None and best <= bound.value
+        else f"no C ≤ {max_chunks} lowers R/C further at any S (C > {max_chunks} was not searched)"),
+        bound, chunk_scope(max_chunks))
 
 
 def _point(plan: Plan, solution: StepSolution, C: int, q: Fraction, proven: bool,
@@ -202,4 +218,5 @@ def sum_fronts(first: Front, second: Front, alpha: float, beta: float, bound: Ro
                                   f"{steps}·α + {rounds}/{chunks}·b₁/B_min", complete and a.proven and b.proven,
                                   q <= family, schedule))
     stopped = "; ".join(f"{name}: {front.stopped}" for name, front in (("reducescatter", first), ("allgather", second)))
-    return Front(tuple(points), complete, stopped, bound)
+    return Front(tuple(points), complete, stopped, bound,
+                 f"ReduceScatter then AllGather, each phase {first.scope}")

@@ -14,11 +14,17 @@ it. Since R ≥ S, no S at or beyond the best R so far can beat it, which makes 
 
 ``least_steps``: SCCL's least steps, every step one round (R = S), from the larger of the latency
 and rounds bounds up to the better of the two one-round-per-step heuristics (greedy.py: fixed
-trees, rarest first), which makes it terminate. The counting rounds bounds suffice here
-(``with_lp=False`` spares the flow LP and its solver's start-up): the bound only says where to
-start, and the solver proves every S below its answer. No hint: the only schedules with R = S are
+trees, rarest first), which makes it terminate. No hint: the only schedules with R = S are
 answers, and the greedy's routes stretched to S (more rounds than S allows) measured slower as a
 hint (torus 4×4 C = 2: 20 s against 2.9 s).
+
+The rounds bound starts as the counting bounds (milliseconds, no LP solver loaded) and gets the
+multicast flow LP (bounds.py) only when a solver question is about to be asked: whenever the
+heuristics already meet the counting floor the LP could not change the answer and is never built,
+and whenever a question is asked the LP pays. Measured on SCCL's question list
+(reports/bench-exact.md): the LP costs 5–70 ms there, while without it CP-SAT must refute every
+S between the counting floor and the flow floor itself, which it did not do in 60 s on the
+AlltoAll of Line(7), Line(8) and Ring(8) (floors 6 → 12, 7 → 16 and 4 → 8 steps).
 """
 from __future__ import annotations
 
@@ -26,6 +32,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from optcoll.instances.clock import Clock
 from optcoll.producers.exact.memory import ModelTooLarge
 from optcoll.producers.exact.step.backends import Backend, RoundsResult
 from optcoll.producers.exact.step.bounds import problem_rounds_bound
@@ -33,7 +40,6 @@ from optcoll.producers.exact.step.greedy import greedy_solution, one_round_per_s
 from optcoll.producers.exact.step.problem import StepProblem
 from optcoll.producers.exact.step.solution import StepSolution, stretched
 from optcoll.producers.exact.step.symmetry import automorphisms, lex_constraints
-from optcoll.producers.exact.toolkit import Clock
 
 #: (wall seconds, incumbent cost or None, proven lower bound or None), told as they change.
 Progress = Callable[[float, float | None, float | None], None]
@@ -61,13 +67,23 @@ class Search:
     """One problem, one backend, one clock shared by every backend call."""
 
     def __init__(self, problem: StepProblem, backend: Backend, clock: Clock, *,
-                 symmetry: bool, progress: Progress | None = None, with_lp: bool = True):
+                 symmetry: bool, progress: Progress | None = None):
         self.problem, self.backend, self.clock = problem, backend, clock
         self.progress = progress
-        self.bound = problem_rounds_bound(problem, with_lp=with_lp)
+        self.bound = problem_rounds_bound(problem, with_lp=False)
         self.rounds_floor = self.bound.rounds(problem.collective.chunks_per_rank)
         self.lex = lex_constraints(problem, automorphisms(problem), LEX_PREFIX) if symmetry else []
         self.asked: list[str] = []
+        self._flow_asked = False
+
+    def tighten(self) -> int:
+        """The rounds floor with the flow LP added, computed once, just before the first solver
+        question (module docstring)."""
+        if not self._flow_asked:
+            self._flow_asked = True
+            self.bound = problem_rounds_bound(self.problem, with_lp=True)
+            self.rounds_floor = self.bound.rounds(self.problem.collective.chunks_per_rank)
+        return self.rounds_floor
 
     def out_of_time(self, found: Found, steps: int) -> bool:
         """Whether the clock has run out (or Ctrl-C stopped it) before asking about ``steps``."""
@@ -130,8 +146,10 @@ class Search:
                 candidate = stretched(p, best if best is not None and best.steps <= S else start, S)
                 if candidate.total_rounds <= cap and p.cost(S, candidate.total_rounds) < best_cost:
                     best, best_cost = candidate, p.cost(S, candidate.total_rounds)
-                lo = max(S, self.rounds_floor)
                 hi = min(cap, self._rounds_below(best_cost, S))
+                lo = max(S, self.rounds_floor)
+                if lo <= hi:  # a question is due: first the flow floor, which may settle it
+                    lo = max(S, self.tighten())
                 if lo > hi:
                     break  # lo only grows and hi only shrinks with S: nothing better anywhere
                 if self.out_of_time(found, S):
@@ -182,6 +200,8 @@ class Search:
                 candidate = stretched(p, best or start, S)
                 best = best or candidate
                 lo, hi = max(S, self.rounds_floor), best.total_rounds - 1
+                if lo <= hi:  # a question is due: first the flow floor, which may settle it
+                    lo = max(S, self.tighten())
                 if lo > hi:
                     break  # lo only grows with S: no S from here on has fewer rounds
                 if self.out_of_time(found, S):
@@ -224,6 +244,8 @@ class Search:
         unit: StepSolution | None = None
         try:
             unit = one_round_per_step(p)
+            if first < unit.steps:  # a question is due: first the flow floor, which may settle it
+                first = max(first, self.tighten())
             last = steps if steps is not None else max(first, unit.steps)
             for S in range(first, last + 1):
                 if S >= unit.steps:
@@ -269,5 +291,7 @@ class Search:
     def _source(self, what: str, steps: int | None, rounds: int | None) -> str:
         limits = [f"S = {steps}"] if steps is not None else []
         limits += [f"R <= {rounds}"] if rounds is not None else []
-        where = f" with {' and '.join(limits)}" if limits else ""
-        return f"step model, {what}{where}: {self.backend.name} proofs, rounds bound {self.bound.source}"
+        where = f" with {' and '.join(limits)}" if limits else " over every S"
+        C = self.problem.collective.chunks_per_rank
+        return (f"step model, {what} at C = {C}{where}: {self.backend.name} proofs, "
+                f"rounds bound {self.bound.source}")

@@ -27,12 +27,13 @@ from collections import defaultdict
 import numpy as np
 import z3
 
+from optcoll.instances.clock import Clock
 from optcoll.producers.exact.memory import ModelSize, require_fits
 from optcoll.producers.exact.step.backends import RoundsResult
 from optcoll.producers.exact.step.problem import StepProblem
 from optcoll.producers.exact.step.solution import StepSolution, cleaned
 from optcoll.producers.exact.step.symmetry import Entry
-from optcoll.producers.exact.toolkit import Clock, solver_version
+from optcoll.producers.exact.toolkit import solver_version
 from optcoll.producers.exact.toolkit.interrupt import run_interruptibly
 
 Literal = z3.BoolRef

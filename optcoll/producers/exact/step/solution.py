@@ -16,6 +16,8 @@ from itertools import groupby
 import numpy as np
 
 from optcoll.producers.exact.step.problem import StepProblem
+from optcoll.producers.forwarding import forwarded_by
+from optcoll.verify.problem import plain_switches
 from optcoll.schedules.schedule import COPY, REDUCE, Schedule, from_arrays
 
 
@@ -128,7 +130,7 @@ def to_schedule(problem: StepProblem, solution: StepSolution, *, reverse: bool =
     ``reverse`` runs the solution backwards (step s → S+1−s): the inversion of a combining
     collective's dual, whose links are the original machine's with the same ids. Each transfer
     reduces into its receiver, except into a switch that cannot reduce (a plain switch in the
-    dual), which only queues the partial and forwards it once.
+    dual), which only queues the partial and forwards it once, naming the arrival it forwards.
     """
     steps = solution.steps
     chunk, link, step, op = [], [], [], []
@@ -146,8 +148,14 @@ def to_schedule(problem: StepProblem, solution: StepSolution, *, reverse: bool =
             step.append(steps + 1 - s if reverse else s)
             op.append(REDUCE if reverse and problem.copies[problem.edge_src[e]] else COPY)
     rounds = solution.rounds[::-1] if reverse else solution.rounds
+    via = None
+    if reverse:  # a plain switch's departures name the arrivals they forward (``forwarding``)
+        c, e = np.array(chunk, dtype=np.int64), np.array(link, dtype=np.int64)
+        dual_step = steps + 1 - np.array(step, dtype=float)
+        via = forwarded_by(c, problem.machine.link_src[e], problem.machine.link_dst[e], dual_step,
+                           dual_step + 0.5, plain_switches(problem.machine))
     return from_arrays(chunk, link, op=np.array(op, dtype=np.uint8), step=step, rounds=list(rounds),
-                       **meta).sorted()
+                       via=via, **meta).sorted()
 
 
 def stretched(problem: StepProblem, solution: StepSolution, steps: int) -> StepSolution:

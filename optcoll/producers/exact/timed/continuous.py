@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from optcoll.instances.clock import Clock
 from optcoll.producers.exact.memory import ModelSize
 from optcoll.producers.exact.timed.grid import Grid
 from optcoll.producers.exact.toolkit.backends import Progress, SolveResult, run_cpsat
@@ -206,7 +207,5 @@ def hint(model: ContinuousModel, transfers: Transfers) -> bool:
     return True
 
 
-def solve(model: ContinuousModel, *, time_limit: float, threads: int, seed: int,
-          progress: Progress | None, work_limit: float | None = None) -> SolveResult:
-    return run_cpsat(model.cp, time_limit=time_limit, threads=threads, seed=seed, progress=progress,
-                     has_objective=True, work_limit=work_limit)
+def solve(model: ContinuousModel, clock: Clock, *, progress: Progress | None = None) -> SolveResult:
+    return run_cpsat(model.cp, clock, progress=progress, has_objective=True)

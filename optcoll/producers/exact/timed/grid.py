@@ -28,19 +28,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from fractions import Fraction
 
 import numpy as np
 
 from optcoll.errors import InputError
 from optcoll.producers.exact.timed.problem import TimedProblem
+from optcoll.producers.exact.toolkit.epochs import MAX_EPOCHS_PER_LINK, TOLERANCE, exact_unit
 
-#: Relative slack when deciding that a float duration is an integer number of quanta.
-TOLERANCE = 1e-9
-#: Relative slack when recognising a ratio of durations as a fraction (float noise is ~1e-16).
-RATIO_TOLERANCE = 1e-12
-#: A time-expanded grid with more epochs per link than this is too fine to be worth it.
-MAX_EPOCHS_PER_LINK = 24
 #: The continuous model accepts a fine exact unit with up to this many units per link.
 MAX_UNITS_PER_LINK = 10**6
 
@@ -78,30 +72,6 @@ def seconds_grid(problem: TimedProblem) -> Grid:
 
 def _values(problem: TimedProblem) -> np.ndarray:
     return np.concatenate([problem.delay, problem.busy, problem.port_shift])
-
-
-def exact_unit(values: np.ndarray, max_units: int) -> float | None:
-    """The largest q making every value an integer multiple of q with at most ``max_units`` each.
-
-    Works with ratios to the smallest positive value as fractions, so float noise in e.g.
-    800.5e-6 and 533.8333e-6 s does not hide that 1/6 µs divides both.
-    """
-    positive = values[values > 0]
-    if positive.size == 0:
-        return None
-    ref = float(positive.min())
-    denominator = 1
-    for ratio in np.unique(positive / ref).tolist():
-        frac = Fraction(ratio).limit_denominator(max_units)
-        if abs(float(frac) - ratio) > RATIO_TOLERANCE * ratio:
-            return None
-        denominator = math.lcm(denominator, frac.denominator)
-        if denominator > max_units:
-            return None
-    unit = ref / denominator
-    if float(positive.max()) / unit > max_units * (1 + TOLERANCE):
-        return None
-    return unit
 
 
 def _integral(values: np.ndarray, q: float) -> bool:

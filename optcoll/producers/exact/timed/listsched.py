@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from optcoll.instances.clock import check_current
 from optcoll.producers.calendar import Need, Runs, Windows, earliest_start, reserve
 from optcoll.producers.exact.timed.grid import Grid
 from optcoll.producers.exact.timed.problem import TimedProblem
@@ -49,7 +50,7 @@ class Calendar:
 
     def __init__(self, problem: TimedProblem, grid: Grid):
         self.problem, self.grid = problem, grid
-        self.links = [Runs() if c == 1 else Windows(c) for c in grid.capacity.tolist()]
+        self.links = [Runs(float(b)) if c == 1 else Windows(c) for c, b in zip(grid.capacity.tolist(), grid.busy.tolist())]
         self.send = [Windows(problem.send_ports) if problem.send_ports and problem.port_limited[v] else None
                      for v in range(problem.num_nodes)]
         self.recv = [Windows(problem.recv_ports) if problem.recv_ports and problem.port_limited[v] else None
@@ -113,7 +114,8 @@ def to_seconds(problem: TimedProblem, grid: Grid, transfers: Transfers) -> Trans
 
 
 def retime(problem: TimedProblem, grid: Grid, transfers: Transfers) -> Transfers:
-    """The transfers, in their start order, each started as early as possible on ``grid``.
+    """The transfers, in their start order, each started as early as possible on ``grid``; under a
+    solver's clock, until it ends (``check_current``).
 
     Raises ValueError if the order is not causal (a sender that never holds the chunk).
     """
@@ -121,6 +123,8 @@ def retime(problem: TimedProblem, grid: Grid, transfers: Transfers) -> Transfers
     cal, held = Calendar(problem, grid), _Holdings(problem)
     starts = np.empty(len(ordered), dtype=float)
     for i, (c, e) in enumerate(zip(ordered.chunk.tolist(), ordered.link.tolist())):
+        if i % 1024 == 0:
+            check_current()
         u, v = int(problem.src[e]), int(problem.dst[e])
         ready = held.ready(c, u)
         if ready is None:
@@ -134,7 +138,8 @@ def retime(problem: TimedProblem, grid: Grid, transfers: Transfers) -> Transfers
 
 
 def greedy(problem: TimedProblem, grid: Grid) -> Transfers:
-    """Earliest-arrival routing of each (chunk, destination), nearest deliveries first."""
+    """Earliest-arrival routing of each (chunk, destination), nearest deliveries first; under a
+    solver's clock, until it ends (``check_current``)."""
     r = reach(problem, grid.delay)
     order = np.lexsort((problem.need_node, problem.need_chunk,
                         r.earliest[problem.need_chunk, problem.need_node]))
@@ -145,6 +150,7 @@ def greedy(problem: TimedProblem, grid: Grid) -> Transfers:
         c, dest = int(problem.need_chunk[i]), int(problem.need_node[i])
         if held.hold.get((c, dest)) is not None:
             continue
+        check_current()
         path = _earliest_path(problem, grid, cal, held, out_links, c, dest)
         if path is None:
             raise ValueError(f"chunk {c} cannot reach node {dest}")

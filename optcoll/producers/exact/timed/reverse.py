@@ -2,7 +2,8 @@
 
 A ReduceScatter (Reduce) schedule is an AllGather (Broadcast) schedule on the reversed machine
 run backwards: a copy on reversed link e at [t, t + d) becomes a reduce on the original link e
-at [T − t − d, T − t). That needs the dual schedule to be a forest — each node receives each
+at [T − t − d, T − t); a plain switch's departures name the arrivals they forward
+(``optcoll.producers.forwarding``). That needs the dual schedule to be a forest — each node receives each
 chunk once and every delivery is used — or a partial would be counted twice or lost, so
 ``essential`` first strips redundant and dead-end transfers (which only ever helps a schedule).
 """
@@ -11,6 +12,8 @@ from __future__ import annotations
 import numpy as np
 
 from optcoll.producers.exact.timed.listsched import Transfers
+from optcoll.producers.forwarding import forwarded_by
+from optcoll.verify.problem import plain_switches
 from optcoll.producers.exact.timed.problem import TimedProblem
 from optcoll.schedules.schedule import COPY, REDUCE, Schedule, from_arrays
 
@@ -71,8 +74,10 @@ def to_schedule(problem: TimedProblem, transfers: Transfers, **meta) -> Schedule
     start = np.maximum(end - arrive, 0.0)
     # The original receiver is the dual sender; it combines unless it is a switch that cannot.
     op = np.where(problem.copy[problem.src[t.link]], REDUCE, COPY).astype(np.uint8)
+    via = forwarded_by(t.chunk, problem.src[t.link], problem.dst[t.link], t.start, arrive,
+                       plain_switches(problem.machine))
     order = np.lexsort((t.chunk, t.link, start))
-    return from_arrays(t.chunk[order], t.link[order], start[order], op[order], **meta)
+    return from_arrays(t.chunk, t.link, start, op, via=via, **meta).take(order)
 
 
 def from_schedule(problem: TimedProblem, schedule: Schedule) -> Transfers:

@@ -33,7 +33,8 @@ from optcoll.producers.exact.timed.reach import Reach, reach
 from optcoll.producers.exact.timed.reverse import essential
 from optcoll.producers.exact.timed.symmetry import (Group, Symmetry, breaking_symmetries, fixed_point_free_group,
                                                    lex_leader_rows, orbit_classes, variable_permutation)
-from optcoll.producers.exact.toolkit import Clock, solve_within
+from optcoll.instances.clock import Clock
+from optcoll.producers.exact.toolkit import solve
 from optcoll.producers.exact.toolkit.symmetry import MAX_NODES
 
 #: Share of the remaining time the symmetric phase, the warm-start phase and each bisection probe
@@ -171,7 +172,7 @@ def _symmetric_phase(problem: TimedProblem, grid: Grid, models: _Models, group: 
     quotient = model.linear.quotient(classes)
     if phase.left() <= 0:
         return
-    res = solve_within(quotient, models.solver, phase)
+    res = solve(quotient, models.solver, phase)
     out.phases.append(f"symmetric restriction (group of {group.order}): {res.status}")
     if res.values is not None:
         values = res.values[classes]
@@ -211,7 +212,7 @@ def _solve_at(problem: TimedProblem, grid: Grid, models: _Models, horizon: int, 
 
     if clock.left() <= 0:
         return False
-    res = solve_within(model.linear, models.solver, clock, progress=progress if model.has_objective else None)
+    res = solve(model.linear, models.solver, clock, progress=progress if model.has_objective else None)
     out.phases.append(f"{phase} at {horizon} epochs: {res.status} ({res.wall:.2f} s)")
     improved = False
     if res.values is not None:

@@ -17,9 +17,12 @@ from pathlib import Path
 from optcoll.bounds import best_lower_bound
 from optcoll.errors import InputError
 from optcoll.instances.budget import Budget
+from optcoll.instances.clock import Clock, OutOfTime, clock_for, running, terminating
 from optcoll.instances.instance import Instance
 from optcoll.producers import compose
 from optcoll.producers.base import NotApplicable
+from optcoll.producers.exact.allreduce.timed import direct_phase
+from optcoll.producers.exact.timed.start import Start, best_start
 from optcoll.producers.exact.memory import ModelTooLarge, require_fits
 from optcoll.producers.exact.timed import coarse, continuous, expanded
 from optcoll.producers.exact.timed.grid import MAX_UNITS_PER_LINK, Grid, choose_grids, fine_grid, seconds_grid
@@ -30,14 +33,13 @@ from optcoll.producers.exact.timed.reverse import essential, from_schedule, to_s
 from optcoll.producers.exact.timed.search import search
 from optcoll.producers.exact.timed.star import shift_transfers
 from optcoll.producers.exact.timed.stitch import allgather_holders, stitched
-from optcoll.producers.exact.toolkit import Clock, check_solver, export, solver_version
+from optcoll.producers.exact.timed.symmetry import rank_group_links
+from optcoll.producers.exact.toolkit import check_solver, export, solver_version
 from optcoll.producers.exact.toolkit.allreduce import compose_allreduce
-from optcoll.producers.exact.toolkit.backends import settled
 from optcoll.producers.registry import IMPLEMENTS, get_synthesizer
 from optcoll.results.outcome import SolverOutcome
 from optcoll.schedules.schedule import Schedule
 from optcoll.units import format_time
-from optcoll.verify import require_valid
 
 #: (wall seconds, incumbent seconds or None, proven bound seconds or None)
 Progress = Callable[[float, float | None, float | None], None]
@@ -58,12 +60,8 @@ FORMULATIONS = ("auto", "expanded", "continuous")
 EXPORT_FORMATS = (".mps", ".lp", ".pbtxt", ".pb")
 #: Share of an AllReduce's time for ReduceScatter then AllGather; the direct model gets the rest.
 FAMILY_SHARE = 0.5
-#: AllReduce producers built from the machine's structure that start the timed solver (the first
-#: that applies: a switch that reduces and multicasts, else nodes joined by NIC rails).
-STRUCTURED_STARTS = ("inswitch", "rail-exchange")
-#: Largest AllReduce (chunks × ranks) they are built for: their flows are placed one by one
-#: (dgxh100-rail-16x8, 128 × 128, in well under a second; rail-64x8 would take tens of seconds).
-START_MAX_CELLS = 128 * 128
+#: Share of the time limit the AllReduce start schedules may use (``timed.start``).
+START_SHARE = 0.5
 
 
 def _problem(instance: Instance) -> TimedProblem:
@@ -93,13 +91,14 @@ class _Trace:
                 self.progress(*row)
 
 
-def _analytic_bound(instance: Instance, problem: TimedProblem) -> tuple[float, str]:
-    """The best true-time lower bound: optcoll.bounds, and the solver's own per-problem ones."""
+def _analytic_bound(instance: Instance, problem: TimedProblem, clock: Clock | None = None) -> tuple[float, str]:
+    """The best true-time lower bound: optcoll.bounds (those computed within ``clock``), and the
+    solver's own per-problem ones."""
     r = reach(problem, problem.delay)
     own = [(latency_bound(problem, r), "latency (shortest delivery paths)"),
            (ingress_bound(problem, r, seconds_grid(problem)), "per-node ingress"),
            (egress_bound(problem, r, seconds_grid(problem)), "per-holder egress")]
-    shared = best_lower_bound(instance.machine, instance.collective, instance.model)
+    shared = best_lower_bound(instance.machine, instance.collective, instance.model, clock)
     own.append((float(shared.value), f"{shared.name} bound ({shared.witness()})"))
     return max(own, key=lambda item: item[0])
 
@@ -115,15 +114,19 @@ def _grid_floor(problem: TimedProblem, grid: Grid, true_bound: float | None) -> 
 
 
 def _starts(instance: Instance, problem: TimedProblem, seed: int, hint: Schedule | None,
-            notes: list[str], bound: float) -> list[tuple[str, Transfers]]:
+            notes: list[str], bound: float, clock: Clock | None = None) -> list[tuple[str, Transfers]]:
     """First schedules, in true seconds: the registry's greedies and the user's hint (callers fall
     back on the earliest-arrival greedy when none serves). They are compared in true seconds (a
     rounded grid can make the best of them look worse), and a greedy schedule that meets
-    ``bound`` ends the list: it is optimal, so no other start can matter."""
+    ``bound`` ends the list: it is optimal, so no other start can matter. Within ``clock``, the
+    greedies after the first that serves are run only while it has time left."""
     true_grid = seconds_grid(problem)
     found: list[tuple[str, Transfers]] = []
     for name in REGISTRY_GREEDIES:
         if instance.collective.kind not in IMPLEMENTS[name]:
+            continue
+        if found and clock is not None and clock.expired():
+            notes.append(f"{name} not run as a start: {clock.limit_reached()} reached")
             continue
         try:
             transfers = from_schedule(problem, get_synthesizer(name)(instance, seed))
@@ -148,7 +151,7 @@ def solve_timed(instance: Instance, *, solver: str = "cpsat", quantum: float | N
                 time_limit: float | None = None, threads: int | None = None, seed: int | None = None,
                 hint: Schedule | None = None, progress: Progress | None = None, formulation: str = "auto",
                 max_memory: int | None = None, budget: Budget | None = None,
-                structured: bool = True) -> SolverOutcome:
+                structured: bool = True, clock: Clock | None = None) -> SolverOutcome:
     """The optimal makespan in the timed model (docs/model.md §5-§6), or the best schedule
     found and a proven lower bound when time runs out or Ctrl-C is pressed.
 
@@ -168,35 +171,37 @@ def solve_timed(instance: Instance, *, solver: str = "cpsat", quantum: float | N
     over it is not built, and, as when time runs out, the result is the best schedule so far with
     the bound proven so far (the refusals are in the notes and in ``params["refused"]``).
     ``structured=False`` skips the schedules built from the machine's structure (shift schedule,
-    stitched rails, the AllReduce starts of ``STRUCTURED_STARTS``), to measure the solver from the
+    stitched rails, the AllReduce producers' start ``timed.start``), to measure the solver from the
     greedies alone (and to solve ReduceScatter then AllGather where such a start answers at once).
+    ``clock``: the job's running clock (``run.exact``), which then holds the limits (the keyword
+    limits must be left unset).
     """
-    budget = (budget or instance.budget).overridden(time_limit=time_limit, threads=threads, seed=seed,
-                                                    max_memory=max_memory)
-    check_solver(solver, budget.work_limit)
+    clock = clock_for(budget or instance.budget, clock, time_limit=time_limit, threads=threads, seed=seed,
+                      max_memory=max_memory)
+    check_solver(solver, clock.budget.work_limit)
     if formulation not in FORMULATIONS:
         raise InputError(f"unknown formulation {formulation!r}; use one of {', '.join(FORMULATIONS)}",
                          field="formulation")
     if not instance.collective.equal_chunks:
         raise NotApplicable(f"the exact timed model cuts time for equal chunks; {instance.collective.kind}'s "
                             "chunks differ in size")
-    clock = Clock(budget)
     if instance.collective.kind == "allreduce":
         def part(sub: Instance, part_clock: Clock) -> SolverOutcome:
             return _Run(sub, solver, part_clock, _Trace(clock.start, progress)).solve(quantum, None, formulation)
 
-        overall = best_lower_bound(instance.machine, instance.collective, instance.model)
+        overall = best_lower_bound(instance.machine, instance.collective, instance.model, clock)
         bound = (float(overall.value), f"{overall.name} bound ({overall.detail})")
+        start_notes: list[str] = []
         try:
-            start = _structured_start(instance) if structured else None
+            start = best_start(instance, clock.part(START_SHARE), start_notes) if structured else None
         except KeyboardInterrupt:  # the family still makes its start schedules, at once
             clock.interrupt()
             start = None
-        if start is not None and start[1] <= bound[0] * (1 + TIME_TOLERANCE):
+        if start is not None and start.time <= bound[0] * (1 + TIME_TOLERANCE):
             return _start_optimal(instance, solver, clock, _Trace(clock.start, progress), start, bound)
         composed = compose_allreduce(instance, clock.part(FAMILY_SHARE), part, lambda s: compose.makespan(s, instance),
                                      bound)
-        return _allreduce(instance, solver, clock, composed, start)
+        return _allreduce(instance, solver, clock, replace(composed, notes=(*start_notes, *composed.notes)), start)
     return _Run(instance, solver, clock, _Trace(clock.start, progress), structured).solve(quantum, hint, formulation)
 
 
@@ -280,20 +285,11 @@ class _Run:
             if lower is not None:
                 phases.append((lambda clock: self.relaxation(lower, clock), 1.0))
         try:
-            self.prove(*_analytic_bound(self.instance, problem), searched=False)
-            # Structured schedules first: the greedies cost most on big machines.
-            first = (self.offer_structured() if self.structured else None) or ""
-            for name, transfers in [] if self.closed() else _starts(
-                    self.instance, problem, self.clock.budget.seed, hint, self.notes, self.bound):
-                try:
-                    if self.offer(transfers):
-                        first = name
-                except ValueError as error:  # a hint that is not causal
-                    self.notes.append(f"{name} schedule not used as a start: {error}")
-            if self.best is None:
-                first = "earliest-arrival greedy"
-                self.offer(greedy(problem, self.true_grid))
-            self.notes.append(f"first upper bound from {first}: {format_time(self.makespan())}")
+            self.prove(*_analytic_bound(self.instance, problem, self.clock), searched=False)
+            first = self.first_schedule(hint)
+            self.notes.append(f"first upper bound from {first}: {format_time(self.makespan())}" if first else
+                              "no first schedule: " + ("interrupted" if self.clock.interrupted else
+                                                       f"{self.clock.limit_reached()} reached while making it"))
             for phase, share in phases:
                 if self.closed():
                     break
@@ -318,6 +314,31 @@ class _Run:
                   else "feasible" if self.best is not None else "unknown")
         return self.outcome(status)
 
+    def first_schedule(self, hint: Schedule | None) -> str | None:
+        """The incumbent to start from, within the clock (making one counts against it): the
+        structured schedules first (the greedies cost most on big machines), then the greedies and
+        the hint, else the earliest-arrival greedy. Returns the name of the one kept (None: the
+        clock ended before any was made). After Ctrl-C the earliest-arrival greedy is still made,
+        whatever it takes (the part of an AllReduce left then has a schedule); after SIGTERM not."""
+        first = None
+        after_ctrl_c = self.clock.interrupted and not terminating()
+        try:
+            with running(None if after_ctrl_c else self.clock):
+                first = (self.offer_structured() if self.structured else None) or first
+                for name, transfers in [] if self.closed() else _starts(
+                        self.instance, self.problem, self.clock.budget.seed, hint, self.notes, self.bound, self.clock):
+                    try:
+                        if self.offer(transfers):
+                            first = name
+                    except ValueError as error:  # a hint that is not causal
+                        self.notes.append(f"{name} schedule not used as a start: {error}")
+                if self.best is None:
+                    self.offer(greedy(self.problem, self.true_grid))
+                    first = "earliest-arrival greedy"
+        except OutOfTime:
+            pass
+        return first if self.best is not None else None
+
     def offer_structured(self) -> str | None:
         """Schedules built from the machine's structure for AllGather-shaped problems: the shift
         schedule of a single switch (``star``), else the symmetry-decomposed schedule of servers
@@ -330,8 +351,9 @@ class _Run:
         part = self.clock.part(STITCH_SHARE)
 
         def solve_rail(sub: Instance) -> Schedule:
-            budget = self.clock.budget.overridden(time_limit=max(part.left(), 1e-3))
-            out = _Run(sub, self.solver, Clock(budget), _Trace(time.perf_counter(), None)).solve(None, None, "auto")
+            out = _Run(sub, self.solver, part, _Trace(time.perf_counter(), None)).solve(None, None, "auto")
+            if out.schedule is None:  # its share ended before any schedule: no stitched start
+                raise NotApplicable(f"the rail sub-problem found no schedule ({out.status})")
             self.notes.append(f"rail sub-problem ({sub.machine.num_npus} NPUs): {out.status}, "
                               f"{format_time(compose.makespan(out.schedule, sub))}")
             return out.schedule
@@ -431,8 +453,7 @@ def _continuous(problem: TimedProblem, grid: Grid, first: Transfers, floor: int,
 
     if clock.left() <= 0:
         return None, None
-    res = settled(clock, continuous.solve(model, time_limit=clock.left(), threads=budget.threads, seed=budget.seed,
-                                          progress=progress, work_limit=clock.work_left()))
+    res = continuous.solve(model, clock, progress=progress)
     notes.append(f"continuous model ({len(model.candidates)} optional transfers, unit {grid.quantum:g} s): "
                  f"{res.status} ({res.wall:.2f} s)")
     found = model.decode(res.values) if res.values is not None else None
@@ -443,38 +464,24 @@ def _continuous(problem: TimedProblem, grid: Grid, first: Transfers, floor: int,
     return found, None
 
 
-def _structured_start(instance: Instance) -> tuple[Schedule, float, str] | None:
-    """The first of ``STRUCTURED_STARTS`` that applies, with its verified time and name; None
-    when none does or the instance is over ``START_MAX_CELLS``."""
-    if instance.collective.num_chunks * instance.collective.num_ranks > START_MAX_CELLS:
-        return None
-    for name in STRUCTURED_STARTS:
-        try:
-            schedule = get_synthesizer(name)(instance, instance.budget.seed)
-        except NotApplicable:
-            continue
-        return schedule, require_valid(instance.machine, instance.collective, schedule, instance.model).time, name
-    return None
-
-
 def _start_optimal(instance: Instance, solver: str, clock: Clock, trace: _Trace,
-                   start: tuple[Schedule, float, str], bound: tuple[float, str]) -> SolverOutcome:
-    """The structured start meets the proven bound: optimal, no model built (the family
+                   start: Start, bound: tuple[float, str]) -> SolverOutcome:
+    """The producers' start meets the proven bound: optimal, no model built (the family
     ReduceScatter then AllGather is not solved, so ``params`` has no family entries)."""
-    schedule, made, name = start
+    schedule, made, name = start.schedule, start.time, start.producer
     trace.record(made, bound[0])
     params = {**clock.limits(), "chunks_per_rank": instance.collective.chunks_per_rank,
               "occupancy": instance.model.occupancy, "bound_from": "analytic",
               "formulation": f"none (the {name} schedule meets the bound)", "interrupted": False,
-              **clock.work_params()}
-    notes = (f"first upper bound from {name}: {format_time(made)}",)
+              "start": start.params(), **clock.work_params()}
+    notes = (start.note(),)
     return SolverOutcome("optimal", schedule, bound[0], bound[1], "timed", solver, solver_version(solver),
                          clock.elapsed(), None, params, tuple(trace.rows), notes)
 
 
 def _allreduce(instance: Instance, solver: str, clock: Clock, composed: SolverOutcome,
-               start: tuple[Schedule, float, str] | None) -> SolverOutcome:
-    """After ReduceScatter then AllGather (``composed``), unless it or the structured start
+               start: Start | None) -> SolverOutcome:
+    """After ReduceScatter then AllGather (``composed``), unless it or the producers' start
     (``start``, when one applies) meets the bound, the direct AllReduce model
     (``allreduce.timed``) with the time left, from the faster of the two.
 
@@ -486,21 +493,18 @@ def _allreduce(instance: Instance, solver: str, clock: Clock, composed: SolverOu
     made = compose.makespan(schedule, instance) if schedule is not None else math.inf
     params = {**composed.params, "family_time": made if schedule is not None else None}
     notes = list(composed.notes)
-    if start is not None and start[1] < made * (1 - TIME_TOLERANCE):
-        schedule, made, name = start
+    if start is not None:
+        params["start"] = start.params()
+        notes.append(start.note())
+    if start is not None and start.time < made * (1 - TIME_TOLERANCE):
+        schedule, made, name = start.schedule, start.time, start.producer
         notes.append(f"the {name} schedule ({format_time(made)}) beats ReduceScatter then AllGather")
     if (bound is None or made > bound * (1 + TIME_TOLERANCE)) and not clock.interrupted and solver == "cpsat":
-        from optcoll.producers.exact.allreduce.timed import direct_phase  # it builds on this package
-
-        budget = clock.budget
-        direct = direct_phase(instance, schedule, made, bound or 0.0, clock.end, budget.threads, budget.seed,
-                              budget.max_memory, clock.work_left())
-        clock.spend_work(direct.work)
+        direct = direct_phase(instance, schedule, made, bound or 0.0, clock,
+                              lambda phase: rank_group_links(instance, phase))
         params.update(clock.work_params())
         notes += direct.notes
         params["direct"] = direct.params
-        if direct.interrupted:
-            clock.interrupt()
         params["interrupted"] = clock.interrupted
         if direct.schedule is not None and compose.makespan(direct.schedule, instance) < made * (1 - TIME_TOLERANCE):
             schedule, made = direct.schedule, compose.makespan(direct.schedule, instance)
@@ -510,6 +514,9 @@ def _allreduce(instance: Instance, solver: str, clock: Clock, composed: SolverOu
     status = composed.status
     if schedule is not None and bound is not None and made <= bound * (1 + TIME_TOLERANCE):
         status = "optimal"
+    interrupted = "interrupted: returning the best schedule so far and the proven bound"
+    if clock.interrupted and not any(note.endswith(interrupted) for note in notes):
+        notes.append(interrupted)
     return replace(composed, status=status, schedule=schedule, wall_time=time.perf_counter() - clock.start,
                    params=params, notes=tuple(notes), lower_bound=bound, lower_bound_source=source)
 

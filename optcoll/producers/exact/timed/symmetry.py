@@ -21,8 +21,11 @@ import numpy as np
 from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 
-from optcoll.producers.exact.timed.grid import Grid
-from optcoll.producers.exact.timed.problem import TimedProblem
+from optcoll.collectives.builtins import make_collective
+from optcoll.instances.clock import Clock
+from optcoll.instances.instance import Instance
+from optcoll.producers.exact.timed.grid import Grid, choose_grids
+from optcoll.producers.exact.timed.problem import TimedProblem, direct_problem
 from optcoll.producers.exact.toolkit.lex import Affine, lex_leq
 from optcoll.producers.exact.toolkit.model import LinearModel
 from optcoll.producers.exact.toolkit.symmetry import ChunkRoles, ColouredGraph
@@ -153,6 +156,17 @@ def fixed_point_free_group(problem: TimedProblem, grid: Grid, deadline: float | 
                 elements = bigger
                 break
     return Group(generators, elements)
+
+
+def rank_group_links(instance: Instance, clock: Clock) -> list[np.ndarray]:
+    """The link maps of ``fixed_point_free_group`` of the instance's machine as an AllGather of its
+    ranks sees it (every rank a holder: the automorphisms keep timings and the ranks), searched
+    until ``clock`` ends; what the direct AllReduce model's symmetric restriction uses."""
+    collective = instance.collective
+    allgather = make_collective("allgather", collective.ranks, collective.size_bytes, collective.chunks_per_rank)
+    spread = direct_problem(Instance(instance.name, instance.machine, allgather, instance.model, instance.budget))
+    grid, _ = choose_grids(spread)
+    return [s.link for s in fixed_point_free_group(spread, grid, deadline=clock.end).elements]
 
 
 def breaking_symmetries(problem: TimedProblem, grid: Grid, limit: int,

@@ -24,8 +24,8 @@ from collections.abc import Callable
 from typing import Any
 
 from optcoll.collectives.builtins import split_allreduce
+from optcoll.instances.clock import Clock
 from optcoll.instances.instance import Instance
-from optcoll.producers.exact.toolkit.clock import Clock
 from optcoll.results.outcome import SolverOutcome
 from optcoll.schedules.schedule import Schedule
 

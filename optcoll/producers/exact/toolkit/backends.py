@@ -4,8 +4,10 @@
 terms (status as the solver proved it, values, objective, dual bound). Shared by every exact
 formulation, so the rules are stated once:
 
-* time: ``time_limit`` seconds of this call; ``solve_within`` takes them (and the CP-SAT work
-  left) from a ``Clock`` and reports back what was used and whether Ctrl-C came;
+* limits: every call takes the job's ``Clock`` (``optcoll.instances.clock``) whole: the time and
+  CP-SAT work it has left, its budget's threads and seed; ``run_cpsat`` and ``_solve_mathopt`` are
+  the only places they become solver parameters, and the clock learns back the work spent and
+  whether Ctrl-C came (no solver object is built anywhere else);
 * Ctrl-C: the call stops cleanly and returns the best solution found so far (``interrupt.py``);
 * hints: a complete assignment in ``model.hint`` is passed to every backend (MathOpt takes it
   for HiGHS too; OR-Tools' older pywraplp crashed inside HiGHS when given one);
@@ -25,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from optcoll.errors import InputError
-from optcoll.producers.exact.toolkit.clock import Clock
+from optcoll.instances.clock import Clock
 from optcoll.producers.exact.toolkit.interrupt import filtered_stderr, run_interruptibly
 from optcoll.producers.exact.toolkit.model import INF, LinearModel
 
@@ -73,29 +75,16 @@ def check_solver(solver: str, work_limit: float | None = None, choices: tuple[st
                          "(use a time limit)", field="work_limit")
 
 
-def solve(model: LinearModel, solver: str, *, time_limit: float, threads: int, seed: int,
-          progress: Progress | None = None, work_limit: float | None = None,
+def solve(model: LinearModel, solver: str, clock: Clock, *, progress: Progress | None = None,
           interleave: bool = False) -> SolveResult:
-    """One solver call on ``model`` (module docstring). The time to translate the model for the
-    backend counts against ``time_limit``: the solver gets what is left of it."""
-    check_solver(solver, work_limit)
-    started = time.perf_counter()
+    """One solver call on ``model`` within the time and the CP-SAT work ``clock`` has left
+    (module docstring); translating the model for the backend counts against that time. The
+    clock learns the work spent and a Ctrl-C."""
+    check_solver(solver, clock.budget.work_limit)
     if solver == "cpsat":
-        cp = cpsat_model(model)
-        return run_cpsat(cp, time_limit=time_limit - (time.perf_counter() - started), threads=threads, seed=seed,
-                         progress=progress, has_objective=bool(model.objective), work_limit=work_limit,
+        return run_cpsat(cpsat_model(model), clock, progress=progress, has_objective=bool(model.objective),
                          interleave=interleave)
-    return _solve_mathopt(model, solver, time_limit, seed, progress)
-
-
-def solve_within(model: LinearModel, solver: str, clock: Clock, *, progress: Progress | None = None,
-                 interleave: bool = False) -> SolveResult:
-    """``solve`` with the clock's time and work left; the clock learns the work spent and a
-    Ctrl-C."""
-    budget = clock.budget
-    result = solve(model, solver, time_limit=clock.left(), threads=budget.threads, seed=budget.seed,
-                   progress=progress, work_limit=clock.work_left(), interleave=interleave)
-    return settled(clock, result)
+    return settled(clock, _solve_mathopt(model, solver, clock, progress))
 
 
 def settled(clock: Clock, result: SolveResult) -> SolveResult:
@@ -124,11 +113,11 @@ def cpsat_model(model: LinearModel, *, named: bool = False):
     if named:
         for var, name in zip(proto.variables, model.names()):
             var.name = name
-    a, rlo, rhi = model.matrix()
-    indptr, indices, data = a.indptr.tolist(), a.indices.tolist(), a.data.astype(np.int64).tolist()
+    indptr, indices, data, rlo, rhi = model.compressed_rows()
+    indptr, indices, data = indptr.tolist(), indices.tolist(), data.astype(np.int64).tolist()
     low = [INT_MIN if v == -INF else int(v) for v in rlo.tolist()]
     high = [INT_MAX if v == INF else int(v) for v in rhi.tolist()]
-    for r in range(a.shape[0]):
+    for r in range(len(low)):
         lin = proto.constraints.add().linear
         lin.vars.extend(indices[indptr[r]:indptr[r + 1]])
         lin.coeffs.extend(data[indptr[r]:indptr[r + 1]])
@@ -149,24 +138,26 @@ def cpsat_solve(wrapper, proto):
     return wrapper.solve(proto)
 
 
-def run_cpsat(cp, *, time_limit: float, threads: int, seed: int, progress: Progress | None,
-              has_objective: bool, work_limit: float | None = None, interleave: bool = False,
-              tuning: dict[str, int] | None = None) -> SolveResult:
+def run_cpsat(cp, clock: Clock, *, progress: Progress | None = None, has_objective: bool,
+              interleave: bool = False, tuning: dict[str, int] | None = None) -> SolveResult:
     """Solves a CP-SAT model (a proto from ``cpsat_model``, or a ``cp_model.CpModel`` built
-    directly, as the continuous timed model is); values by proto variable index. ``tuning``:
-    further CP-SAT parameters by name (a model that measured them better)."""
+    directly, as the continuous timed model is) within ``clock``'s time and work left, with its
+    budget's threads and seed; values by proto variable index. ``tuning``: further CP-SAT
+    parameters by name (a model that measured them better). The one place a clock's limits
+    become a solver's parameters; the clock learns the work spent and a Ctrl-C."""
     from ortools.sat.python import cp_model_helper as cmh
 
     proto = getattr(cp, "proto", cp)
+    budget, work_limit = clock.budget, clock.work_left()
     params = cmh.SatParameters()
     for name, value in (tuning or {}).items():
         setattr(params, name, value)
-    params.max_time_in_seconds = max(time_limit, 0.01)
+    params.max_time_in_seconds = max(clock.left(), 0.01)
     if work_limit is not None:
         params.max_deterministic_time = max(work_limit, 1e-6)
-    params.num_workers = max(1, threads)
-    params.interleave_search = interleave and threads <= 1
-    params.random_seed = seed
+    params.num_workers = max(1, budget.threads)
+    params.interleave_search = interleave and budget.threads <= 1
+    params.random_seed = budget.seed
     params.catch_sigint_signal = False
     wrapper = cmh.SolveWrapper()
     wrapper.set_parameters(params)
@@ -190,7 +181,7 @@ def run_cpsat(cp, *, time_limit: float, threads: int, seed: int, progress: Progr
         wrapper.clear_solution_callback(listener)
     version = solver_version("cpsat")
     if "response" not in outcome:
-        return SolveResult("unknown", None, None, None, wall, interrupted, "cpsat", version)
+        return settled(clock, SolveResult("unknown", None, None, None, wall, interrupted, "cpsat", version))
     response = outcome["response"]
     status = response.status
     if status == cmh.CpSolverStatus.MODEL_INVALID:
@@ -199,11 +190,10 @@ def run_cpsat(cp, *, time_limit: float, threads: int, seed: int, progress: Progr
     name = {cmh.CpSolverStatus.OPTIMAL: "optimal", cmh.CpSolverStatus.FEASIBLE: "feasible",
             cmh.CpSolverStatus.INFEASIBLE: "infeasible"}.get(status, "unknown")
     values = np.array(response.solution, dtype=np.int64) if found else None
-    return SolveResult(name, values,
-                       response.objective_value if found and has_objective else None,
-                       response.best_objective_bound if has_objective and status != cmh.CpSolverStatus.INFEASIBLE
-                       else None,
-                       wall, interrupted, "cpsat", version, float(response.deterministic_time))
+    return settled(clock, SolveResult(
+        name, values, response.objective_value if found and has_objective else None,
+        response.best_objective_bound if has_objective and status != cmh.CpSolverStatus.INFEASIBLE else None,
+        wall, interrupted, "cpsat", version, float(response.deterministic_time)))
 
 
 # -- HiGHS and SCIP through MathOpt -------------------------------------------------------------------
@@ -232,17 +222,15 @@ def _mathopt_proto(model: LinearModel):
     return proto
 
 
-def _solve_mathopt(model: LinearModel, solver: str, time_limit: float, seed: int,
-                   progress: Progress | None) -> SolveResult:
+def _solve_mathopt(model: LinearModel, solver: str, clock: Clock, progress: Progress | None) -> SolveResult:
     from ortools.math_opt.python import mathopt
     from ortools.util.python.solve_interrupter import SolveInterrupter
 
-    started = time.perf_counter()
     mo = mathopt.Model.from_model_proto(_mathopt_proto(model))
     solver_type = {"scip": mathopt.SolverType.GSCIP, "highs": mathopt.SolverType.HIGHS}[solver]
     # HiGHS takes its thread count from globals and SCIP is sequential here: no threads argument.
-    left = max(time_limit - (time.perf_counter() - started), 0.01)
-    params = mathopt.SolveParameters(time_limit=datetime.timedelta(seconds=left), random_seed=seed)
+    params = mathopt.SolveParameters(time_limit=datetime.timedelta(seconds=max(clock.left(), 0.01)),
+                                     random_seed=clock.budget.seed)
     model_params = None
     if model.hint:
         variables = {mo.get_variable(k): float(v) for k, v in model.hint.items()}

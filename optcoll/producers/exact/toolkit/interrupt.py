@@ -1,10 +1,14 @@
-"""Ctrl-C during a solver call: the solver stops cleanly and its best answer so far is kept.
+"""Ctrl-C (or SIGTERM to the ``optcoll`` command) during a solver call: the solver stops cleanly
+and its best answer so far is kept.
 
 Every backend (CP-SAT, HiGHS, SCIP, z3) runs in a worker thread while the main thread waits for
 it. For the length of the call, SIGINT only takes a note: the main thread then calls the
 backend's stop hook (again at every wait, in case the solver had not started yet) and the call
 returns normally with what the solver found, saying it was interrupted. CP-SAT's own handler is
 turned off (it would swallow the signal, and the search would go on to its next question).
+SIGTERM is held the same way where the command's own handler (``instances.clock.terminate``) is
+in place; after the call the process is marked as ending, so every clock reads as interrupted,
+no new job starts, and the command exits with SIGTERM's status once it has shown what it has.
 
 Why not let KeyboardInterrupt fly and catch it: raised inside ``Thread.join`` it leaves CPython
 (3.11) believing the solver thread has ended while it still runs (bpo-45274's handling releases
@@ -21,9 +25,12 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
+from optcoll.instances.clock import request_termination, terminate
+
 
 def run_interruptibly(work: Callable[[], None], stop: Callable[[], None]) -> bool:
-    """Runs ``work`` in a thread until it returns; True if Ctrl-C (SIGINT) asked it to ``stop``.
+    """Runs ``work`` in a thread until it returns; True if Ctrl-C (SIGINT) or the command's
+    SIGTERM asked it to ``stop``.
     An exception raised by ``work`` is raised here. Where SIGINT cannot reach Python — outside
     the main thread, or in a process that ignores it (a sweep's worker) — ``work`` simply runs.
 
@@ -46,7 +53,9 @@ def run_interruptibly(work: Callable[[], None], stop: Callable[[], None]) -> boo
             done.set()
 
     pressed: list[int] = []
-    signal.signal(signal.SIGINT, lambda signum, frame: pressed.append(signum))
+    held = (signal.SIGINT, signal.SIGTERM) if signal.getsignal(signal.SIGTERM) is terminate else (signal.SIGINT,)
+    for signum in held:
+        signal.signal(signum, lambda signum, frame: pressed.append(signum))
     try:
         threading.Thread(target=guarded, daemon=True).start()
         while not done.wait(0.1):
@@ -54,6 +63,10 @@ def run_interruptibly(work: Callable[[], None], stop: Callable[[], None]) -> boo
                 stop()
     finally:
         signal.signal(signal.SIGINT, signal.default_int_handler if previous is None else previous)
+        if signal.SIGTERM in held:
+            signal.signal(signal.SIGTERM, terminate)
+    if signal.SIGTERM in pressed:
+        request_termination()
     if failure:
         raise failure[0]
     return bool(pressed)

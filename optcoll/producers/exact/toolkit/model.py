@@ -10,9 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
-import scipy.sparse as sp
+
+if TYPE_CHECKING:  # scipy is loaded only by the callers that want a scipy matrix (~0.1 s per command)
+    import scipy.sparse as sp
 
 INF = float("inf")
 #: (variable, coefficient) pairs of one row or objective.
@@ -151,14 +154,28 @@ class LinearModel:
                 ub[index] = np.minimum(ub[index], hi)
         return lb, ub
 
-    def matrix(self) -> tuple[sp.csr_matrix, np.ndarray, np.ndarray]:
+    def compressed_rows(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """A as (indptr, indices, data) in CSR form, columns sorted and duplicate terms summed
+        (as scipy's ``sum_duplicates``), with the row bounds; numpy only."""
         self._flush()
         if not self.rows:
-            return sp.csr_matrix((0, self.num_vars)), np.zeros(0), np.zeros(0)
-        a = sp.csr_matrix((np.concatenate(self.vals), (np.concatenate(self.rows), np.concatenate(self.cols))),
-                          shape=(self.num_rows, self.num_vars))
-        a.sum_duplicates()
-        return a, np.concatenate(self.row_lb), np.concatenate(self.row_ub)
+            return np.zeros(1, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros(0), np.zeros(0)
+        rows, cols, vals = np.concatenate(self.rows), np.concatenate(self.cols), np.concatenate(self.vals)
+        key = rows * max(self.num_vars, 1) + cols
+        order = np.argsort(key, kind="stable")
+        key, vals = key[order], vals[order]
+        first = np.flatnonzero(np.concatenate([[True], key[1:] != key[:-1]])) if key.size else np.zeros(0, dtype=np.int64)
+        data = np.add.reduceat(vals, first) if key.size else vals
+        kept = key[first]
+        row_of, indices = np.divmod(kept, max(self.num_vars, 1))
+        indptr = np.concatenate([[0], np.cumsum(np.bincount(row_of, minlength=self.num_rows))]).astype(np.int64)
+        return indptr, indices, data, np.concatenate(self.row_lb), np.concatenate(self.row_ub)
+
+    def matrix(self) -> tuple[sp.csr_matrix, np.ndarray, np.ndarray]:
+        import scipy.sparse as sp
+
+        indptr, indices, data, rlo, rhi = self.compressed_rows()
+        return sp.csr_matrix((data, indices, indptr), shape=(self.num_rows, self.num_vars)), rlo, rhi
 
     def objective_vector(self) -> np.ndarray:
         c = np.zeros(self.num_vars)
@@ -190,6 +207,8 @@ class LinearModel:
         np.minimum.at(new_ub, classes, ub)
         first = np.full(k, -1, dtype=np.int64)
         first[classes[::-1]] = np.arange(classes.shape[0])[::-1]
+        import scipy.sparse as sp
+
         a, rlo, rhi = self.matrix()
         merged = sp.csr_matrix((a.data, classes[a.indices], a.indptr), shape=(a.shape[0], k))
         merged.sum_duplicates()

@@ -1,0 +1,44 @@
+"""A schedule is a set of transfers: every stored schedule of every built-in suite, listed in three
+other orders (``via`` renumbered with its rows, ``Schedule.take``), keeps its verdict and its
+time (docs/model.md, "Switches: forwarding simultaneous arrivals"). Four rail-exchange AllReduce
+schedules were valid only in their listed order before plain switches were told which arrival to
+forward. The largest files run under ``-m slow``."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from optcoll.instances.suite import builtin_suite_names, find_suite
+from optcoll.producers.chunks import chosen
+from optcoll.schedules.jsonfile import load_schedule
+from optcoll.truth.stored import load_truth, schedule_path
+from optcoll.verify import verify
+
+LARGE = 25_000  # bytes of compressed schedule: above this, -m slow
+
+
+def _stored():
+    out = []
+    for suite in builtin_suite_names():
+        for spec in find_suite(suite).specs:
+            path = schedule_path(spec)
+            if path is not None and path.exists():
+                marks = [pytest.mark.slow] if path.stat().st_size > LARGE else []
+                out.append(pytest.param(suite, spec.name, id=f"{suite}/{spec.name}", marks=marks))
+    return out
+
+
+@pytest.mark.parametrize("suite, name", _stored())
+def test_stored_schedule_keeps_its_verdict_and_time_in_any_order(suite, name):
+    spec = find_suite(suite).spec(name)
+    truth, stale = load_truth(spec)
+    assert truth is not None and truth.best is not None, stale
+    instance = chosen(spec.instance, truth.best.details.get("params", {}))
+    schedule = load_schedule(spec.path.parent / truth.schedule, instance.machine)
+    listed = verify(instance.machine, instance.collective, schedule, instance.model)
+    assert listed.valid and listed.time == truth.best.value, listed.violation
+    rng = np.random.default_rng(0)
+    key = schedule.start if schedule.rounds is None else schedule.step.astype(float)
+    for order in (np.lexsort((schedule.link, key)), rng.permutation(len(schedule)), np.arange(len(schedule))[::-1]):
+        again = verify(instance.machine, instance.collective, schedule.take(order), instance.model)
+        assert (again.valid, again.time) == (True, listed.time), again.violation
