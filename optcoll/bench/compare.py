@@ -69,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--base", required=True, type=Path, help="the other checkout (e.g. main)")
     parser.add_argument("--algo", default="tacos+")
     parser.add_argument("--runs", type=int, default=3, help="seeds per instance (best_of)")
-    parser.add_argument("--suites", default="quick,standard,frontier,machines")
+    parser.add_argument("--suites", default="quick,standard,frontier,machines,sizes")
     parser.add_argument("--only", default=None, help="regular expression on the instance name")
     args = parser.parse_args(argv)
     here = Path(__file__).resolve().parents[2]

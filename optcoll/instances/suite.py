@@ -1,7 +1,7 @@
 """Instance suites: a directory of instance files plus an optional ``suite.toml``.
 
 A suite is named by a path to a directory (or one instance file), or by the name of a built-in
-suite (``quick``, ``standard``, ``frontier``, ``machines``) found like the built-in machine models: in
+suite (``quick``, ``standard``, ``frontier``, ``machines``, ``sizes``) found like the built-in machine models: in
 ``optcoll/_instances`` of an installed wheel, in ``instances/`` of a source checkout.
 
 ``suite.toml`` (optional) says which instances the report's plots use::
