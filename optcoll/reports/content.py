@@ -191,7 +191,7 @@ def size_table(report: Report) -> Table | None:
         return (f"{seconds(row.best)}, C={row.chunks_per_rank}"
                 + ("" if share is None else f", latency {100 * share:.0f} %"))
     rows = tuple((network, collective, *(cell(group.get(size)) for size in sizes))
-                 for (network, collective), group in groups.items())
+                 for (network, collective), group in sorted(groups.items()))
     return Table(("network", "collective", *(format_size(size) for size in sizes)), rows,
                  tuple(range(2, 2 + len(sizes))))
 
