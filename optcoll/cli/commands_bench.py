@@ -235,7 +235,7 @@ def bench_alltoall(scale: bool, lps: bool, out: str, as_json: bool, progress: bo
               help="The other checkout of optcoll (e.g. main: git archive main | tar -x -C /tmp/main-src).")
 @click.option("--algo", default="tacos+", show_default=True, help="The synthesizer to compare.")
 @click.option("--runs", type=click.IntRange(min=1), default=3, show_default=True, help="Seeds per instance (best of).")
-@click.option("--suites", default="quick,standard,frontier,machines", show_default=True,
+@click.option("--suites", default="quick,standard,frontier,machines,sizes", show_default=True,
               help="Built-in suites, comma-separated.")
 @click.option("--only", default=None, metavar="REGEX", help="Only instances whose name matches.")
 @json_option

@@ -146,9 +146,9 @@ def report(ctx: click.Context, suites: tuple[str, ...], out: str | None, resolve
            no_cache: bool, retry_failed: bool, progress: bool | None, as_json: bool) -> None:
     """How far from optimal is each synthesizer? Gap report over SUITES (default: quick).
 
-    A SUITE is a built-in suite name (quick, standard, frontier, machines), a directory of instance files,
-    or one instance file. Results are cached by content hash: an interrupted run continues where
-    it stopped.
+    A SUITE is a built-in suite name (quick, standard, frontier, machines, sizes), a directory of
+    instance files, or one instance file. Results are cached by content hash: an interrupted run
+    continues where it stopped.
     """
     from optcoll.reports.build import assemble, plan_report, run_plan
     from optcoll.reports.content import terminal_blocks

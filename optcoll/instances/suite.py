@@ -1,7 +1,7 @@
 """Instance suites: a directory of instance files plus an optional ``suite.toml``.
 
 A suite is named by a path to a directory (or one instance file), or by the name of a built-in
-suite (``quick``, ``standard``, ``frontier``, ``machines``) found like the built-in machine models: in
+suite (``quick``, ``standard``, ``frontier``, ``machines``, ``sizes``) found like the built-in machine models: in
 ``optcoll/_instances`` of an installed wheel, in ``instances/`` of a source checkout.
 
 ``suite.toml`` (optional) says which instances the report's plots use::
@@ -22,7 +22,8 @@ suite (``quick``, ``standard``, ``frontier``, ``machines``) found like the built
     max_chunks = 6
 
 Every instance is carried as an ``InstanceSpec``: its parsed file (without the recorded
-``[results]``) and optional overrides of size and C, with a content hash that keys cached results.
+``[results]``) and optional overrides of size, C and link occupancy, with a content hash that
+keys cached results.
 """
 from __future__ import annotations
 
@@ -84,16 +85,20 @@ class InstanceSpec:
     data: dict[str, Any]
     size: str | None = None
     chunks_per_rank: int | None = None
+    occupancy: str | None = None  # the timed model's link occupancy (docs/model.md §5)
 
     @property
     def name(self) -> str:
         base = self.data.get("instance", {}).get("name", self.path.stem)
         parts = [base] + ([f"size={self.size}"] if self.size else []) + \
-            ([f"C={self.chunks_per_rank}"] if self.chunks_per_rank else [])
+            ([f"C={self.chunks_per_rank}"] if self.chunks_per_rank else []) + \
+            ([f"occupancy={self.occupancy}"] if self.occupancy else [])
         return parts[0] if len(parts) == 1 else f"{parts[0]}[{','.join(parts[1:])}]"
 
-    def derive(self, *, size: str | None = None, chunks_per_rank: int | None = None) -> "InstanceSpec":
-        return InstanceSpec(self.path, self.data, size or self.size, chunks_per_rank or self.chunks_per_rank)
+    def derive(self, *, size: str | None = None, chunks_per_rank: int | None = None,
+               occupancy: str | None = None) -> "InstanceSpec":
+        return InstanceSpec(self.path, self.data, size or self.size, chunks_per_rank or self.chunks_per_rank,
+                            occupancy or self.occupancy)
 
     @cached_property
     def instance(self) -> Instance:
@@ -106,6 +111,8 @@ class InstanceSpec:
         if table:
             table["name"] = self.name
             data["instance"] = table
+        if self.occupancy is not None:
+            data["model"] = {**(data.get("model") or {}), "occupancy": self.occupancy}
         return instance_from_dict(data, str(self.path), self.path.parent, default_name=self.name)
 
     @cached_property
@@ -120,6 +127,7 @@ class InstanceSpec:
         sizes = self.instance.collective.chunk_sizes
         choices = self.instance.chunk_choices  # "free" names a set that may change: hash the set
         return digest({"instance": data, "size": self.size, "chunks_per_rank": self.chunks_per_rank,
+                       **({"occupancy": self.occupancy} if self.occupancy else {}),
                        "machine": machine_to_dict(self.instance.machine),
                        **({"chunk_choices": list(choices)} if choices else {}),
                        **({} if sizes is None else {"chunk_sizes": hashlib.sha256(sizes.tobytes()).hexdigest()})})

@@ -2,7 +2,9 @@
 
 The exact solver is skipped where the instance file records a proven optimum that re-verifies
 (the point of recorded ground truth: heuristics are judged against it cheaply); ``resolve``
-solves anyway. Plot jobs (time versus size, Pareto front) run only when files are written.
+solves anyway. NCCL's algorithms also run at NCCL's own chunking for the size
+(``sweeps.plan.nccl_jobs``), judged apart from the instance's C. Plot jobs (time versus size,
+Pareto front) run only when files are written.
 """
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from optcoll.reports.data import (EXACT, ParetoData, Report, SizesCurve, SizesDa
                                   summarise)
 from optcoll.sweeps.cache import ResultCache
 from optcoll.sweeps.jobs import FAILED, Job
-from optcoll.sweeps.plan import (Settings, instance_jobs, pareto_jobs, runs_for, sizes_jobs,
+from optcoll.sweeps.plan import (Settings, instance_jobs, nccl_jobs, pareto_jobs, runs_for, sizes_jobs,
                                  synthesizer_names)
 from optcoll.sweeps.runner import SweepStats, run_sweep
 from optcoll.instances.suite import InstanceSpec, Suite
@@ -27,12 +29,13 @@ from optcoll.truth.stored import load_truth, verify_stored
 class Plan:
     settings: Settings
     suites: list[Suite]
-    per_spec: list[tuple[Suite, InstanceSpec, Truth | None, list[Job]]] = field(default_factory=list)
+    #: Per instance: its suite, spec, recorded truth, its jobs, and NCCL's at its own chunking.
+    per_spec: list[tuple[Suite, InstanceSpec, Truth | None, list[Job], list[Job]]] = field(default_factory=list)
     sizes: list[tuple[Suite, list[Job]]] = field(default_factory=list)
     pareto: list[tuple[Suite, list[Job]]] = field(default_factory=list)
 
     def jobs(self) -> list[Job]:
-        out = [job for *_, jobs in self.per_spec for job in jobs]
+        out = [job for *_, jobs, nccl in self.per_spec for job in jobs + nccl]
         out += [job for _, jobs in self.sizes for job in jobs]
         return out + [job for _, jobs in self.pareto for job in jobs]
 
@@ -53,7 +56,7 @@ def plan_report(suites: list[Suite], settings: Settings, *, plots: bool, resolve
             jobs = instance_jobs(spec, settings, runs)
             if truth is not None and truth.status == OPTIMAL and not resolve:
                 jobs = [job for job in jobs if job.producer != EXACT]
-            plan.per_spec.append((suite, spec, truth, jobs))
+            plan.per_spec.append((suite, spec, truth, jobs, nccl_jobs(spec)))
         if plots:
             plan.sizes.append((suite, sizes_jobs(suite, settings, runs)))
             plan.pareto.append((suite, pareto_jobs(suite, settings)))
@@ -115,9 +118,10 @@ def assemble(plan: Plan, records: dict[str, dict[str, Any]], title: str) -> Repo
     from optcoll.provenance import environment
 
     rows = []
-    for suite, spec, truth, jobs in plan.per_spec:
+    for suite, spec, truth, jobs, nccl in plan.per_spec:
         mine = [{**records[job.key], "key": job.key} for job in jobs]
-        rows.append(build_row(suite.name, spec, mine, truth))
+        own = [{**records[job.key], "key": job.key} for job in nccl]
+        rows.append(build_row(suite.name, spec, mine, truth, own))
     labels = [EXACT] + synthesizer_names()
     unique = {job.key: records[job.key] for job in plan.jobs()}
     failures = tuple({"instance": r["instance"], "producer": r["label"], "reason": r["reason"]}

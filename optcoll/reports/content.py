@@ -19,6 +19,8 @@ def pct(gap: float | None, bounded: bool = False) -> str:
     return ("≤ " if bounded and gap > 0 else "") + f"{100 * gap:.1f} %"
 
 
+#: Marks a result at NCCL's own chunking (against the bound at that chunking).
+OWN = "◊"
 #: What the marks of a recorded exact result say about this run (``ProducerResult.mark``).
 RECORDED_BETTER = "faster than the schedule this run's exact solve found"
 RECORDED_ONLY = "where this run's exact solver gave no schedule (not run, failed, or none found)"
@@ -31,6 +33,8 @@ def gap_cell(row: InstanceRow, result: ProducerResult | None) -> str:
         return "failed"
     if result.time is None:
         return result.status
+    if result.own_chunking:
+        return pct(result.gap, bounded=True) + f" {OWN}"
     return pct(result.gap, bounded=row.status != OPTIMAL) + (f" {result.mark}" if result.recorded else "")
 
 
@@ -47,11 +51,15 @@ def _status(row: InstanceRow) -> str:
 
 
 def _baselines(report: Report) -> list[str]:
-    return [label for label in report.labels if label not in (EXACT, *GREEDIES)]
+    """The classical algorithms at the instance's C (NCCL's, judged at their own chunking, apart)."""
+    return [label for label in report.labels if label not in (EXACT, *GREEDIES, *NCCL)]
 
 
-def _fastest(row: InstanceRow, labels: list[str] | tuple[str, ...]) -> ProducerResult | None:
-    ran = [row.producers[b] for b in labels if b in row.producers and row.producers[b].ran]
+def _fastest(row: InstanceRow, labels: list[str] | tuple[str, ...],
+             results: dict[str, ProducerResult] | None = None) -> ProducerResult | None:
+    """The fastest of ``labels`` that ran, from ``results`` (default: the row's producers)."""
+    results = row.producers if results is None else results
+    ran = [results[b] for b in labels if b in results and results[b].ran]
     return min(ran, key=lambda r: r.time) if ran else None
 
 
@@ -71,18 +79,45 @@ def _over(row: InstanceRow, result: ProducerResult) -> str:
     return f"≤ {pct(result.gap)} over the optimum (lower bound {seconds(row.bound)}){known}"
 
 
+def _own_over(row: InstanceRow, result: ProducerResult) -> str:
+    """'≤ x % over the lower bound at its chunking' (0.0 % where it meets the bound)."""
+    if result.gap is None:
+        return "-"
+    return f"{pct(result.gap, bounded=True)} over the lower bound at its chunking"
+
+
+def _fixed(row: InstanceRow) -> str:
+    """The fastest of NCCL's algorithms at the instance's C, and its gap there."""
+    best = _fastest(row, NCCL, row.nccl_fixed)
+    if best is None:
+        return "-"
+    return f"{best.label}: {_over(row, best)}"
+
+
 def nccl_table(report: Report) -> Table:
-    """Per instance, the fastest of NCCL's algorithms next to the optimum (or the bound)."""
+    """Per instance, the fastest of NCCL's algorithms at NCCL's own chunking for the size, over
+    the lower bound at that chunking; at the instance's C where that chunking is not modelled
+    (and then over the optimum, or the bound, at that C)."""
     rows = []
     for row in report.rows:
         best = _fastest(row, NCCL)
-        rows.append((row.name, row.collective, str(row.npus), _size(row), row.chunks_label,
-                     best.label if best else "n/a", seconds(best.time) if best else "-",
-                     seconds(row.best) + ("" if row.status == OPTIMAL or row.best is None
-                                          else " (best known)"),
-                     _over(row, best) if best else "none of NCCL's algorithms applies"))
-    return Table(("instance", "collective", "N", "size", "C", "best NCCL algorithm", "its time",
-                  "optimum", "best NCCL algorithm vs optimum"), tuple(rows), (2, 4, 6, 7))
+        if best is None:
+            rows.append((row.name, row.collective, str(row.npus), _size(row), "n/a", "-", "-", "-",
+                         "none of NCCL's algorithms applies", "-"))
+        elif best.own_chunking:
+            rows.append((row.name, row.collective, str(row.npus), _size(row), best.label,
+                         best.own_chunking, seconds(best.time),
+                         f"{seconds(row.nccl_bound)} ({row.nccl_bound_source.split(':')[0]})",
+                         _own_over(row, best), _fixed(row)))
+        else:
+            rows.append((row.name, row.collective, str(row.npus), _size(row), best.label,
+                         f"the instance's C = {row.chunks_label} (not modelled for this collective)",
+                         seconds(best.time), seconds(row.best) + ("" if row.status == OPTIMAL or row.best is None
+                                                                  else " (best known)"),
+                         _over(row, best), "-"))
+    return Table(("instance", "collective", "N", "size", "best NCCL algorithm", "NCCL's chunking",
+                  "its time", "yardstick", "best NCCL algorithm vs yardstick",
+                  "at the instance's C instead"), tuple(rows), (2, 6, 7))
 
 
 def _names(names: tuple[str, ...], limit: int | None) -> str:
@@ -120,15 +155,45 @@ def gap_matrix(report: Report) -> Table:
     return Table(("instance", *report.labels), rows, tuple(range(1, len(report.labels) + 1)))
 
 
+def _bytes(row: InstanceRow) -> str:
+    """'127 ns (97 %)': what the bytes alone force, and the latency share of the best time."""
+    if row.bandwidth_floor is None:
+        return "-"
+    share = row.latency_share
+    return seconds(row.bandwidth_floor) + ("" if share is None else f" ({100 * share:.0f} %)")
+
+
 def instances_table(report: Report) -> Table:
     rows = tuple((row.name, row.network, str(row.npus), row.collective, _size(row),
                   row.chunks_label, format_size(row.chunk_bytes), row.model,
                   seconds(row.bound), row.bound_source.split(":")[0], seconds(row.best), row.best_source,
-                  _status(row))
+                  _status(row), _bytes(row))
                  for row in report.rows)
     return Table(("instance", "network", "N", "collective", "size M", "C", "chunk", "model",
-                  "best lower bound", "bound from", "best schedule", "schedule from", "status"),
-                 rows, (2, 5, 8, 10))
+                  "best lower bound", "bound from", "best schedule", "schedule from", "status",
+                  "bytes alone (latency share)"), rows, (2, 5, 8, 10, 13))
+
+
+def size_table(report: Report) -> Table | None:
+    """Per network and collective measured at several sizes: the best schedule at each size, the
+    C it uses, and the share of its time the bytes alone do not explain (None: one size each)."""
+    groups: dict[tuple[str, str], dict[float, InstanceRow]] = {}
+    for row in report.rows:
+        groups.setdefault((row.network, row.collective), {})[row.size_bytes] = row
+    if all(len(group) < 2 for group in groups.values()):
+        return None
+    sizes = sorted({size for group in groups.values() for size in group})
+
+    def cell(row: InstanceRow | None) -> str:
+        if row is None or row.best is None:
+            return "-"
+        share = row.latency_share
+        return (f"{seconds(row.best)}, C={row.chunks_per_rank}"
+                + ("" if share is None else f", latency {100 * share:.0f} %"))
+    rows = tuple((network, collective, *(cell(group.get(size)) for size in sizes))
+                 for (network, collective), group in sorted(groups.items()))
+    return Table(("network", "collective", *(format_size(size) for size in sizes)), rows,
+                 tuple(range(2, 2 + len(sizes))))
 
 
 def bounds_table(report: Report) -> Table:
@@ -222,6 +287,24 @@ def _pareto_blocks(report: Report) -> list[Block]:
     return out
 
 
+NCCL_TEXT = (
+    "The fastest of NCCL's algorithms as NCCL 2.30.7 runs them (ring on its channels, tree, PAT, "
+    "NVLS, NVLS-tree, CollNet, whichever apply to the machine and collective), cut the way NCCL "
+    "cuts the buffer at this size rather than at the instance's C: C = ⌈M / (N · unit)⌉ with the "
+    "pipelining unit of the protocol NCCL's own cost model picks for the algorithm at this size (LL "
+    "32 KiB, LL128 576000 B, Simple 1 MiB slices, NVLS steps; optcoll.machines.calibration). Only "
+    "that C comes from the calibration; the schedule runs on the physical machine, verified in "
+    "the timed model with α pipelined (occupancy = serialization: NCCL keeps 8 slices in flight "
+    "per channel, so a slice's latency overlaps the next one's transfer, where link occupancy "
+    "would charge α once per slice). Its yardstick is the best proven lower bound at that C in that "
+    "model (the least of them where NCCL's algorithms run at different C), which holds for "
+    "every schedule so cut, so the gap is an upper bound on NCCL's distance from the best schedule "
+    "at its own chunking (≤; marked ◊ in the matrix). The last column is what the same algorithms "
+    "score at the instance's C, against that instance's optimum: a C NCCL does not use. "
+    "Collectives NCCL's cost model does not cover (Broadcast, Reduce, sub-communicators) stay at the "
+    "instance's C, said so in the row.")
+
+
 def build_blocks(report: Report, figures: dict[str, tuple[str, str]], command: str) -> list[Block]:
     """Every section of the report files. ``figures``: file name -> (caption, SVG text)."""
     runs = ", ".join(str(r) for r in report.settings["runs"])
@@ -239,14 +322,12 @@ def build_blocks(report: Report, figures: dict[str, tuple[str, str]], command: s
                   "passed optcoll's shared verifier in the timed model (docs/model.md §5); "
                   "the exact column is the exact solver's result of this run, or the ground truth "
                   f"recorded in the instance file: {RECORDED_BETTER} (marked †), or {RECORDED_ONLY} "
-                  "(marked ‡)."),
+                  f"(marked ‡). Marked {OWN}: one of NCCL's algorithms at NCCL's own chunking for "
+                  "the size, against the lower bound at that chunking (section below)."),
         Heading("Summary per producer"),
         summary_table(report),
-        Heading("NCCL's algorithms against the optimum"),
-        Paragraph("The fastest of NCCL's algorithms as NCCL 2.30.7 runs them (ring on its "
-                  "channels, tree, PAT, NVLS, NVLS-tree, CollNet, whichever apply to the machine and "
-                  "collective), on the same chunking C as every other producer; over the proven "
-                  "optimum where there is one, else an upper bound on that gap from the lower bound."),
+        Heading("NCCL's algorithms at their own chunking"),
+        Paragraph(NCCL_TEXT),
         nccl_table(report),
         Heading("Gap per instance and producer"),
         gap_matrix(report),
@@ -254,6 +335,17 @@ def build_blocks(report: Report, figures: dict[str, tuple[str, str]], command: s
     if "gaps.svg" in figures:
         caption, svg = figures["gaps.svg"]
         blocks.append(Figure("gaps.svg", caption, svg))
+    sizes = size_table(report)
+    if sizes is not None:
+        blocks += [Heading("Message size: latency and bandwidth"),
+                   Paragraph("The best verified schedule at each size, the C it uses, and its latency "
+                             "share: the part of its time the bytes alone do not explain, 1 − (best "
+                             "lower bound with every link latency α set to 0) / (best time). What is "
+                             "left is α, per hop and, with link occupancy, per transfer (and any slack "
+                             "of that bound). Near 100 % the size is latency-bound: fewer hops and "
+                             "fewer, larger transfers win; near 0 % it is bandwidth-bound and finer "
+                             "chunks pipeline."),
+                   sizes]
     blocks += [Heading("Instances"), instances_table(report),
                Heading("Lower bounds"), bounds_table(report),
                *[p for p in (bound_assumptions(report),) if p is not None],
@@ -305,6 +397,9 @@ def legend(report: Report) -> Bullets:
         "the best bound per C",
         f"†: the ground truth recorded in the instance file, {RECORDED_BETTER}",
         f"‡: the ground truth recorded in the instance file, {RECORDED_ONLY}",
+        f"{OWN}: NCCL's algorithm at NCCL's own chunking for this size (its protocol's pipelining unit "
+        "sets C), α pipelined, against the best lower bound at that C; not counted in 'misses the "
+        "optimum' (no optimum is known at that C); see the NCCL section of the report files",
         "n/a: the producer does not implement this collective on this machine (not run); failed: it "
         "raised or its schedule did not verify (see the failures)",
         "misses the optimum k of n: of the n instances with a proven optimum it ran on, the k where "

@@ -5,12 +5,22 @@ solver's proof, or the recorded truth); its *best* is the fastest verified sched
 producer's gap is time / bound − 1: exact when the instance is optimal (bound = optimum), an upper
 bound on the true gap otherwise. Every verified time is checked against every proven bound first
 (``TruthContradiction`` when one beats the other: a bug, never a report).
+
+NCCL's algorithms are judged at the chunking NCCL itself uses at the instance's size
+(``analysis.nccl_chunking``; α pipelined, ``sweeps.plan.nccl_jobs``), not at the instance's C: a
+C NCCL never runs would blame it for the wrong thing. Their yardstick is the row's ``nccl_bound``,
+the least over the C values they ran at of the best analytic bound at that C (every one of
+their schedules is at one of those C, so it holds for each); their results at the instance's C
+stay in ``nccl_fixed`` for comparison. Where the chunking is not modelled they run at the
+instance's C like every other producer.
 """
 from __future__ import annotations
 
 import statistics
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
+
+import numpy as np
 
 from optcoll.collectives.collective import Collective
 from optcoll.instances.instance import Instance
@@ -36,6 +46,9 @@ class ProducerResult:
     #: A recorded result only: this run's own exact time it beat (None: this run's exact solver
     #: gave no schedule: it did not run, failed, or found none).
     beat: float | None = None
+    #: At NCCL's own chunking (how it was found; ``analysis.nccl_chunking.Chunking.describe``),
+    #: the gap against the row's ``nccl_bound``; empty: at the instance's C, against ``bound``.
+    own_chunking: str = ""
 
     @property
     def mark(self) -> str:
@@ -74,6 +87,21 @@ class InstanceRow:
     chunk_choices: tuple[int, ...] = ()
     #: Bounded instances: what the record says stopped the proof (``truth.record.unproven``).
     unproven: str = ""
+    #: The yardstick of NCCL's algorithms at their own chunking (module docstring) and its source.
+    nccl_bound: float | None = None
+    nccl_bound_source: str = ""
+    #: NCCL's algorithms at the instance's C, where ``producers`` holds them at their own chunking.
+    nccl_fixed: dict[str, ProducerResult] = field(default_factory=dict)
+    #: What the bytes alone force (``bandwidth_floor``), at the C of the best schedule.
+    bandwidth_floor: float | None = None
+
+    @property
+    def latency_share(self) -> float | None:
+        """The part of the best time the bytes alone do not explain: the latencies (α per hop
+        and, with link occupancy, per transfer), and any slack of the bound. Near 1: latency-bound."""
+        if self.bandwidth_floor is None or not self.best:
+            return None
+        return max(0.0, 1.0 - self.bandwidth_floor / self.best)
 
     @property
     def chunks_label(self) -> str:
@@ -172,9 +200,11 @@ def _recorded_exact(truth: Truth, fresh: ProducerResult | None) -> ProducerResul
                           beat=fresh.time if fresh is not None else None)
 
 
-def build_row(suite: str, spec: InstanceSpec, records: list[dict[str, Any]], truth: Truth | None
-              ) -> InstanceRow:
-    """One instance: its records (bounds, exact, synthesizers) and its recorded truth, combined."""
+def build_row(suite: str, spec: InstanceSpec, records: list[dict[str, Any]], truth: Truth | None,
+              nccl: list[dict[str, Any]] = ()) -> InstanceRow:
+    """One instance: its records (bounds, exact, synthesizers) and its recorded truth, combined;
+    ``nccl``: the records of NCCL's algorithms at their own chunking and of the bounds at their C
+    (``sweeps.plan.nccl_jobs``), each with its ``key``."""
     inst = spec.instance
     bound, best, family = _best_claims(spec.name, records, truth)
     status = "unsolved" if best is None else (
@@ -182,6 +212,9 @@ def build_row(suite: str, spec: InstanceSpec, records: list[dict[str, Any]], tru
     bound_value = bound.value if bound else None
     producers = {label: _with_gap(result, bound_value) for label, result in _producers(records, truth).items()}
     bounds_record = next((r for r in records if r["producer"] == "bounds" and r["status"] == "ok"), None)
+    own, nccl_bound = _own_chunking(nccl)
+    fixed = {label: producers.pop(label) for label in own if label in producers}
+    producers.update(own)
     c = inst.collective
     if inst.chunk_choices and best is not None:
         from optcoll.producers.chunks import at_chunks
@@ -193,7 +226,47 @@ def build_row(suite: str, spec: InstanceSpec, records: list[dict[str, Any]], tru
         tuple(bounds_record["bounds"]) if bounds_record else (),
         bound_value, _source(bound), best.value if best else None, _source(best), status,
         producers, family, inst.chunk_choices,
-        unproven(best.details, family) if status == "bounded" and best is not None else "")
+        unproven(best.details, family) if status == "bounded" and best is not None else "",
+        nccl_bound.value if nccl_bound else None, _source(nccl_bound), fixed, bandwidth_floor(inst, c))
+
+
+def bandwidth_floor(inst: Instance, collective: Collective) -> float | None:
+    """The best lower bound on the machine with every link latency α set to 0: the time the bytes
+    alone force at this C (α only delays, so it bounds the real machine's schedules too); None
+    in the step model (its cost counts steps)."""
+    from optcoll.bounds import best_lower_bound
+
+    if inst.model.kind != "timed":
+        return None
+    m = inst.machine
+    return float(best_lower_bound(replace(m, link_latency=np.zeros_like(m.link_latency)), collective,
+                                  inst.model).value)
+
+
+def _own_chunking(records: list[dict[str, Any]]) -> tuple[dict[str, ProducerResult], Claim | None]:
+    """NCCL's algorithms at their own chunking with their gaps, and the bound they are judged by:
+    the least over the C values they ran at of the best analytic bound at that C."""
+    from optcoll.analysis.nccl_chunking import Chunking
+    from optcoll.truth.update import claims
+
+    ran = {r["instance"]: r["params"]["chunking"]["chunks"] for r in records
+           if r["producer"] == "synth" and (r.get("result") or {}).get("time") is not None}
+    bounds = []
+    for at in sorted(ran):
+        at_c, times, _ = claims([r for r in records if r["instance"] == at])
+        check_consistent(at, at_c, [claim for claim, _ in times])
+        if at_c:
+            best = max(at_c, key=lambda c: c.value)
+            name, _, detail = best.source.partition(": ")
+            bounds.append(replace(best, source=f"{name} at C={ran[at]}: {detail}"))
+    bound = min(bounds, key=lambda c: c.value) if bounds else None
+    out = {}
+    for record in records:
+        if record["producer"] == "synth":
+            chunking = Chunking(record["label"], **record["params"]["chunking"])
+            result = _with_gap(_result(record), bound.value if bound else None)
+            out[record["label"]] = replace(result, own_chunking=chunking.describe())
+    return out, bound
 
 
 def _best_claims(name: str, records: list[dict[str, Any]], truth: Truth | None
@@ -242,9 +315,7 @@ def _with_gap(result: ProducerResult, bound: float | None) -> ProducerResult:
     if result.time is None or not bound:
         return result
     gap = result.time / bound - 1.0
-    return ProducerResult(result.label, result.status, result.time,
-                          0.0 if meets(result.time, bound) else gap, result.wall_time, result.seeds,
-                          result.reason, result.params, result.recorded, result.beat)
+    return replace(result, gap=0.0 if meets(result.time, bound) else gap)
 
 
 def summarise(rows: list[InstanceRow], labels: list[str]) -> list[SynthSummary]:
@@ -253,7 +324,7 @@ def summarise(rows: list[InstanceRow], labels: list[str]) -> list[SynthSummary]:
         ran = [(row, row.producers[label]) for row in rows
                if label in row.producers and row.producers[label].ran]
         gaps = [p.gap for _, p in ran if p.gap is not None]
-        known = [(row, p) for row, p in ran if row.status == OPTIMAL]
+        known = [(row, p) for row, p in ran if row.status == OPTIMAL and not p.own_chunking]
         misses = tuple(row.name for row, p in known if not meets(p.time, row.best))
         states = [row.producers[label].status for row in rows if label in row.producers]
         out.append(SynthSummary(label, len(ran), statistics.fmean(gaps) if gaps else None,

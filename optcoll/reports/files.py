@@ -20,7 +20,7 @@ FILES = ("README.md", "report.html", "results.csv", "report.json")
 CSV_COLUMNS = ("suite", "instance", "network", "npus", "collective", "size_bytes", "chunks_per_rank",
                "chunk_choices", "chunk_bytes", "model", "instance_status", "lower_bound_s", "lower_bound_source",
                "best_s", "producer", "status", "time_s", "gap", "wall_time_s", "recorded", "seeds",
-               "seed_times_s", "reason", "params")
+               "seed_times_s", "reason", "params", "own_chunking", "gap_against_s")
 
 
 def figures(report: Report) -> dict[str, tuple[str, str]]:
@@ -57,7 +57,8 @@ def csv_text(report: Report) -> str:
                 "status": p.status, "time_s": _num(p.time), "gap": _num(p.gap),
                 "wall_time_s": _num(p.wall_time), "recorded": p.recorded, "seeds": len(p.seeds),
                 "seed_times_s": " ".join(repr(t) for t in p.seeds), "reason": p.reason or "",
-                "params": json.dumps(p.params, sort_keys=True)})
+                "params": json.dumps(p.params, sort_keys=True), "own_chunking": p.own_chunking,
+                "gap_against_s": _num(row.nccl_bound if p.own_chunking else row.bound)})
     return buffer.getvalue()
 
 

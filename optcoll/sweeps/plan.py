@@ -82,6 +82,34 @@ def instance_jobs(spec: InstanceSpec, settings: Settings, runs: int) -> list[Job
     return jobs
 
 
+#: The timed model NCCL's algorithms run in at their own chunking: α is propagation, a link is busy
+#: only while it moves bytes, as NCCL keeps NCCL_STEPS = 8 slices in flight per channel
+#: (src/include/device.h), so a slice's latency overlaps the next one's transfer.
+PIPELINED = "serialization"
+
+
+def nccl_jobs(spec: InstanceSpec) -> list[Job]:
+    """NCCL's algorithms at the chunking NCCL itself would use at this instance's size
+    (``analysis.nccl_chunking``), α pipelined, each with the analytic bounds at its C; none where
+    that chunking is not modelled (the report then shows them at the instance's C)."""
+    from optcoll.analysis.nccl_chunking import modelled, nccl_chunking
+    from optcoll.producers.registry import IMPLEMENTS, NCCL
+
+    inst = spec.instance
+    if not modelled(inst):
+        return []
+    jobs: list[Job] = []
+    for algo in NCCL:
+        if inst.collective.kind not in IMPLEMENTS[algo]:
+            continue
+        chunking = nccl_chunking(inst, algo)
+        assert chunking is not None
+        own = spec.derive(chunks_per_rank=chunking.chunks, occupancy=PIPELINED)
+        jobs += [Job(own, "synth", {"algo": algo, "runs": 1, "seed0": 0, "chunking": chunking.to_params()}),
+                 Job(own, "bounds")]
+    return jobs
+
+
 def sizes_jobs(suite: Suite, settings: Settings, runs: int) -> list[Job]:
     """Time versus message size: the exact optimum per chunk count, every synthesizer at the
     instance's own C, at each size of the plot."""

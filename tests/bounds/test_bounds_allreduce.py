@@ -123,7 +123,8 @@ def test_bounds_never_beat_a_verified_allreduce_on_small_machines(seed, npus, ch
         assert not any(NO_REDUCTION in b.assumptions for b in bounds)
 
 
-@pytest.mark.parametrize("suite", ["quick", "standard", "frontier", "machines"])
+@pytest.mark.parametrize("suite", ["quick", "standard", "frontier", "machines",
+                                   pytest.param("sizes", marks=pytest.mark.slow)])  # 32 AllReduce files
 def test_bounds_below_every_recorded_allreduce(suite):
     folder = bundled_dir("instances") / suite
     for path in sorted(folder.glob("*allreduce*.toml")):

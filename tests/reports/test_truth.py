@@ -146,7 +146,8 @@ def test_results_must_come_last(tmp_path):
 
 
 @pytest.mark.parametrize("name", ["quick", "standard", "frontier",
-                                  pytest.param("machines", marks=pytest.mark.slow)])  # 10 s CPU: 65k-chunk schedules
+                                  pytest.param("machines", marks=pytest.mark.slow),  # 10 s CPU: 65k-chunk schedules
+                                  pytest.param("sizes", marks=pytest.mark.slow)])  # 30 s CPU: 128 instances
 def test_recorded_truth_of_builtin_suites_holds(name):
     """Every instance has recorded truth; every stored schedule re-verifies at its recorded time;
     every recorded and analytic bound is ≤ every recorded time (no solving)."""

@@ -17,7 +17,7 @@ from sweep_helpers import small_suite, write_instance
 
 
 def test_builtin_suites_load(tmp_path):
-    for name in ("quick", "standard", "frontier", "machines"):
+    for name in ("quick", "standard", "frontier", "machines", "sizes"):
         suite = find_suite(name)
         assert suite.specs
         for spec in suite.specs:
@@ -34,6 +34,16 @@ def test_content_key_ignores_results_but_not_content(tmp_path):
     assert find_suite(str(path)).specs[0].derive(size="32 MiB").content_key != key
     write_instance(tmp_path, "a", "ring8", "allgather", "32 MiB")
     assert find_suite(str(path)).specs[0].content_key != key
+
+
+def test_an_occupancy_override_changes_the_model_the_name_and_the_key(tmp_path):
+    spec = find_suite(str(write_instance(tmp_path, "a", "ring8", "allgather", "64 MiB"))).specs[0]
+    pipelined = spec.derive(chunks_per_rank=4, occupancy="serialization")
+    assert pipelined.name == "a[C=4,occupancy=serialization]"
+    assert pipelined.instance.model.occupancy == "serialization" and spec.instance.model.occupancy == "link"
+    assert pipelined.instance.collective.chunks_per_rank == 4
+    assert pipelined.content_key not in (spec.content_key, spec.derive(chunks_per_rank=4).content_key)
+    assert pipelined.derive(size="1 MiB").occupancy == "serialization"
 
 
 def test_job_key_depends_on_producer_params_and_pickles(tmp_path):

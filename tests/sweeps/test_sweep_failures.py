@@ -68,11 +68,14 @@ def _wait_for(condition, proc: subprocess.Popen, what: str, timeout: float = 120
 
 
 def _jobs_of(instance: Path) -> list:
-    """The jobs `report` runs for one instance (bounds, the exact solver, every synthesizer)."""
+    """The jobs `report` runs for one instance (bounds, the exact solver, every synthesizer, and
+    NCCL's algorithms with their bounds at NCCL's own chunking)."""
     from optcoll.instances.suite import find_suite
-    from optcoll.sweeps.plan import Settings, instance_jobs
+    from optcoll.sweeps.plan import Settings, instance_jobs, nccl_jobs
 
-    return instance_jobs(find_suite(str(instance)).specs[0], Settings(runs=1), 1)
+    spec = find_suite(str(instance)).specs[0]
+    unique = {job.key: job for job in instance_jobs(spec, Settings(runs=1), 1) + nccl_jobs(spec)}
+    return list(unique.values())
 
 
 def _slow_suite(root: Path) -> Path:
@@ -184,13 +187,15 @@ def test_a_failed_job_makes_the_sweep_exit_1(tmp_path, monkeypatch, record_prope
     for extra in ([], ["--json"]):
         proc = invoke(["report", suite, "--no-cache", *QUICK_ARGS, *extra])
         assert proc.returncode == 1 and "Traceback" not in proc.stderr
-        jobs = len(_jobs_of(suite))
-        assert proc.stderr.strip() == f"optcoll: 1 of {jobs} jobs failed: ring8-ag bounds: RuntimeError: boom", \
-            proc.stderr
+        planned = _jobs_of(suite)
+        failed = sum(job.producer == "bounds" for job in planned)  # at the instance's C and NCCL's own C
+        jobs = len(planned)
+        assert failed == 2
+        assert proc.stderr.strip() == f"optcoll: 2 of {jobs} jobs failed: RuntimeError: boom (2 jobs)", proc.stderr
         if extra:
             assert json.loads(proc.stdout)["failures"]
         else:
-            assert f"{jobs} jobs: 0 from the cache, {jobs} computed, 1 failed" in proc.stdout
+            assert f"{jobs} jobs: 0 from the cache, {jobs} computed, {failed} failed" in proc.stdout
     record_property("tried", "a report whose bounds job raises")
     record_property("message", proc.stderr.strip())
 

@@ -2,7 +2,7 @@
 other orders (``via`` renumbered with its rows, ``Schedule.take``), keeps its verdict and its
 time (docs/model.md, "Switches: forwarding simultaneous arrivals"). Four rail-exchange AllReduce
 schedules were valid only in their listed order before plain switches were told which arrival to
-forward. The largest files run under ``-m slow``."""
+forward. The largest files, and the sizes suite above 64 KiB, run under ``-m slow``."""
 from __future__ import annotations
 
 import functools
@@ -19,6 +19,9 @@ from optcoll.verify import verify
 LARGE = 25_000  # bytes of compressed schedule: above this, -m slow
 #: A suite read once per process: reading one builds every instance in it (about a second).
 _suite = functools.cache(find_suite)
+#: The sizes suite asks each machine and collective at four sizes; by default only its smallest
+#: size runs (32 schedules), the other three under -m slow.
+SIZES_DEFAULT = "-64k"
 
 
 def _stored():
@@ -27,7 +30,8 @@ def _stored():
         for spec in _suite(suite).specs:
             path = schedule_path(spec)
             if path is not None and path.exists():
-                marks = [pytest.mark.slow] if path.stat().st_size > LARGE else []
+                slow = path.stat().st_size > LARGE or (suite == "sizes" and not spec.name.endswith(SIZES_DEFAULT))
+                marks = [pytest.mark.slow] if slow else []
                 out.append(pytest.param(suite, spec.name, id=f"{suite}/{spec.name}", marks=marks))
     return out
 
