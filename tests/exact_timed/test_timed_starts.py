@@ -36,14 +36,30 @@ def test_a_slow_start_producer_is_stopped_at_its_share_and_the_others_still_run(
 
 def test_a_start_made_in_time_is_kept_when_the_clock_ends_while_retiming_it():
     """Retiming a start to its earliest times checks the clock; when it ends there, the start is
-    kept with the times its producer gave it, and it verifies."""
+    kept with the times its producer gave it, and it verifies. A user's hint, valid only once
+    retimed, is then left out with a note."""
     inst = instance(G.torus([4, 4], BW, LAT), "alltoall")
-    run = timed._Run(inst, "cpsat", _ticking(300.0), timed._Trace(0.0, None))
-    start = next(timed._starts(inst, run.problem, 0, None, [], 0.0))[1]
-    with running(_ticking(1.0)), pytest.raises(OutOfTime):  # its first check finds the clock ended
+    run = timed._Run(inst, "cpsat", _ticking(1.0), timed._Trace(0.0, None))
+    made = list(timed._starts(inst, run.problem, 0, None, [], 0.0))[:1]
+    start = made[0][1]
+    with running(run.clock), pytest.raises(OutOfTime):  # its first check finds the clock ended
         run.offer(start)
     assert run.best is None
-    with running(_ticking(1.0)):
-        assert run._offer_start(start)
+    with running(run.clock):
+        assert run._offer_starts([*made, ("hint", start)]) == made[0][0]
     assert run.makespan() == start.makespan(seconds_grid(run.problem))
     assert verified(inst, run.outcome("feasible")) <= run.makespan() * (1 + 1e-9)
+    assert run.notes == ["hint not used as a start: the time limit (1 s) reached before it was checked"]
+
+
+def test_with_time_left_every_start_is_retimed_and_the_first_fastest_kept():
+    """Retimed, a start is never slower than as made; the first of the fastest is kept."""
+    inst = instance(G.torus([4, 4], BW, LAT), "alltoall")
+    run = timed._Run(inst, "cpsat", _ticking(1e6), timed._Trace(0.0, None))
+    made = list(timed._starts(inst, run.problem, 0, None, [], 0.0))
+    grid = seconds_grid(run.problem)
+    retimed = [timed.retime(run.problem, grid, t).makespan(grid) for _, t in made]
+    assert all(r <= t.makespan(grid) * (1 + 1e-12) for r, (_, t) in zip(retimed, made))
+    with running(run.clock):
+        kept = run._offer_starts(made)
+    assert kept == made[retimed.index(min(retimed))][0] and run.makespan() == min(retimed)
