@@ -30,7 +30,7 @@ from optcoll.verify import verify
 from optcoll.instances.budget import Budget
 from optcoll.instances.clock import Clock
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "exact_allreduce"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "producers" / "exact" / "allreduce"))
 from allreduce_reference import small_machine  # noqa: E402
 
 GIB_S, US = 50 * 2.0**30, 1e-6

@@ -15,7 +15,7 @@ from optcoll.machines.modelfile import load_machine_file
 from optcoll.instances.suite import find_suite
 
 RING = "ring8-allgather-c1"
-RING_XML = Path(__file__).resolve().parents[1] / "interop_msccl" / "data" / "allgather_ring_8.xml"
+RING_XML = Path(__file__).resolve().parents[1] / "interop" / "msccl" / "data" / "allgather_ring_8.xml"
 STORED = QUICK / "schedules" / f"{RING}.json.gz"
 
 

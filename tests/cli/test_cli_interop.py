@@ -5,7 +5,7 @@ import pytest
 from cli_paths import REPO
 
 QUICK = REPO / "instances" / "quick"
-DATA = REPO / "tests" / "interop_msccl" / "data"
+DATA = REPO / "tests" / "interop" / "msccl" / "data"
 
 
 def test_synth_then_msccl_round_trip_keeps_the_time(run, tmp_path):

@@ -2,7 +2,7 @@
 import json
 from pathlib import Path
 
-DATA = Path(__file__).resolve().parents[1] / "interop_mscclpp" / "data"
+DATA = Path(__file__).resolve().parents[1] / "interop" / "mscclpp" / "data"
 CI = DATA / "mscclpp-1f5f065"
 
 

@@ -112,7 +112,7 @@ def test_bound_prints_assumptions_and_what_the_machine_rules_out(run, tmp_path):
 
 @pytest.mark.parametrize("solver,rounds,status", [
     ("cpsat", "7", "optimal"), ("cpsat", "6", "infeasible"), ("z3", "6", "infeasible"),
-    # z3 takes about 20 s CPU to find it (its SAT path is in tests/exact_step/test_api.py)
+    # z3 takes about 20 s CPU to find it (its SAT path is in tests/producers/exact/step/test_api.py)
     pytest.param("z3", "7", "optimal", marks=pytest.mark.slow)])
 def test_sccl_feasibility_question_with_steps_rounds_and_chunks(run, solver, rounds, status):
     """SCCL's `solve instance DGX1 Allgather --steps 3 --rounds 7 --chunks 6`: feasible, and

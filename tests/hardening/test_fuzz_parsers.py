@@ -31,7 +31,7 @@ from optcoll.instances.suite import find_suite
 from optcoll.units import parse_bandwidth, parse_size, parse_time
 
 REPO = Path(__file__).resolve().parents[2]
-DATA = REPO / "tests" / "interop_msccl" / "data"
+DATA = REPO / "tests" / "interop" / "msccl" / "data"
 SETTINGS = settings(max_examples=75, deadline=None, derandomize=True,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 

@@ -15,7 +15,7 @@ from optcoll.machines.figures import npu_bandwidth
 from optcoll.machines.generators import DGX1_NVLINKS, dgx1
 
 REAL = Path(__file__).parent / "data" / "nvidia_smi"
-HANDWRITTEN = Path(__file__).parents[1] / "interop_msccl" / "data"
+HANDWRITTEN = Path(__file__).parents[1] / "interop" / "msccl" / "data"
 NVLINK = 25e9  # NVLink 2, 3 and 4: 25 GB/s per link and direction
 GB = 1e9
 GiB = 2**30

@@ -17,7 +17,7 @@ from optcoll.machines.generators import ring
 from optcoll.schedules.jsonfile import load_schedule
 
 DATA = Path(__file__).parent / "data"
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 MiB = 2**20
 RING4 = parse_network({"topology": ["Ring"], "npus_count": [4], "bandwidth": [50], "latency": [500]})
 T1 = 20031  # floor(500 + 2^20 / (50 * 2^30 / 1e9)) = floor(500 + 19531.25): one hop, 1 MiB

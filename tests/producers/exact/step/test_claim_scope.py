@@ -18,7 +18,7 @@ from optcoll.producers.exact.step.chunking import rechunk
 from step_helpers import BW, LAT, hetero_ring, instance
 
 BUDGET = Budget(time_limit=600, threads=1, seed=0, work_limit=20.0)
-MYBOX = Path(__file__).resolve().parents[2] / "examples" / "mybox-allgather.toml"
+MYBOX = Path(__file__).resolve().parents[4] / "examples" / "mybox-allgather.toml"
 
 
 def _least_rounds_per_chunk(inst, chunks: int, steps: int) -> Fraction | None:

@@ -11,7 +11,7 @@ from optcoll.machines import generators as g
 from optcoll.machines.modelfile import load_machine_file
 from optcoll.units import parse_time
 
-MODELS = __import__("pathlib").Path(__file__).resolve().parents[2] / "models"
+MODELS = __import__("pathlib").Path(__file__).resolve().parents[3] / "models"
 RING4_SWITCH8 = """# the model file's network, as ASTRA-sim writes it
 topology: [ Ring, Switch ]
 npus_count: [ 4, 8 ]

@@ -17,7 +17,7 @@ from optcoll.machines.machine import Switch
 from optcoll.producers.run import synthesized
 from optcoll.schedules.jsonfile import load_schedule
 
-MACHINES = Path(__file__).parents[2] / "instances" / "machines"
+MACHINES = Path(__file__).parents[3] / "instances" / "machines"
 MiB = 2**20
 
 

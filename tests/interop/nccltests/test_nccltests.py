@@ -14,7 +14,7 @@ from optcoll.interop.measurements import collection
 from optcoll.interop.nccltests import busbw_factor, parse, read_sweep
 
 DATA = Path(__file__).parent / "data"
-RAW = Path(__file__).parents[2] / "measurements" / "raw"
+RAW = Path(__file__).parents[3] / "measurements" / "raw"
 REAL = sorted(DATA.glob("*.txt")) + sorted(RAW.glob("*.txt"))
 
 

@@ -32,7 +32,7 @@ from optcoll.verify import verify
 from optcoll.instances.clock import Clock
 from solver_checks import WORK, proof_budget
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[4]
 #: Relative slack when reading seconds as epochs.
 SLACK = 1e-9
 

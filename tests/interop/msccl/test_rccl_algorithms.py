@@ -9,7 +9,7 @@ from optcoll.interop.msccl import import_msccl_xml, validate_msccl_xml
 from optcoll.machines.catalog import load_machine
 from optcoll.verify import verify
 
-DATA = Path(__file__).parents[2] / "algorithms" / "rccl"
+DATA = Path(__file__).parents[3] / "algorithms" / "rccl"
 FILES = sorted(DATA.glob("*.xml.gz"))
 
 
