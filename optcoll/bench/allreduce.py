@@ -266,7 +266,8 @@ def direct_section(time_limit: float) -> Section:
             "proves it for every timed schedule). "
             "Step rows: SCCL's whole-buffer AllReduce (every rank holds and needs every chunk; C = 1 is "
             "SCCL's Allreduce with one chunk, which SCCL itself leaves unanswered after 30 s from ring5, "
-            "line3 and star3 on, tests/exact_step/data/sccl_least_steps.csv; C = N its --chunks N), S from the "
+            "line3 and star3 on, tests/producers/exact/step/data/sccl_least_steps.csv; C = N its --chunks N), "
+            "S from the "
             "analytic bound up, one thread; target ≤ 60 s CPU each (SCCL's own synthesizer does not finish "
             "these in 5 minutes). CPU counts every solver thread.")
 

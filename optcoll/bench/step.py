@@ -302,8 +302,9 @@ def step_sections(limit: float) -> list[Section]:
          "a copy may write a partial sum over another (docs/model.md §5.4); reduce-only: SCCL's own rules, every "
          "arrival a disjoint reduction. \"infeasible at every S\": no schedule exists at any number of steps "
          "(proven at the ceiling horizon: every delivery adds a contribution its receiver lacked), which is why "
-         "SCCL's own least-steps search gives no answer on these rows (tests/exact_step/data/sccl_least_steps.csv). "
-         "On every row SCCL answered, reduce-only gives SCCL's answer (tests/exact_step/test_sccl_answers.py)."),
+         "SCCL's own least-steps search gives no answer on these rows "
+         "(tests/producers/exact/step/data/sccl_least_steps.csv). On every row SCCL answered, reduce-only gives "
+         "SCCL's answer (tests/producers/exact/step/test_sccl_answers.py)."),
         ("Step model: when the flow LP floor is built (SCCL's AllGather and AlltoAll, least steps)",
          ["question", "answer", "counting floor S", "flow floor S", "LP built", "LP CPU (s)", "solve CPU (s)",
           "solver questions"],

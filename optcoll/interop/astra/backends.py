@@ -3,7 +3,7 @@
 Followed: astra-network-analytical 599a047 (``congestion_unaware/basic-topology/*.cpp``,
 ``congestion_unaware/multi-dim-topology/MultiDimTopology.cpp``, ``congestion_aware/network/
 Link.cpp`` ``serialization_delay``/``communication_delay``, ``common/NetworkFunction.cpp``
-``bw_GBps_to_Bpns``); checked against the built binaries (tests/interop_astra/data).
+``bw_GBps_to_Bpns``); checked against the built binaries (tests/interop/astra/data).
 
 Congestion-unaware: a message between NPUs that differ in dimension d (the lowest differing one,
 as ASTRA-sim's MultiDimTopology picks) takes ``floor(hops·latency + bytes/bandwidth)`` ns with
