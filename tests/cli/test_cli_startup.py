@@ -109,3 +109,20 @@ def test_help_loads_no_numerical_library(tmp_path):
     output, modules = loaded_by(tmp_path, "--help")
     assert "pareto" in output and "solve" in output
     assert sorted(m for m in modules if m.split(".")[0] in ("numpy", "scipy", "ortools", "z3")) == []
+
+
+@pytest.mark.parametrize("given, expected", [(None, "1"), ("4", "4")])
+def test_the_command_keeps_openblas_to_one_thread_unless_the_user_chose(given, expected):
+    """OpenBLAS's busy-waiting thread per core cost a third of a small command's CPU; the CLI
+    sets one thread before numpy loads, and a user's own OPENBLAS_NUM_THREADS wins."""
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    if given is not None:
+        env["OPENBLAS_NUM_THREADS"] = given
+    probe = "import os, sys; import optcoll.cli.main; assert 'numpy' not in sys.modules; " \
+            "print(os.environ['OPENBLAS_NUM_THREADS'])"
+    proc = subprocess.run([sys.executable, "-c", probe], cwd=REPO, env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == expected
