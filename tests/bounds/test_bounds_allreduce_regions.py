@@ -27,7 +27,7 @@ from optcoll.verify import verify
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_bounds_allreduce import _direct_schedule  # noqa: E402
 
-REGIONS, EGRESS = "allreduce-regions", "allreduce-regions-egress"
+REGIONS, EGRESS, RELEASED = "allreduce-regions", "allreduce-regions-egress", "allreduce-regions-released"
 
 
 def _cluster(nodes: int, gpus: int, **flags) -> G.Machine:
@@ -69,8 +69,25 @@ def test_four_servers_beat_every_other_bound():
     so the bound holds there and is the best one (no other AllReduce bound sees the NICs twice)."""
     machine = _cluster(4, 8, multicast=True, reduce=True)
     found = _bounds(machine)
-    assert max(found.values(), key=lambda b: b.value).name in (REGIONS, EGRESS)
+    assert max(found.values(), key=lambda b: b.value).name in (REGIONS, EGRESS, RELEASED)
     assert "allreduce-transfers" not in found
+
+
+def test_released_value_by_hand_on_servers_that_reduce():
+    """4 servers of 8 GPUs on a reducing NVSwitch, one NIC per GPU on a spine (x one NVLink hop,
+    h one NIC hop of a 32 MiB chunk). Counted: 192 transfers out of the servers over 32 NIC uplinks,
+    6 each, each done one more NIC hop later: 7h, the plain form. A 193rd needs a 7th slot on some
+    link: 8h. With exactly 192, the first send on each uplink carries its server's full content of a
+    different chunk: the i-th of a server's 8 waits for 7i of the ranks' own sends into the switch
+    (each rank one per chunk, x apart) and the switch's hop to a GPU, 2x + ⌊(7i − 1)/8⌋x, so the
+    eighth for 8x, and that link's sixth is done at 8x + 7h."""
+    machine = _cluster(4, 8, multicast=True, reduce=True)
+    b = 2.0**30 / 32
+    x, h = 5e-7 + b / 3e11, 2e-6 + b / 2.5e10
+    found = _bounds(machine)
+    assert found[EGRESS].value == pytest.approx(7 * h, rel=1e-9)
+    assert found[RELEASED].value == pytest.approx(8 * x + 7 * h, rel=1e-9)
+    assert "either some chunk enters regions more than 2(n − 1) = 6 times" in found[RELEASED].detail
 
 
 def _with_spine(machine, spine: Switch):
@@ -103,6 +120,7 @@ def test_below_the_recorded_schedules_of_real_clusters(name):
         schedule = get_synthesizer(producer)(inst, 0)
         result = verify(inst.machine, inst.collective, schedule, inst.model)
         assert result.valid and found[REGIONS].value <= result.time * (1 + 1e-9)
+        assert found[RELEASED].value <= result.time * (1 + 1e-9)
 
 
 @settings(max_examples=16, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
@@ -122,7 +140,7 @@ def test_below_verified_schedules_on_small_clusters(seed, nodes, gpus, intra, in
     model = TimeModel(occupancy=occupancy)  # NICs slower than any NVLink: the servers are the regions
     n = machine.num_npus
     inst = Instance("random", machine, make_collective("allreduce", range(n), 2.0**20 * n, chunks), model)
-    found = [b for b in lower_bounds(machine, inst.collective, model) if b.name in (REGIONS, EGRESS)]
+    found = [b for b in lower_bounds(machine, inst.collective, model) if b.name in (REGIONS, EGRESS, RELEASED)]
     assert found
     schedules = []
     for name in ("nccl-ring", "nccl-tree", "nccl-nvls-tree", "tacos", "tacos+", "rail-exchange"):
