@@ -114,7 +114,9 @@ def _write(out: Path, machine: str, kind: str, rows, measured_label: str | None)
 @click.option("--measured", default=None, help="An nccl-tests output file or a collection entry name.")
 @click.option("--gpu", default=None, help="GPU generation of a machine outside the catalog.")
 @click.option("--plot", default=None, type=click.Path(dir_okay=False), help="Write the busbw-vs-size SVG here.")
-@click.option("--all", "every", is_flag=True, help="Every calibrated catalog machine and collective.")
+@click.option("--all", "every", is_flag=True,
+              help="Every calibrated catalog machine (or the comma list MACHINE) and collective, into --out, "
+                   "with accuracy.md over the measurements collection.")
 @click.option("-o", "--out", default=None, type=click.Path(file_okay=False), help="Folder for --all.")
 @click.option("--nccl-tuner-conf", "tuner_conf", default=None, type=click.Path(dir_okay=False),
               help="Write NCCL's example tuner plugin table (nccl_tuner.conf): per size, the fastest of "
@@ -131,7 +133,7 @@ def expect(machine, kind, sizes, algorithm, measured, gpu, plot, every, out, tun
     if algorithm is not None and algorithm not in ALGORITHMS:
         raise InputError(f"{algorithm!r} is not one of {', '.join(ALGORITHMS)}", field="--algorithm")
     if every:
-        _expect_all(Path(out or "reports/expect"), size_list)
+        _expect_all(Path(out or "reports/expect"), size_list, machine)
         return
     if machine is None:
         raise InputError("name a MACHINE (or --all)", field="MACHINE")
@@ -158,13 +160,23 @@ def expect(machine, kind, sizes, algorithm, measured, gpu, plot, every, out, tun
         echo(_table(rows))
 
 
-def _expect_all(out: Path, sizes: list[int]) -> None:
+def _expect_all(out: Path, sizes: list[int], only: str | None = None) -> None:
+    """Every calibrated catalog machine (or the comma list ``only``): md, json and svg per
+    collective, the measured sweep with the most sizes overlaid; then accuracy.md over the whole
+    collection."""
     from optcoll.interop.measurements import collection
     from optcoll.machines.calibration import catalog_machines
 
+    machines = catalog_machines()
+    if only is not None:
+        unknown = [m for m in only.split(",") if m not in machines]
+        if unknown:
+            raise InputError(f"{', '.join(unknown)}: not a calibrated catalog machine; one of "
+                             f"{', '.join(machines)}", field="MACHINE")
+        machines = only.split(",")
     out.mkdir(parents=True, exist_ok=True)
-    entries = collection()
-    for machine in sorted(catalog_machines(), key=lambda name: (_ranks(name), name)):  # small ones first
+    entries = sorted(collection(), key=lambda e: (-len(e.points), e.name))
+    for machine in sorted(machines, key=lambda name: (_ranks(name), name)):  # small ones first
         if _ranks(machine) > MAX_ALL_RANKS:
             echo(f"{machine}: skipped: {_ranks(machine)} ranks (--all covers up to {MAX_ALL_RANKS}; "
                  f"run optcoll expect {machine} for it)", err=True)

@@ -12,6 +12,8 @@ One TOML file per measured sweep::
     protocol = "simple"          # NCCL_PROTO if forced, or "default"
     run = "in-place"             # which column: in-place, out-of-place or best (the faster)
     role = "fit"                 # fit: calibration uses it; holdout: only checks predictions
+    gpus_per_thread = 8          # nccl-tests -g: GPUs one test thread drives (default: the raw
+                                 # file's "nGpus" header, else 1)
     [source]
     url = "..."                  # where the numbers are published, at a commit
     commit = "..."
@@ -35,7 +37,7 @@ from optcoll.interop.nccltests import busbw_factor, read_sweep
 
 _TOP = ("measurement", "source", "data")
 _MEASUREMENT = ("machine", "collective", "ranks", "library", "version", "algorithm", "protocol", "run",
-                "role", "system")
+                "role", "system", "gpus_per_thread")
 _SOURCE = ("url", "repository", "commit", "note")
 _DATA = ("file", "busbw")
 RUNS = ("in-place", "out-of-place", "best")
@@ -57,11 +59,14 @@ class Measurement:
     role: str
     url: str
     points: tuple[tuple[int, float], ...]
+    #: nccl-tests' ``-g``: one test thread issues each call to this many GPUs in turn.
+    gpus_per_thread: int = 1
 
     def describe(self) -> str:
         forced = f"{self.algorithm}/{self.protocol}"
+        threads = f", {self.gpus_per_thread} GPUs per test thread" if self.gpus_per_thread > 1 else ""
         return (f"{self.name}: {self.library} {self.version} {self.collective} on {self.machine} "
-                f"({forced}, {len(self.points)} sizes; {self.url})")
+                f"({forced}{threads}, {len(self.points)} sizes; {self.url})")
 
     def time_at(self, size: int) -> float | None:
         return next((t for s, t in self.points if s == size), None)
@@ -78,7 +83,10 @@ def _field(table: dict, key: str, where: str, source: str) -> str:
     return value
 
 
-def _points(path: Path, data: dict, collective: str, ranks: int, run: str) -> tuple[tuple[int, float], ...]:
+def _points(path: Path, data: dict, collective: str, ranks: int, run: str
+            ) -> tuple[tuple[tuple[int, float], ...], int | None]:
+    """(bytes, seconds) per size, and the GPUs per thread the raw file's header states (None for a
+    table)."""
     source = str(path)
     if ("file" in data) == ("busbw" in data):
         raise InputError("give exactly one of data.file (an nccl-tests output) and data.busbw (a table)",
@@ -87,7 +95,8 @@ def _points(path: Path, data: dict, collective: str, ranks: int, run: str) -> tu
         sweep = read_sweep(path.parent / _field(data, "file", "data", source), collective)
         pick = {"in-place": lambda r: r.in_time_us, "out-of-place": lambda r: r.out_time_us,
                 "best": lambda r: r.best_time * 1e6}[run]
-        return tuple((row.size, pick(row) * 1e-6) for row in sweep.rows if pick(row) is not None)
+        return (tuple((row.size, pick(row) * 1e-6) for row in sweep.rows if pick(row) is not None),
+                sweep.gpus_per_thread)
     factor = busbw_factor(collective, ranks)
     points = []
     for i, item in enumerate(data["busbw"]):
@@ -96,7 +105,7 @@ def _points(path: Path, data: dict, collective: str, ranks: int, run: str) -> tu
             raise InputError("each entry is [bytes (integer), busbw in GB/s (positive)]", source=source,
                              field=f"data.busbw[{i}]")
         points.append((item[0], item[0] / (item[1] * 1e9 / factor)))
-    return tuple(points)
+    return tuple(points), None
 
 
 def load_measurement(path: str | os.PathLike) -> Measurement:
@@ -119,12 +128,19 @@ def load_measurement(path: str | os.PathLike) -> Measurement:
     if role not in ROLES:
         raise InputError(f"one of {', '.join(ROLES)}", source=source, field="measurement.role")
     collective = _field(meta, "collective", "measurement", source)
+    points, header_gpus = _points(path, data.get("data", {}), collective, ranks, run)
+    gpus = meta.get("gpus_per_thread", header_gpus or 1)
+    if not isinstance(gpus, int) or isinstance(gpus, bool) or gpus < 1:
+        raise InputError("must be a positive integer (nccl-tests -g)", source=source,
+                         field="measurement.gpus_per_thread")
+    if header_gpus is not None and gpus != header_gpus:
+        raise InputError(f"is {gpus} but the output's header says nGpus {header_gpus}", source=source,
+                         field="measurement.gpus_per_thread")
     return Measurement(path.stem, _field(meta, "machine", "measurement", source), collective, ranks,
                        _field(meta, "library", "measurement", source),
                        _field(meta, "version", "measurement", source),
                        meta.get("algorithm", "default").lower(), meta.get("protocol", "default").lower(),
-                       role, _field(data.get("source", {}), "url", "source", source),
-                       _points(path, data.get("data", {}), collective, ranks, run))
+                       role, _field(data.get("source", {}), "url", "source", source), points, gpus)
 
 
 def collection(directory: str | os.PathLike | None = None) -> list[Measurement]:

@@ -9,6 +9,10 @@ size. rccl-tests adds lines without ``#`` (``rccl-tests: Version ...``, ``RCCL v
 print ``#wrong`` and leave out the ``root`` column (``-1`` where present), and an in-place
 ``#wrong`` may be ``N/A``. Times are in µs, bandwidths in GB/s (1e9 B/s).
 
+The header line ``# nThread T nGpus G ...`` says how many GPUs each test thread drives (``-g``):
+one thread issues every call to its G GPUs in turn, so a run with G > 1 is also timed by that
+host loop (``Sweep.gpus_per_thread``; 1 when the header is absent).
+
 ``busbw`` is ``algbw`` times a factor per collective (nccl-tests ``doc/PERFORMANCE.md``): n ranks,
 AllReduce 2(n−1)/n; AllGather, ReduceScatter and AlltoAll (n−1)/n; Broadcast, Reduce and
 SendRecv 1. ``algbw`` is the buffer size / time, the size being what nccl-tests prints in the
@@ -38,6 +42,7 @@ _RANK = re.compile(r"^#?\s*Rank\s+(\d+)\s")
 _AVG = re.compile(r"^#\s*Avg bus bandwidth\s*:\s*(\S+)")
 _VERSION = re.compile(r"^#?\s*(nccl-tests|rccl-tests|RCCL version|NCCL version|nccl-library)\b[^\n]*", re.I)
 _WRONG = re.compile(r"^(\d+|N/A)$")
+_GPUS = re.compile(r"\bnGpus(?:\(perProc\))?\s+(\d+)")
 
 
 def busbw_factor(collective: str, ranks: int) -> float:
@@ -78,7 +83,8 @@ class Row:
 @dataclass(frozen=True)
 class Sweep:
     """A parsed output: the collective (None when the text names no binary), the ranks it lists
-    (0 when it lists none), library version lines, rows in file order, the printed average."""
+    (0 when it lists none), library version lines, rows in file order, the printed average, and
+    the GPUs one test thread drives (module docstring)."""
 
     source: str
     collective: str | None
@@ -86,6 +92,7 @@ class Sweep:
     versions: tuple[str, ...]
     rows: tuple[Row, ...]
     avg_busbw: float | None
+    gpus_per_thread: int = 1
 
 
 def _number(text: str, source: str, line: int, what: str) -> float:
@@ -147,6 +154,7 @@ def parse(text: str, source: str = "<text>", collective: str | None = None) -> S
     versions: list[str] = []
     rows: list[Row] = []
     avg = None
+    gpus = 1
     for number, raw in enumerate(text.splitlines(), start=1):
         line = raw.strip()
         if not line:
@@ -158,6 +166,8 @@ def parse(text: str, source: str = "<text>", collective: str | None = None) -> S
                 raise InputError(f"names two collectives, {named} and {kind}; one sweep per file",
                                  source=source, field=f"line {number}")
             named = kind
+        if line.startswith("#") and (per := _GPUS.search(line)) is not None and int(per.group(1)) > 0:
+            gpus = int(per.group(1))
         if (rank := _RANK.match(line)) is not None:
             ranks.add(int(rank.group(1)))
         if (version := _VERSION.match(line)) is not None:
@@ -171,7 +181,7 @@ def parse(text: str, source: str = "<text>", collective: str | None = None) -> S
                          source=source)
     if collective is not None and named is not None and named != collective:
         raise InputError(f"is an nccl-tests output of {named}, not of {collective}", source=source)
-    return Sweep(source, named or collective, len(ranks), tuple(versions), tuple(rows), avg)
+    return Sweep(source, named or collective, len(ranks), tuple(versions), tuple(rows), avg, gpus)
 
 
 def read_sweep(path: str | os.PathLike, collective: str | None = None) -> Sweep:

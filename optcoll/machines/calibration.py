@@ -60,6 +60,9 @@ class Generation:
     msccl_source: str = ""
     #: What the runtime's MSCCL executor moves per link, relative to its ring kernels' rate.
     msccl_efficiency: Calibrated = Calibrated(1.0, "x", "no MSCCL executor calibrated")
+    #: Host time one nccl-tests thread spends issuing a call to each of its GPUs (``-g``), µs per
+    #: GPU: the generation's 8-GPU host platform (CPU, driver), a floor under a -g run's time.
+    host_issue: Calibrated = Calibrated(0.0, "us", "no nccl-tests -g > 1 measurement of this generation")
 
 
 _TOPO = "src/graph/topo.h"
@@ -76,10 +79,15 @@ GENERATIONS: dict[str, Generation] = {
                         nccl(39.0, "GB/s", f"{_TUNING} llMaxBws[Volta][N1]"), 12, 0),
     "ampere": Generation("ampere", nccl(20.0 / 25.0, "x", f"{_TOPO} SM80_NVLINK_BW 20 GB/s per NVLink3 (25 GB/s)"),
                          nccl(0.0, "x", f"{_TUNING} nvlsEfficiency[Ampere]"),
-                         nccl(87.7, "GB/s", f"{_TUNING} llMaxBws[Ampere][N1]"), 24, 0),
+                         nccl(87.7, "GB/s", f"{_TUNING} llMaxBws[Ampere][N1]"), 24, 0,
+                         host_issue=fitted(5.0, "us", "dgxa100-allreduce-oci, -azure and -modal (-g 8, flat "
+                                           "32.2, 42-45 and 54-57 us up to 32 KiB: 4.0, 5.5 and 6.9 us per GPU; "
+                                           "EPYC Rome hosts)")),
     "hopper": Generation("hopper", nccl(20.6 / 25.0, "x", f"{_TOPO} SM90_NVLINK_BW 20.6 GB/s per NVLink4 (25 GB/s)"),
                          nccl(0.85, "x", f"{_TUNING} nvlsEfficiency[Hopper]"),
-                         nccl(141.0, "GB/s", f"{_TUNING} llMaxBws[Hopper][N1]"), 32, 16),
+                         nccl(141.0, "GB/s", f"{_TUNING} llMaxBws[Hopper][N1]"), 32, 16,
+                         host_issue=fitted(3.2, "us", "dgxh100-allreduce-nvls-azure and dgxh200-allreduce-nvls-azure "
+                                           "(-g 8: 25.6 and 29.9 us at 1-2 KiB bound it by 25.6/8; Xeon 8480C hosts)")),
     "blackwell": Generation("blackwell", nccl(40.1 / 50.0, "x", f"{_TOPO} SM100_NVLINK_BW 40.1 GB/s per NVLink5 (50 GB/s)"),
                             nccl(0.74, "x", f"{_TUNING} nvlsEfficiency[Blackwell]"),
                             nccl(282.0, "GB/s", f"{_TUNING} llMaxBws[Blackwell][N1]"), 32, 24),
@@ -136,9 +144,12 @@ PROTOCOLS: dict[str, Protocol] = {
                        64, 512),
 }
 
-#: NVLS: the per-call latency NCCL charges (hwLatencies[NVLINK][NVLS][Simple], no base) and its
-#: pipelining unit (nvlsChunkSize 128 KiB, cut to 64/32/16 KiB for small buffers in calcCollChunking).
-NVLS_CALL_US = nccl(25.0, "us", f"{_TUNING} hwLatencies[NVLINK][NVLS][Simple]")
+#: NVLS: the per-call latency of an in-switch reduction and its pipelining unit (nvlsChunkSize
+#: 128 KiB, cut to 64/32/16 KiB for small buffers in calcCollChunking). NCCL's tuning charges 25 us
+#: (2.30.7 hwLatencies[NVLINK][NVLS][Simple]; 23 us baseLat[NVLS][Simple] in 2.18.5-2.20.5, the
+#: versions measured), a weight for its choice; what the two NVLS sweeps show at 4-32 KiB is less.
+NVLS_CALL_US = fitted(21.0, "us", "dgxh100-allreduce-nvls-azure and dgxh200-allreduce-nvls-azure (4-32 KiB; "
+                      "NCCL's own constant: 23-25 us)")
 NVLS_CHUNK_BYTES = nccl(131072, "B", "src/init.cc nvlsChunkSize default 128 KiB")
 
 #: A launch and completion cost per call on top of NCCL's own latencies, which nccl-tests' timer
@@ -179,6 +190,8 @@ def all_numbers() -> list[tuple[str, Calibrated]]:
                 (f"{g.name}.ll_max_busbw", g.ll_max_busbw)]
         if g.msccl:
             out.append((f"{g.name}.msccl_efficiency", g.msccl_efficiency))
+        if g.host_issue.value:
+            out.append((f"{g.name}.host_issue", g.host_issue))
     for p in PROTOCOLS.values():
         out += [(f"{p.name}.payload", p.payload), (f"{p.name}.step_nvlink", p.step_nvlink_us),
                 (f"{p.name}.step_net", p.step_net_us), (f"{p.name}.base", p.base_us),

@@ -127,3 +127,37 @@ def test_no_measurement_is_faster_than_the_physical_bound():
                 continue
             bound, name = physical_bound(machine, entry.collective, size)
             assert bound <= seconds, f"{entry.name} at {size} B: {name} bound {bound} > measured {seconds}"
+
+
+def test_gpus_per_thread_comes_from_the_nthread_ngpus_header():
+    assert read_sweep(RAW / "dgxa100-allreduce-oci.txt").gpus_per_thread == 8  # -g 8: one thread, 8 GPUs
+    assert read_sweep(RAW / "mi300x-allreduce-rccl-aac8.txt").gpus_per_thread == 1  # mpirun, -g 1
+    assert read_sweep(DATA / "a100-sendrecv-li-plus.txt").gpus_per_thread == 1  # no header: 1
+
+
+def test_a_gpus_per_thread_that_contradicts_the_header_is_refused(tmp_path):
+    from optcoll.interop.measurements import load_measurement
+
+    (tmp_path / "raw.txt").write_text((RAW / "dgxa100-allreduce-oci.txt").read_text())
+    entry = tmp_path / "e.toml"
+    entry.write_text('[measurement]\nmachine = "dgxa100"\ncollective = "allreduce"\nranks = 8\nlibrary = "NCCL"\n'
+                     'version = "x"\ngpus_per_thread = 1\n[source]\nurl = "u"\n[data]\nfile = "raw.txt"\n')
+    with pytest.raises(InputError, match="gpus_per_thread.*header says nGpus 8"):
+        load_measurement(entry)
+    entry.write_text(entry.read_text().replace("gpus_per_thread = 1", "gpus_per_thread = 0"))
+    with pytest.raises(InputError, match="positive integer"):
+        load_measurement(entry)
+
+
+def test_a_g8_run_is_predicted_no_faster_than_its_host_floor():
+    """accuracy.py: with -g 8 one thread issues the call to 8 GPUs in turn; the flat 32 us of the OCI
+    A100 sweep up to 32 KiB is that floor, not the LL ring (about 20 us in the calibrated model)."""
+    from optcoll.analysis.expect.accuracy import points
+    from optcoll.interop.measurements import find
+    from optcoll.machines.calibration import GENERATIONS
+
+    entry = find("dgxa100-allreduce-oci")
+    floor = 8 * GENERATIONS["ampere"].host_issue.value * 1e-6
+    small = [p for p in points(entry) if p.size <= 32 * 1024]
+    assert small and all(p.predicted.seconds < floor == p.seconds for p in small)
+    assert all(p.ok for p in small if p.ok is not None)
