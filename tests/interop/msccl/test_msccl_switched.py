@@ -48,6 +48,14 @@ def test_switch_hops_become_peer_sends_and_reimport_hop_by_hop_at_the_same_time(
     # the same hops on the same links: every GPU->switch and switch->GPU transfer is back
     assert Counter(zip(back.schedule.chunk.tolist(), back.schedule.link.tolist())) == \
         Counter(zip(schedule.chunk.tolist(), schedule.link.tolist()))
+    # each hop out of the switch names the hop into it that it forwards (via)
+    s = back.schedule
+    out_of_switch = [j for j in range(len(s)) if machine.is_switch(int(machine.link_src[s.link[j]]))]
+    assert s.via is not None and len(out_of_switch) == 12
+    for j in out_of_switch:
+        into = int(s.via[j])
+        assert s.chunk[into] == s.chunk[j] and machine.link_dst[s.link[into]] == machine.link_src[s.link[j]]
+    assert len({int(s.via[j]) for j in out_of_switch}) == 12
     # the three sends sharing a GPU's port into the switch wait for one another in order
     waits = [s for g in algo.gpus for t in g.tbs if t.send >= 0 for s in t.steps if s.depid >= 0]
     assert len(waits) >= 4 * 2
@@ -123,6 +131,20 @@ def test_recorded_best_schedules_on_switched_machines_reimport_at_the_same_time(
     exported = export_msccl(inst.machine, inst.collective, schedule, model=inst.model)
     assert exported.routed and exported.multicast == 0
     assert exported.reimported == pytest.approx(exported.time, rel=1e-12)
+    assert validate_msccl_xml(exported.text) == []
+
+
+def test_a_switch_forwarding_partial_sums_of_one_chunk_at_once_reimports_each_on_its_connection():
+    """Regression: the re-imported hops named no arrival (via), so the verifier could not tell
+    which partial sum of chunk 1 the rail machine's NVSwitch forwarded where, and refused."""
+    spec = find_suite("machines").spec("hetero-dgxa100-dgxh100-rail-2x8-allreduce-c1")
+    inst, schedule = _recorded(spec)
+    exported = export_msccl(inst.machine, inst.collective, schedule, model=inst.model)
+    assert exported.routed and exported.multicast == 48
+    assert "MSCCL has no multicast: 48 more sends" in exported.summary()
+    # ASAP execution closes the recorded schedule's slack: faster, but never below its bound
+    truth, _ = load_truth(spec)
+    assert truth.lower_bound.value <= exported.reimported < exported.time
     assert validate_msccl_xml(exported.text) == []
 
 
