@@ -172,8 +172,11 @@ def test_message_range_and_protocol_follow_the_solved_size():
 
 @pytest.mark.slow
 def test_every_machines_suite_best_schedule_exports_or_is_refused_for_in_switch_reduction():
-    """Acceptance (issue 33): every recorded best schedule without in-switch reduction exports
-    and re-imports; without multicast on direct links at the same time; the rest are stated."""
+    """Acceptance (issue 33): every recorded best schedule without in-switch reduction exports and
+    re-imports verified; without multicast (direct or routed) at the schedule's time; with
+    multicast stating its extra sends, never below the instance's recorded lower bound (ASAP
+    execution may close a schedule's slack). The one other refusal is MSCCL's reader limit of
+    4096 elements per rank, which a 256-GPU AlltoAll through relays exceeds."""
     for spec in find_suite("machines").specs:
         inst, schedule = _recorded(spec)
         m = inst.machine
@@ -182,9 +185,17 @@ def test_every_machines_suite_best_schedule_exports_or_is_refused_for_in_switch_
             with pytest.raises(InputError, match="MSCCL has no in-switch reduction"):
                 export_msccl(m, inst.collective, schedule, model=inst.model)
             continue
-        exported = export_msccl(m, inst.collective, schedule, model=inst.model)
-        if not exported.routed:
-            assert exported.reimported <= exported.time * (1 + 1e-9), spec.name
+        try:
+            exported = export_msccl(m, inst.collective, schedule, model=inst.model)
+        except InputError as exc:
+            assert "elements" in str(exc) and "4096" in str(exc) and inst.collective.num_ranks >= 256, spec.name
+            continue
+        if not exported.multicast:
+            assert exported.reimported == pytest.approx(exported.time, rel=1e-9), spec.name
+        else:
+            truth, _ = load_truth(spec)
+            assert f"MSCCL has no multicast: {exported.multicast} more sends" in exported.summary(), spec.name
+            assert exported.reimported >= truth.lower_bound.value * (1 - 1e-9), spec.name
 
 
 def test_min_bytes_above_max_bytes_is_one_line_exit_2(tmp_path):
