@@ -18,15 +18,20 @@ nothing contiguous to batch.
 (routes re-expanded hop by hop, verified with switches that only route) under the runtime's rules,
 and must be clean, faithful and valid; on direct links it must also be no slower than the
 schedule. Through switches the runtime, not the schedule, orders each switch port, and MSCCL
-cannot multicast, so there the re-imported time is measured and stated next to the schedule's.
+cannot multicast, so there the re-imported time is measured and stated next to the schedule's;
+when a schedule without multicast comes back slower, its sends into switches are reissued in the
+order they leave the switch (``issue.py``) and the fastest verified XML is kept.
 """
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
 
+import numpy as np
+
 from optcoll.collectives.collective import Collective
 from optcoll.errors import InputError
+from optcoll.interop.msccl import issue
 from optcoll.interop.msccl.importer import import_msccl_xml
 from optcoll.interop.msccl.ir import PROTOCOLS, Algo, to_xml
 from optcoll.interop.msccl.layout import layout_of
@@ -47,6 +52,8 @@ REDOPS = ("sum", "prod", "max", "min", "avg")
 #: size: RCCL's production MSCCL algorithms (ROCm/rccl 0cbce2a, tools/msccl-algorithms/) use LL up to
 #: 512 KiB and Simple above, for AllReduce and AlltoAll alike.
 LL_UP_TO = 512 * 1024
+#: Trades of first hops (``issue.blame``) tried after the by-departure order before keeping the best.
+MAX_TRADES = 32
 
 
 def protocol_for_size(size: float) -> str:
@@ -77,11 +84,15 @@ class MscclExport:
     reimported: float | None
     multicast: int
     routed: bool = False
+    reissued: int = 0  # sends into switches issued at another of their port's times than in the schedule
 
     def summary(self) -> str:
         words = f"schedule {format_time(self.time)}"
         if self.reimported is not None:
             words += f", re-imported {format_time(self.reimported)}"
+        if self.reissued:
+            words += (f"; {self.reissued} sends into switches issued in another order than the schedule's, "
+                      "so that the runtime's switches serve them in time")
         if self.multicast:
             words += (f"; MSCCL has no multicast: {self.multicast} more sends than the schedule, "
                       "each crossing its sender's port again")
@@ -185,19 +196,62 @@ def export_msccl(machine: Machine, collective: Collective, schedule: Schedule, *
                          "differ in size", field="collective")
     options = {"name": None, "proto": None, "inplace": False, "min_bytes": None, "max_bytes": None,
                "redop": "sum", "fuse": True, **options}
+    if schedule.rounds is not None:
+        schedule = step_to_timed(machine, collective, schedule)
     algo, time, seen = _build(machine, collective, schedule, model=model, runtime=runtime, **options)
     routed = any(len(route) > 1 for route in seen.routes.values())
+    text = _text(algo, machine, collective, model, time, runtime)
+    again, reissued = None, 0
+    if check:
+        again, _ = _check_round_trip(text, machine, collective, model, time, bool(algo.inplace), runtime,
+                                     strict=not routed)
+        if routed and not seen.multicast and _slower(again, time):
+            text, again, reissued = _issue_in_time(machine, collective, schedule, model, time, runtime, options,
+                                                   (text, again, 0))
+    return MscclExport(text, time, again, seen.multicast, routed, reissued)
+
+
+def _text(algo: Algo, machine: Machine, collective: Collective, model: TimeModel, time: float,
+          runtime: str | Runtime) -> str:
     sizes = "any size" if not algo.min_bytes and not algo.max_bytes else (
         f"messages of {format_size(algo.min_bytes)} to "
         f"{format_size(algo.max_bytes) if algo.max_bytes else 'any size'}")
-    text = to_xml(algo, f"optcoll export for the {runtime_named(runtime).name} runtime: "
+    return to_xml(algo, f"optcoll export for the {runtime_named(runtime).name} runtime: "
                         f"{collective.describe()} on {machine.name}, verified time {format_time(time)} "
                         f"(timed model, {model.occupancy} occupancy); selected for {sizes}, {algo.proto}")
-    again = None
-    if check:
-        again = _check_round_trip(text, machine, collective, model, time, bool(algo.inplace), runtime,
-                                  strict=not routed)
-    return MscclExport(text, time, again, seen.multicast, routed)
+
+
+def _slower(again: float, time: float) -> bool:
+    return again > time * (1 + 1e-9) + ABSOLUTE_TOLERANCE
+
+
+def _issue_in_time(machine: Machine, collective: Collective, schedule: Schedule, model: TimeModel, time: float,
+                   runtime: str | Runtime, options: dict, best: tuple[str, float, int]) -> tuple[str, float, int]:
+    """The XML (and its re-imported time, and how many sends it issues at another time than the
+    schedule) of the fastest of ``best`` and the reissued schedules of ``issue.py``: sends into
+    switches by departure, then up to ``MAX_TRADES`` trades of the first hop ``issue.blame`` names,
+    while each stays valid and no slower than ``time`` and its re-import is not yet on time."""
+    timing = model.link_timing(machine, collective.chunk_bytes)
+    result = verify(machine, collective, schedule, model)
+    eps = RELATIVE_TOLERANCE * max(float(result.arrivals.max(initial=0.0)), 1e-30) + ABSOLUTE_TOLERANCE
+    target = issue.by_departure(machine, collective, schedule, result.arrivals, timing.delay, eps)
+    for _ in range(MAX_TRADES + 1):
+        if target is None:
+            break
+        checked = verify(machine, collective, target, model)
+        if not checked.valid or _slower(checked.time, time):
+            break
+        algo, _, _ = _build(machine, collective, target, model=model, runtime=runtime, **options)
+        text = _text(algo, machine, collective, model, time, runtime)
+        again, back = _check_round_trip(text, machine, collective, model, time, bool(algo.inplace), runtime,
+                                        strict=False)
+        if again < best[1]:
+            best = (text, again, int(np.count_nonzero(target.start != schedule.start)))
+        if not _slower(again, time):
+            break
+        move = issue.blame(machine, target, back, timing.delay, timing.busy, eps)
+        target = None if move is None else issue.swap(target, *move)
+    return best
 
 
 def export_msccl_xml(machine: Machine, collective: Collective, schedule: Schedule, **options) -> str:
@@ -213,8 +267,8 @@ def save_msccl_xml(path: str | os.PathLike, machine: Machine, collective: Collec
 
 
 def _check_round_trip(text: str, machine: Machine, collective: Collective, model: TimeModel,
-                      time: float, inplace: bool, runtime: str | Runtime, strict: bool) -> float:
-    """The re-imported XML's verified time; refuses what the runtime would not load, what does
+                      time: float, inplace: bool, runtime: str | Runtime, strict: bool) -> tuple[float, Schedule]:
+    """The re-imported XML's verified time and schedule; refuses what the runtime would not load, what does
     not replay faithfully or verify, and (``strict``: every connection a direct link, where the
     export keeps every transfer's time) anything slower than the schedule."""
     try:
@@ -230,4 +284,4 @@ def _check_round_trip(text: str, machine: Machine, collective: Collective, model
                    f"{format_time(time)}"]
     if trouble:
         raise InputError(f"the exported XML fails its check: {trouble[0]}", field="schedule")
-    return result.time
+    return result.time, back.schedule

@@ -239,7 +239,7 @@ class _Replay:
             self.buf[(g, b, off)] = SlotValue(c, mine, -1)
             self.full[c] = self.full.get(c, 0) | mine
         self.sent: dict[int, list[SlotValue | None]] = {}
-        # transfers: chunk, wire key (link), start, op, src gpu, dst gpu, mask, send step
+        # transfers: chunk, wire key (link), start, op, src gpu, dst gpu, mask, send step, via
         self.rows: list[list] = []
         self.problems: list[str] = []
 
@@ -310,7 +310,9 @@ class _Replay:
 
     def emit(self, i: int, values: list[SlotValue | None]) -> None:
         """One row per chunk and link: a route through switches gives a row per hop, only the
-        first naming the sending GPU and only the last the receiving one (and the reduce)."""
+        first naming the sending GPU and only the last the receiving one (and the reduce), each
+        later hop naming the row it forwards (``via``: a switch carrying several arrivals of one
+        chunk at once forwards each to its own connection's next hop, whatever their order)."""
         p = self.p
         r = p.send_match[i]
         op = REDUCE if r >= 0 and p.steps[r].type in REDUCING_RECVS else COPY
@@ -325,14 +327,15 @@ class _Replay:
             last = len(links) - 1
             for h, (link, start) in enumerate(zip(links, starts)):
                 self.rows.append([value.chunk, link, start, op if h == last else COPY,
-                                  p.gpu_of(i) if h == 0 else -1, dst if h == last else -1, value.mask, i])
+                                  p.gpu_of(i) if h == 0 else -1, dst if h == last else -1, value.mask, i,
+                                  len(self.rows) - 1 if h else -1])
             delivered.append(SlotValue(value.chunk, value.mask, len(self.rows) - 1))
         self.sent[i] = delivered
 
     def schedule(self, **meta) -> Schedule:
         rows = self.rows
         return from_arrays([r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows],
-                           [r[3] for r in rows], producer="msccl-xml", **meta)
+                           [r[3] for r in rows], via=[r[8] for r in rows], producer="msccl-xml", **meta)
 
     def check_model(self, schedule: Schedule, machine: Machine, model: TimeModel,
                     chunk_bytes: float) -> None:

@@ -30,6 +30,7 @@ from optcoll.interop.mscclpp.schema import Op, ExecutionPlan, read_plan
 from optcoll.interop.mscclpp.simulate import Simulator
 from optcoll.interop.mscclpp.validate import check_plan
 from optcoll.interop.msccl.layout import COMBINING, make_layout
+from optcoll.interop.msccl.routes import routing_view
 from optcoll.machines.machine import Machine
 from optcoll.schedules.schedule import Schedule, from_arrays
 
@@ -51,7 +52,9 @@ class MscclppImport:
     notes: tuple[str, ...]
     problems: tuple[str, ...]
     model: TimeModel = TimeModel()
-    machine: Machine | None = None  # what the schedule is timed on: the packet view for LL packets
+    #: What the schedule is timed on: without switch channels (NVLS) the machine's switches only
+    #: route (``msccl.routes.routing_view``); the packet view of that for LL packets.
+    machine: Machine | None = None
 
     @property
     def faithful(self) -> bool:
@@ -72,6 +75,8 @@ def import_mscclpp_plan(source: str | os.PathLike | ExecutionPlan, machine: Mach
                          f"(0..{machine.num_npus - 1}), got {rank_map}", source=plan.source, field="ranks")
     kind = plan.collective
     packets = _packet_transfers(plan)
+    if not any(ch.type == "switch" for g in plan.gpus for ch in g.channels):
+        machine = routing_view(machine)  # no NVLS op: every switch only routes the puts
     if packets:
         machine = packet_view(machine)
     tbs = [(g, t, steps_of(g, t.ops, sizes, plan)) for g in plan.gpus for t in sorted(g.threadblocks, key=lambda t: t.id)]
@@ -85,7 +90,7 @@ def import_mscclpp_plan(source: str | os.PathLike | ExecutionPlan, machine: Mach
     collective = _collective(kind, layout.per_rank, units, rank_map, size)
     rows = run.rows
     schedule = from_arrays([r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows], [r[3] for r in rows],
-                           producer="mscclpp-plan", source=plan.source, plan=plan.name)
+                           via=[r[4] for r in rows], producer="mscclpp-plan", source=plan.source, plan=plan.name)
     problems = run.problems
     if len(problems) > MAX_PROBLEMS:
         problems = problems[:MAX_PROBLEMS] + [f"... and {len(problems) - MAX_PROBLEMS} more problems"]

@@ -46,6 +46,7 @@ from optcoll.interop.msccl.layout import BufferLayout, SlotValue
 from optcoll.machines.machine import Machine
 from optcoll.schedules.schedule import COPY, REDUCE
 from optcoll.units import format_time
+from optcoll.verify.problem import plain_switches
 
 PACKET_READS = {"upkt": 0, "repkt": 1, "recpkt": 1, "recspkt": 1, "respkt": 1, "rppkt": 0, "gstorepkt": 0}
 Slot = tuple[int, str, int]  # (gpu, canonical buffer, unit)
@@ -53,7 +54,7 @@ Slot = tuple[int, str, int]  # (gpu, canonical buffer, unit)
 
 @dataclass
 class Run:
-    """What a plan did: transfers (chunk, link, start, op) and its buffer problems."""
+    """What a plan did: transfers (chunk, link, start, op, via) and its buffer problems."""
 
     rows: list[list] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
@@ -71,6 +72,7 @@ class Simulator:
         self.delay, self.busy = timing.delay, timing.busy
         self.reduce_extra = float(model.reduce_cost * self.unit)
         self.routes = PeerPaths(machine)
+        self.plain = plain_switches(machine).tolist()
         self.out = Run()
         self.buf: dict[Slot, SlotValue] = {}
         self.packets: set[Slot] = set()
@@ -163,14 +165,17 @@ class Simulator:
     def send(self, value: SlotValue | None, src: int, dst: int, t: float, op: int, lane: int = 0
              ) -> tuple[float, float]:
         """One unit from GPU ``src`` to GPU ``dst`` (or a switch node, as a machine node) along the
-        route; returns (when it left the first link, when it arrived). Records the transfers."""
+        route; returns (when it left the first link, when it arrived). Records the transfers, each
+        hop out of a plain switch naming the hop it forwards (``via``: a switch carrying several
+        arrivals of one chunk at once forwards each on its own route, whatever their order)."""
         path = self.routes.path(self.node(src), self.node(dst), lane)
         left = arrive = t
         for h, e in enumerate(path):
             start = self.reserve(e, arrive)
             last = h == len(path) - 1
             if value is not None:
-                self.out.rows.append([value.chunk, e, start, op if last else COPY])
+                via = len(self.out.rows) - 1 if h and self.plain[int(self.machine.link_src[e])] else -1
+                self.out.rows.append([value.chunk, e, start, op if last else COPY, via])
             arrive = start + float(self.delay[e]) + (self.reduce_extra if last and op == REDUCE else 0.0)
             left = start + float(self.busy[e]) if h == 0 else left
         return left, arrive

@@ -10,12 +10,14 @@ from click.testing import CliRunner
 from optcoll.cli.main import cli
 from optcoll.errors import InputError
 from optcoll.instances.instancefile import load_instance
+from optcoll.instances.suite import find_suite
 from optcoll.interop.mscclpp.export import export_mscclpp
 from optcoll.interop.mscclpp.schema import parse_plan
 from optcoll.interop.mscclpp.validate import check_plan
 from optcoll.machines.machine import Switch
 from optcoll.producers.run import synthesized
 from optcoll.schedules.jsonfile import load_schedule
+from optcoll.truth.stored import load_truth
 
 MACHINES = Path(__file__).parents[3] / "instances" / "machines"
 MiB = 2**20
@@ -80,6 +82,20 @@ def test_best_dgxh100_alltoall_round_trips(tmp_path):
     bare = export_mscclpp(inst.machine, inst.collective, schedule, model=inst.model, handshake=False)
     assert bare.reimported == pytest.approx(bare.time, rel=1e-9) and bare.handshake == 0
     assert "rlxsignal" not in _ops(bare.data)
+
+
+def test_partial_sums_of_one_chunk_through_a_switch_at_once_round_trip():
+    # the machines suite's best hetero rail AllReduce: plain and NVLS-capable switches each carry
+    # partial sums of one chunk at one instant; the plan's puts only route through them (each hop
+    # names the arrival it forwards). The plan runs ASAP, closing the schedule's slack: faster than
+    # the recorded schedule, never below its bound (switches that neither reduce nor multicast)
+    spec = find_suite("machines").spec("hetero-dgxa100-dgxh100-rail-2x8-allreduce-c1")
+    truth, _ = load_truth(spec)
+    inst = spec.instance
+    schedule = load_schedule(spec.path.parent / truth.schedule, inst.machine)
+    exported = export_mscclpp(inst.machine, inst.collective, schedule, model=inst.model)
+    assert any("multicasts 48 arrival(s)" in n for n in exported.notes)
+    assert truth.lower_bound.value <= exported.reimported < exported.time
 
 
 def test_every_block_with_channels_opens_with_the_handshake(tmp_path):
