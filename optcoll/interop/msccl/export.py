@@ -27,7 +27,6 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-import numpy as np
 
 from optcoll.collectives.collective import Collective
 from optcoll.errors import InputError
@@ -52,8 +51,6 @@ REDOPS = ("sum", "prod", "max", "min", "avg")
 #: size: RCCL's production MSCCL algorithms (ROCm/rccl 0cbce2a, tools/msccl-algorithms/) use LL up to
 #: 512 KiB and Simple above, for AllReduce and AlltoAll alike.
 LL_UP_TO = 512 * 1024
-#: Trades of first hops (``issue.blame``) tried after the by-departure order before keeping the best.
-MAX_TRADES = 32
 
 
 def protocol_for_size(size: float) -> str:
@@ -205,7 +202,7 @@ def export_msccl(machine: Machine, collective: Collective, schedule: Schedule, *
     if check:
         again, _ = _check_round_trip(text, machine, collective, model, time, bool(algo.inplace), runtime,
                                      strict=not routed)
-        if routed and not seen.multicast and _slower(again, time):
+        if routed and not seen.multicast and issue.late(again, time):
             text, again, reissued = _issue_in_time(machine, collective, schedule, model, time, runtime, options,
                                                    (text, again, 0))
     return MscclExport(text, time, again, seen.multicast, routed, reissued)
@@ -221,37 +218,17 @@ def _text(algo: Algo, machine: Machine, collective: Collective, model: TimeModel
                         f"(timed model, {model.occupancy} occupancy); selected for {sizes}, {algo.proto}")
 
 
-def _slower(again: float, time: float) -> bool:
-    return again > time * (1 + 1e-9) + ABSOLUTE_TOLERANCE
-
-
 def _issue_in_time(machine: Machine, collective: Collective, schedule: Schedule, model: TimeModel, time: float,
                    runtime: str | Runtime, options: dict, best: tuple[str, float, int]) -> tuple[str, float, int]:
-    """The XML (and its re-imported time, and how many sends it issues at another time than the
-    schedule) of the fastest of ``best`` and the reissued schedules of ``issue.py``: sends into
-    switches by departure, then up to ``MAX_TRADES`` trades of the first hop ``issue.blame`` names,
-    while each stays valid and no slower than ``time`` and its re-import is not yet on time."""
-    timing = model.link_timing(machine, collective.chunk_bytes)
-    result = verify(machine, collective, schedule, model)
-    eps = RELATIVE_TOLERANCE * max(float(result.arrivals.max(initial=0.0)), 1e-30) + ABSOLUTE_TOLERANCE
-    target = issue.by_departure(machine, collective, schedule, result.arrivals, timing.delay, eps)
-    for _ in range(MAX_TRADES + 1):
-        if target is None:
-            break
-        checked = verify(machine, collective, target, model)
-        if not checked.valid or _slower(checked.time, time):
-            break
+    """The fastest XML of ``best`` and the schedule's sends into switches reissued (``issue.fastest``)."""
+    def round_trip(target: Schedule) -> tuple[str, float, Schedule]:
         algo, _, _ = _build(machine, collective, target, model=model, runtime=runtime, **options)
         text = _text(algo, machine, collective, model, time, runtime)
         again, back = _check_round_trip(text, machine, collective, model, time, bool(algo.inplace), runtime,
                                         strict=False)
-        if again < best[1]:
-            best = (text, again, int(np.count_nonzero(target.start != schedule.start)))
-        if not _slower(again, time):
-            break
-        move = issue.blame(machine, target, back, timing.delay, timing.busy, eps)
-        target = None if move is None else issue.swap(target, *move)
-    return best
+        return text, again, back
+
+    return issue.fastest(machine, collective, schedule, model, time, round_trip, best)
 
 
 def export_msccl_xml(machine: Machine, collective: Collective, schedule: Schedule, **options) -> str:

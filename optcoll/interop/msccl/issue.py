@@ -16,21 +16,31 @@ port: an equally valid schedule of the same transfers, which this module builds 
   whose slot a chunk meant to go later took, and that chunk's first hop trades places with the
   next one on its port.
 
-Every candidate is verified (valid, no slower) before it is used; ``export.py`` keeps the one
-whose re-import is fastest.
+Every candidate is verified (valid, no slower) before it is used; ``fastest`` keeps the one
+whose re-import is fastest, for either exporter (MSCCL XML, MSCCL++ plans: each passes its own
+round trip).
 """
 from __future__ import annotations
 
 import bisect
 import dataclasses
+from collections.abc import Callable
+from typing import TypeVar
 
 import numpy as np
 
 from optcoll.collectives.collective import Collective
+from optcoll.instances.instance import TimeModel
 from optcoll.interop.gpuview import follow
 from optcoll.machines.machine import Machine
 from optcoll.schedules.schedule import Schedule
-from optcoll.verify.problem import plain_switches
+from optcoll.verify import verify
+from optcoll.verify.problem import ABSOLUTE_TOLERANCE, RELATIVE_TOLERANCE, plain_switches
+
+#: Trades of first hops (``blame``) tried after the by-departure order before keeping the best.
+MAX_TRADES = 32
+
+Artifact = TypeVar("Artifact")
 
 
 def by_departure(machine: Machine, collective: Collective, schedule: Schedule, arrivals: np.ndarray,
@@ -154,3 +164,36 @@ def swap(schedule: Schedule, a: int, b: int) -> Schedule:
     start = schedule.start.copy()
     start[a], start[b] = start[b], start[a]
     return dataclasses.replace(schedule, start=start)
+
+
+def fastest(machine: Machine, collective: Collective, schedule: Schedule, model: TimeModel, due: float,
+            round_trip: Callable[[Schedule], tuple[Artifact, float, Schedule]],
+            best: tuple[Artifact, float, int]) -> tuple[Artifact, float, int]:
+    """The exported artifact (and its re-imported time, and how many sends it issues at another
+    time than ``schedule``) of the fastest of ``best`` and the reissued schedules: sends into
+    switches by departure, then up to ``MAX_TRADES`` trades of the first hop ``blame`` names, while
+    each stays valid and no slower than the schedule and its re-import is later than ``due``.
+    ``round_trip``: a schedule's artifact, its re-imported time and schedule."""
+    timing = model.link_timing(machine, collective.chunk_bytes)
+    result = verify(machine, collective, schedule, model)
+    eps = RELATIVE_TOLERANCE * max(float(result.arrivals.max(initial=0.0)), 1e-30) + ABSOLUTE_TOLERANCE
+    target = by_departure(machine, collective, schedule, result.arrivals, timing.delay, eps)
+    for _ in range(MAX_TRADES + 1):
+        if target is None:
+            break
+        checked = verify(machine, collective, target, model)
+        if not checked.valid or late(checked.time, result.time):
+            break
+        artifact, again, back = round_trip(target)
+        if again < best[1]:
+            best = (artifact, again, int(np.count_nonzero(target.start != schedule.start)))
+        if not late(again, due):
+            break
+        move = blame(machine, target, back, timing.delay, timing.busy, eps)
+        target = None if move is None else swap(target, *move)
+    return best
+
+
+def late(again: float, due: float) -> bool:
+    """A re-import later than ``due`` beyond the verifier's tolerance."""
+    return again > due * (1 + 1e-9) + ABSOLUTE_TOLERANCE

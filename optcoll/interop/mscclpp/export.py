@@ -22,17 +22,20 @@ import json
 import os
 from dataclasses import dataclass
 
+import numpy as np
+
 from optcoll.collectives.collective import Collective
 from optcoll.errors import InputError
 from optcoll.fileio import write_text_atomic
 from optcoll.instances.instance import TimeModel
 from optcoll.interop.mscclpp.geometry import SIZES, sizes_for
-from optcoll.interop.mscclpp.gpuview import Put, gpu_view
+from optcoll.interop.mscclpp.gpuview import Put, View, gpu_view
 from optcoll.interop.mscclpp.importer import import_mscclpp_plan
 from optcoll.interop.mscclpp.plan_builder import Block, Built, add_handshake, build, check_limits
 from optcoll.interop.mscclpp.routes import PeerPaths
-from optcoll.interop.mscclpp.schema import PROTOCOLS, parse_plan
+from optcoll.interop.mscclpp.schema import PROTOCOLS, ExecutionPlan, parse_plan
 from optcoll.interop.mscclpp.validate import check_plan
+from optcoll.interop.msccl import issue
 from optcoll.interop.msccl.export import protocol_for_size
 from optcoll.interop.msccl.layout import layout_of
 from optcoll.machines.machine import Machine
@@ -97,9 +100,50 @@ def export_mscclpp(machine: Machine, collective: Collective, schedule: Schedule,
     hi = message if max_bytes is None else int(max_bytes)
     if not 0 <= lo <= hi:
         raise InputError(f"need 0 <= min_message_size <= max_message_size, got {lo} and {hi}", field="max_bytes")
-    scale = max(float(result.arrivals.max(initial=0.0)), 1e-30)
-    eps = RELATIVE_TOLERANCE * scale + ABSOLUTE_TOLERANCE
-    view = gpu_view(machine, collective, schedule, result.arrivals, eps)
+    planned = _planned(machine, collective, schedule, result.arrivals, name, lo, hi, handshake, protocol)
+    data, view, wait = planned.data, planned.view, planned.wait
+    notes = []
+    if view.multicast:
+        notes.append(f"a switch multicasts {view.multicast} arrival(s) in the schedule; MSCCL++ puts have no "
+                     "multicast, so each branch is a put of its own, crossing its sender's link again")
+    again, reissued = None, 0
+    if check:
+        again, _ = _round_trip(planned.plan, machine, collective, model, message)
+        if not view.multicast and issue.late(again, result.time + wait):
+            def round_trip(target: Schedule) -> tuple[_Planned, float, Schedule]:
+                arrivals = verify(machine, collective, target, model).arrivals
+                made = _planned(machine, collective, target, arrivals, name, lo, hi, handshake, planned.protocol)
+                return (made, *_round_trip(made.plan, machine, collective, model, message))
+
+            planned, again, reissued = issue.fastest(machine, collective, schedule, model, result.time + wait,
+                                                     round_trip, (planned, again, 0))
+            data, wait = planned.data, planned.wait
+        if reissued:
+            notes.append(f"{reissued} sends into switches issued in another order than the schedule's, at the "
+                         "same times on their ports: the executor books each hop when a put is issued")
+        notes += _reasons(planned.view, machine, model, again, result.time, wait, planned.protocol)
+    return MscclppExport(data, result.time, again, tuple(notes), wait)
+
+
+@dataclass(frozen=True)
+class _Planned:
+    """One schedule's plan: its JSON, the parsed and load-checked plan, the GPU view it was built
+    from, its protocol and its start handshake's length."""
+
+    data: dict
+    plan: ExecutionPlan
+    view: View
+    protocol: str
+    wait: float
+
+
+def _planned(machine: Machine, collective: Collective, schedule: Schedule, arrivals: np.ndarray, name: str | None, lo: int,
+             hi: int, handshake: bool, protocol: str | None) -> _Planned:
+    """The plan of a verified schedule (``arrivals``: its verified arrivals), checked as the
+    executor loads it (``export_mscclpp``)."""
+    kind, message = collective.kind, int(round(collective.size_bytes))
+    eps = RELATIVE_TOLERANCE * max(float(arrivals.max(initial=0.0)), 1e-30) + ABSOLUTE_TOLERANCE
+    view = gpu_view(machine, collective, schedule, arrivals, eps)
     if protocol is None:  # LL packets carry no glres here: a schedule with NVLS stays Simple
         protocol = "Simple" if view.nvls else protocol_for_size(message)
     if protocol not in PROTOCOLS:
@@ -115,18 +159,10 @@ def export_mscclpp(machine: Machine, collective: Collective, schedule: Schedule,
     check_limits(built)
     data = _plan_json(built, name or f"optcoll_{kind}_{machine.name}", kind, layout.input_chunks,
                       layout.output_chunks, lo, hi, protocol)
-    notes = []
-    if view.multicast:
-        notes.append(f"a switch multicasts {view.multicast} arrival(s) in the schedule; MSCCL++ puts have no "
-                     "multicast, so each branch is a put of its own, crossing its sender's link again")
     plan = parse_plan(data, "exported plan")
     check_plan(plan)
     sizes_for(plan, message)
-    again = None
-    if check:
-        again = _round_trip(plan, machine, collective, model, message)
-        notes += _reasons(view, machine, model, again, result.time, wait, protocol)
-    return MscclppExport(data, result.time, again, tuple(notes), wait)
+    return _Planned(data, plan, view, protocol, wait)
 
 
 def save_mscclpp_plan(path: str | os.PathLike, machine: Machine, collective: Collective, schedule: Schedule,
@@ -136,7 +172,8 @@ def save_mscclpp_plan(path: str | os.PathLike, machine: Machine, collective: Col
     return exported
 
 
-def _round_trip(plan, machine: Machine, collective: Collective, model: TimeModel, message: int) -> float:
+def _round_trip(plan, machine: Machine, collective: Collective, model: TimeModel, message: int) -> tuple[float, Schedule]:
+    """The plan imported back and verified: its time and schedule (refused when not faithful or valid)."""
     try:
         back = import_mscclpp_plan(plan, machine, size=message, ranks=collective.ranks, model=model)
     except InputError as exc:
@@ -145,7 +182,7 @@ def _round_trip(plan, machine: Machine, collective: Collective, model: TimeModel
     trouble = list(back.problems[:1]) + ([] if result.valid else [result.violation.message])
     if trouble:
         raise InputError(f"the exported plan fails its check: {trouble[0]}", field="schedule")
-    return result.time
+    return result.time, back.schedule
 
 
 def _reasons(view, machine: Machine, model: TimeModel, again: float, time: float, handshake: float,

@@ -84,6 +84,21 @@ def test_best_dgxh100_alltoall_round_trips(tmp_path):
     assert "rlxsignal" not in _ops(bare.data)
 
 
+def test_best_rail_alltoall_reissued_into_the_switches_round_trips_at_the_same_time():
+    """The machines suite's best AlltoAll on two DGX H100 servers keeps chunks waiting in the
+    NVSwitch while later ones pass; the executor books each hop when a put is issued, so in the
+    schedule's own order the plan came back 299 us late. Issued in the order they leave the
+    switch (``msccl/issue.py``, the same times on each port) it runs at the schedule's time after
+    the handshake, and says how many sends moved."""
+    spec = find_suite("machines").spec("dgxh100-rail-2x8-alltoall-c1")
+    truth, _ = load_truth(spec)
+    inst = spec.instance
+    schedule = load_schedule(spec.path.parent / truth.schedule, inst.machine)
+    exported = export_mscclpp(inst.machine, inst.collective, schedule, model=inst.model)
+    assert exported.reimported == pytest.approx(exported.expected, rel=1e-9)
+    assert any("sends into switches issued in another order" in n for n in exported.notes)
+
+
 def test_partial_sums_of_one_chunk_through_a_switch_at_once_round_trip():
     # the machines suite's best hetero rail AllReduce: plain and NVLS-capable switches each carry
     # partial sums of one chunk at one instant; the plan's puts only route through them (each hop
