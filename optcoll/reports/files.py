@@ -89,7 +89,7 @@ def write_report(report: Report, out: str | Path, command: str) -> list[Path]:
     blocks = build_blocks(report, figs, command)
     texts = {"README.md": to_markdown(blocks), "report.html": to_html(blocks, report.title),
              "results.csv": csv_text(report),
-             "report.json": json.dumps(_json_safe(report.to_dict()), indent=1) + "\n",
+             "report.json": json.dumps(_json_safe(report.to_dict()), indent=1, sort_keys=True) + "\n",
              **{name: svg for name, (_, svg) in figs.items()}}
     write_folder_atomic(out, {name: text.encode("utf-8") for name, text in texts.items()}, report_file)
     return [out / name for name in texts]

@@ -261,3 +261,14 @@ def test_size_table_has_one_row_per_network_and_collective_in_order(built):
     assert table.rows[1][2] == "-"
     assert table.rows[0][3] == (f"{seconds(ring.best)}, C={ring.chunks_per_rank}, "
                                 f"latency {100 * ring.latency_share:.0f} %")
+
+
+def test_report_json_is_the_same_from_the_cache(built, tmp_path):
+    """A report assembled from cached records writes the same report.json as the fresh one: keys
+    in one order whichever way a record's parameters were built (deterministic output)."""
+    root, _, plan, _, fresh = built
+    cached, stats = run_plan(plan, ResultCache(root / "cache"), workers=0, progress=False)
+    again = assemble(plan, cached, "test report")
+    write_report(fresh, tmp_path / "fresh", "optcoll report suite")
+    write_report(again, tmp_path / "cached", "optcoll report suite")
+    assert (tmp_path / "fresh/report.json").read_bytes() == (tmp_path / "cached/report.json").read_bytes()
