@@ -9,7 +9,7 @@ import click
 
 from optcoll.cli.limits import (TIME, as_flags, combining_option, command_start, max_memory_option, out_option,
                                 progress_option, runs_option, seed_option, threads_option, time_limit_option,
-                                with_combining)
+                                with_combining, work_limit_option)
 from optcoll.cli.output import echo, emit_json, json_option
 from optcoll.text.table import percent, table
 from optcoll.units import format_time
@@ -137,6 +137,7 @@ def _with_model(inst, kind: str | None):
 @click.option("--model", "model_kind", type=click.Choice(["timed", "step"]), default=None,
               help="Time model (default: the instance's).")
 @time_limit_option(default_text="Wall-clock limit of the whole solve (default: the instance's [budget])")
+@work_limit_option
 @threads_option
 @seed_option
 @click.option("--quantum", type=TIME, default=None, help="Timed model: time quantum, e.g. '10 us' (default: exact unit).")
@@ -159,7 +160,7 @@ def _with_model(inst, kind: str | None):
                    "proves: optcoll/producers/formulations.py.")
 @combining_option
 @json_option
-def solve(instance_path, solver, model_kind, time_limit, threads, seed, quantum, out, export_model,
+def solve(instance_path, solver, model_kind, time_limit, work_limit, threads, seed, quantum, out, export_model,
           progress, max_memory, steps, rounds, chunks, least_steps, least_rounds, formulation, combining,
           as_json) -> None:
     """Optimal schedule (or best found plus a proven bound) from an exact solver, verified.
@@ -183,10 +184,12 @@ def solve(instance_path, solver, model_kind, time_limit, threads, seed, quantum,
                                least_steps, least_rounds)
     if chunks is not None:
         inst = _rechunked(inst, chunks)
-    limits = inst.budget.overridden(time_limit=time_limit, threads=threads, seed=seed, max_memory=max_memory)
-    produced = run.exact(inst, solver=solver, clock=Clock(limits, started),
-                         progress=_progress_printer(_mode(progress, as_json)),
-                         quantum=quantum, steps=steps, rounds=rounds, objective=objective, formulation=formulation)
+    limits = inst.budget.overridden(time_limit=time_limit, threads=threads, seed=seed, max_memory=max_memory,
+                                    work_limit=work_limit)
+    with as_flags(work_limit="--work-limit"):
+        produced = run.exact(inst, solver=solver, clock=Clock(limits, started),
+                             progress=_progress_printer(_mode(progress, as_json)),
+                             quantum=quantum, steps=steps, rounds=rounds, objective=objective, formulation=formulation)
     result, outcome = produced.result, produced.outcome
     free = inst
     inst = chosen(inst, result.params)  # C free: the instance at the C the best schedule chose

@@ -93,6 +93,12 @@ max_memory_option = click.option(
     "--max-memory", type=BYTES, metavar="SIZE", default=None,
     help="Refuse to build a solver model estimated to need more memory than this, e.g. '8 GiB' "
          f"(default: {DEFAULT_SHARE:.0%} of the memory available when the model is about to be built).")
+#: ``--work-limit`` of the commands that solve: CP-SAT's deterministic time, where a run must stop at
+#: the same point on any machine and under any load (tests, CI gates).
+work_limit_option = click.option(
+    "--work-limit", type=SECONDS, metavar="WORK", default=None,
+    help="CP-SAT deterministic time for the whole solve (CP-SAT only): the same stopping point on any "
+         "machine and under any load, unlike --time-limit; e.g. '20' (default: the instance's [budget]).")
 threads_option = click.option("--threads", type=click.IntRange(1, MAX_THREADS), default=None,
                               help="Solver threads (default: the instance's [budget]).")
 seed_option = click.option("--seed", type=click.IntRange(0, MAX_SEED), default=None,

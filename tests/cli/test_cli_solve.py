@@ -117,9 +117,9 @@ def test_bound_prints_assumptions_and_what_the_machine_rules_out(run, tmp_path):
 def test_sccl_feasibility_question_with_steps_rounds_and_chunks(run, solver, rounds, status):
     """SCCL's `solve instance DGX1 Allgather --steps 3 --rounds 7 --chunks 6`: feasible, and
     7 rounds are needed (7/6 is the rounds bound)."""
+    limit = ["--work-limit", "120"] if solver == "cpsat" else ["--time-limit", "300"]  # z3 has no work count
     code, text, _ = run("solve", QUICK / "dgx1-allgather-c2.toml", "--model", "step", "--solver", solver,
-                        "--steps", "3", "--rounds", rounds, "--chunks", "6", "--time-limit", "300",
-                        "--no-progress", "--json")
+                        "--steps", "3", "--rounds", rounds, "--chunks", "6", *limit, "--no-progress", "--json")
     data = json.loads(text)
     assert code == 0 and data["status"] == status
     if status == "optimal":
@@ -192,3 +192,12 @@ def test_reduce_only_refuses_overwrites_in_solve_and_verify(run, tmp_path):
     assert code == 2 and err.count("\n") == 1 and "--least-steps" in err
     code, _, err = run("solve", ring, "--combining", "reduce-only", "--no-progress")
     assert code == 2 and err.count("\n") == 1 and "step model only" in err
+
+
+def test_work_limit_is_cpsat_only_and_checked_naming_the_flag(run):
+    code, _, err = run("solve", QUICK / "dgx1-allgather-c2.toml", "--model", "step", "--solver", "z3", "--steps", "3",
+                       "--rounds", "6", "--chunks", "6", "--work-limit", "60", "--no-progress")
+    assert code == 2 and err.strip().splitlines() == [
+        "optcoll: error: --work-limit: a work limit counts CP-SAT's deterministic time; z3 has none (use a time limit)"]
+    code, _, err = run("solve", QUICK / "dgx1-allgather-c2.toml", "--work-limit", "0")
+    assert code == 2 and "--work-limit: must be a positive number of seconds" in err
