@@ -51,6 +51,16 @@ order their contents become full; where a crossing reaches its first NPU through
 neither reduce nor multicast, the other far ranks learn its content only from that NPU, one hop
 later at least, and the several-crossings counting applies when crossings leave from NPUs.
 
+*The last chunks into every far rank* (any switches on the far side). Where each crossing reaches
+one NPU first through switches that neither reduce nor multicast, the content of the last L
+crossings is on the far side only at the NPUs they reach first, at most L of them, from their
+arrival floors on. So with more than L far ranks, some far rank is none of them and must take all
+L chunks over its own in-links: one transfer per chunk (a multicasting switch still sends a copy
+on each link, a reducing one merges partials of one chunk, never two chunks), the chunk's no
+earlier than its arrival plus the least delay from any NPU to the link's tail, one occupancy
+apart per link (``release.late_ingress``). The (L + 1)-th largest of those per-rank ends is a
+bound: it takes the NVLS server's NVSwitch links into account, which the one hop above does not.
+
 *Regions* (``allreduce-regions``): the same count one level up. Split the machine into disjoint
 regions (here: the components of the links faster than a threshold, such as the servers of a
 cluster) such that every node that can combine (NPUs, reducing switches) lies in one, and only
@@ -105,6 +115,7 @@ from optcoll.bounds.families import bandwidth_levels, orderings
 from optcoll.bounds.fullness import RankSends, rank_sends, release_order_end
 from optcoll.bounds.nodes import kth_arrival
 from optcoll.bounds.paths import weighted_graph
+from optcoll.bounds.release import late_ingress
 from optcoll.bounds.spread import spread_end, spread_links, spread_time
 from optcoll.collectives.collective import Collective
 from optcoll.instances.clock import check_current
@@ -356,6 +367,7 @@ class _OnceMachine:
     to_npus: np.ndarray
     npu_hop: np.ndarray  # from a send's start to the next NPU it can reach
     npu_hop_back: np.ndarray  # the same, for a reduction run backwards
+    from_npus: np.ndarray  # per node, the least delay from any NPU to it
     relay_hop: float
     first_merge: float
     counts_kinds: bool  # crossings reach one NPU first, and only NPUs combine
@@ -376,7 +388,7 @@ class _OnceMachine:
         sends = np.flatnonzero(npu[machine.link_src])
         into_npus = np.flatnonzero(npu[machine.link_dst])
         return cls(machine, members, k, from_ranks, to_ranks, delay, busy, npu, combines, special, is_member,
-                   to_npus, delay + to_npus[machine.link_dst], delay + from_npus[machine.link_src],
+                   to_npus, delay + to_npus[machine.link_dst], delay + from_npus[machine.link_src], from_npus,
                    float((delay[sends] + to_ranks[machine.link_dst[sends]]).min(initial=np.inf)),
                    float((from_ranks[machine.link_src[into_npus]] + delay[into_npus]).min(initial=np.inf)),
                    not special.any(), np.unique(np.linspace(1, k, min(k, ONCE_SPLITS)).round().astype(np.int64)))
@@ -449,13 +461,18 @@ def _crossed_once(net: _OnceMachine, ready: Callable[[int], float], s: int, star
     return crossed
 
 
-def _last_chunks_end(net: _OnceMachine, ready: Callable[[int], float], s: int, starts: np.ndarray, way: np.ndarray,
-                     busy: np.ndarray, crossed: float, far: _FarSide, once: float) -> tuple[float, int]:
+def _late_floors(net: _OnceMachine, ready: Callable[[int], float], s: int, starts: np.ndarray, way: np.ndarray,
+                 busy: np.ndarray) -> np.ndarray | None:
+    """``_arrival_floors`` of the k crossings at the splits the joint arguments use."""
+    qs = np.unique(np.linspace(1, net.k, min(net.k, JOINT_SPLITS)).round().astype(np.int64)) if s > 1 else [1]
+    return _arrival_floors(starts, way, busy, [(q, ready(q)) for q in qs], net.k)
+
+
+def _last_chunks_end(net: _OnceMachine, floors: np.ndarray | None, crossed: float, far: _FarSide,
+                     once: float) -> tuple[float, int]:
     """(end, L): the last L chunks, spreading over the same far NPUs, cannot all be spread
     before end (``once`` and L = 1 when no L does better)."""
     k, together = net.k, 1
-    qs = np.unique(np.linspace(1, k, min(k, JOINT_SPLITS)).round().astype(np.int64)) if s > 1 else [1]
-    floors = _arrival_floors(starts, way, busy, [(q, ready(q)) for q in qs], k)
     for late in ([] if floors is None else
                  np.unique(np.linspace(2, k, min(k - 1, JOINT_SPLITS)).round().astype(np.int64)).tolist()):
         if late * far.ranks > SPREAD_HOLDINGS:
@@ -465,6 +482,39 @@ def _last_chunks_end(net: _OnceMachine, ready: Callable[[int], float], s: int, s
         if end > once:
             once, together = end, late
     return once, together
+
+
+def _late_inlinks_end(net: _OnceMachine, near: np.ndarray, floors: np.ndarray | None,
+                      crossed: float) -> tuple[float, int]:
+    """(end, L): some far rank takes the last L crossings' chunks over its own in-links after they
+    land, and cannot have them all before end (module docstring, the last chunks into every far
+    rank); (0, 0) when no L applies."""
+    machine, k = net.machine, net.k
+    far = net.members[~near[net.members]]
+    if floors is None or far.size < 2:
+        return 0.0, 0
+    arrivals = np.r_[floors[:-1], max(floors[-1], crossed)]
+    # far ranks alike in their in-links (least delay from an NPU to the tail, delay, occupancy) once
+    profiles: dict[bytes, int] = {}
+    for v in far.tolist():
+        into = np.flatnonzero(machine.link_dst == v)
+        rows = np.stack([net.from_npus[machine.link_src[into]], net.delay[into], net.busy[into]], axis=1)
+        key = rows[np.lexsort(rows.T[::-1])].tobytes()  # every in-link counts, alike ones too
+        profiles[key] = profiles.get(key, 0) + 1
+    best = (0.0, 0)
+    for late in np.unique(np.linspace(2, k, min(k - 1, JOINT_SPLITS)).round().astype(np.int64)).tolist():
+        if late >= far.size:
+            break
+        last = arrivals[k - late:]
+        ends = []
+        for key, count in profiles.items():
+            tail, delay, busy = np.frombuffer(key).reshape(-1, 3).T
+            end, _ = late_ingress(last, late - np.arange(late), last[:, None] + tail[None, :], delay, busy)
+            ends += [end] * count
+        end = sorted(ends, reverse=True)[late]  # the L ranks reached first may be the L latest
+        if end > best[0]:
+            best = (end, late)
+    return best
 
 
 def _once_cut(net: _OnceMachine, near: np.ndarray, floor: float,
@@ -511,21 +561,30 @@ def _once_cut(net: _OnceMachine, near: np.ndarray, floor: float,
     ready = _readiness(s, backwards, depth, int(np.count_nonzero(net.npu & near)), merge_first, busy[merges], sends)
     way = delay[cross] + net.to_npus[heads]
     crossed = _crossed_once(net, ready, s, net.from_ranks[tails], way, busy[cross], far.spread, twice_most)
-    once, together = crossed + far.spread, 1
-    if far.profile and k > 1 and once < twice_most:  # the last L chunks share the far NPUs
-        once, together = _last_chunks_end(net, ready, s, net.from_ranks[tails], way, busy[cross], crossed, far, once)
+    once, together, inlinks = crossed + far.spread, 1, (0.0, 0)
+    if k > 1 and once < twice_most:
+        floors = _late_floors(net, ready, s, net.from_ranks[tails], way, busy[cross])
+        if far.profile:  # the last L chunks share the far NPUs
+            once, together = _last_chunks_end(net, floors, crossed, far, once)
+        if plain_way:  # the last L chunks come into some far rank over its own in-links
+            inlinks = _late_inlinks_end(net, near, floors, crossed)
+            if inlinks[0] > once:
+                once, together = inlinks[0], 1
+            else:
+                inlinks = (0.0, 0)
     several = twice
     if kinds and once > twice:
         several = several_crossings_end(links, k, far.ranks, twice, min(once, twice_most))
     value = min(several, once)
     if value <= floor:
         return None
-    return (value, _once_detail(net, near, s, twice, crossed, several, far, once, together),
-            tuple(dict.fromkeys((*(far.assumes if far.spread else ()), *(way_assumed if several > twice else ())))))
+    assumed = (*(far.assumes if far.spread else ()), *(way_assumed if several > twice or inlinks[1] else ()))
+    return (value, _once_detail(net, near, s, twice, crossed, several, far, once, together, inlinks[1]),
+            tuple(dict.fromkeys(assumed)))
 
 
 def _once_detail(net: _OnceMachine, near: np.ndarray, s: int, twice: float, crossed: float, several: float,
-                 far: _FarSide, once: float, together: int) -> str:
+                 far: _FarSide, once: float, together: int, into_far: int) -> str:
     k = net.k
     then = (f", which must spread it to the other side's ranks ({format_time(far.spread)})" if far.spread else
             " (its spread through the other side is not counted: a switch there reduces or multicasts)")
@@ -536,6 +595,11 @@ def _once_detail(net: _OnceMachine, near: np.ndarray, s: int, twice: float, cros
         then += (f"; the last {together} chunks, spreading over the same {far.npus.size} NPUs (each sends one "
                  f"copy per link occupancy, whichever chunk it holds), cannot all be spread before "
                  f"{format_time(once)}")
+    if into_far:
+        then += (f"; and the last {into_far} chunks reach the other side at no more than {into_far} of its "
+                 f"NPUs first, so another of its ranks takes all of them over its own in-links, one "
+                 f"occupancy apart, each no earlier than it landed plus the way from an NPU to the link: "
+                 f"not before {format_time(once)}")
     sorting = (f"; sorting the crossings into those that can still reach a second rank, those that can "
                f"carry all of S's contributions and the rest, no way of sharing them out ends before "
                f"{format_time(several)}" if several > twice else "")

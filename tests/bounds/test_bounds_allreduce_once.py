@@ -18,6 +18,7 @@ from optcoll.instances.instance import Instance, TimeModel
 from optcoll.instances.instancefile import load_instance
 from optcoll.machines import generators as G
 from optcoll.machines.catalog import load_machine
+from optcoll.machines.clusters import Network, NodeGroup, cluster
 from optcoll.producers.base import NotApplicable
 from optcoll.producers.registry import get_synthesizer
 from optcoll.verify import verify
@@ -137,6 +138,25 @@ def test_cut_once_below_verified_schedules_on_larger_clusters(seed, nodes, gpus,
     _cut_once_below_verified_schedules(seed, nodes, gpus, intra, shared_nic, occupancy, gamma, inc, chunks)
 
 
+@settings(max_examples=30, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**32 - 1), gpus=st.integers(2, 4), nodes=st.sampled_from([(1, 1), (1, 2), (2, 1)]),
+       nvls=st.sampled_from([(False, True), (True, False), (False, False), (True, True)]),
+       occupancy=st.sampled_from(["link", "serialization"]), gamma=st.sampled_from([0.0, 1e-11]),
+       chunks=st.integers(1, 3))
+def test_cut_once_below_verified_schedules_on_clusters_of_unlike_nodes(seed, gpus, nodes, nvls, occupancy, gamma,
+                                                                      chunks):
+    """Two groups of servers on rails, each with its own NVLink and NIC rates and NVLS or not (a
+    DGX A100 beside a DGX H100, at random scale): the cut-once bound, with the last chunks counted
+    into every far rank's in-links, stays under every verified schedule."""
+    rng = np.random.default_rng(seed)
+    groups = [NodeGroup(G.nvswitch(gpus, float(rng.uniform(5e10, 5e11)), float(rng.uniform(0, 2e-6)),
+                                   multicast=flag, reduce=flag),
+                        count, None, float(rng.uniform(5e9, 6e10)), float(rng.uniform(0, 5e-6)))
+              for count, flag in zip(nodes, nvls)]
+    machine = cluster(groups, Network("rail", latency=float(rng.uniform(0, 2e-6))))
+    _cut_once_below_schedules_of(machine, TimeModel(occupancy=occupancy, reduce_cost=gamma), chunks)
+
+
 def _cut_once_below_verified_schedules(seed: int, nodes: int, gpus: int, intra: str, shared_nic: bool,
                                        occupancy: str, gamma: float, inc: bool, chunks: int) -> None:
     rng = np.random.default_rng(seed)
@@ -145,8 +165,12 @@ def _cut_once_below_verified_schedules(seed: int, nodes: int, gpus: int, intra: 
                           nvlink_latency=float(rng.uniform(0, 2e-6)),
                           nic_bandwidth=float(rng.uniform(5e9, 5e10)), nic_latency=float(rng.uniform(0, 5e-6)),
                           gpus_per_nic=gpus if shared_nic and intra == "nvswitch" else 1, intra=intra)
-    model = TimeModel(occupancy=occupancy, reduce_cost=gamma)
+    _cut_once_below_schedules_of(machine, TimeModel(occupancy=occupancy, reduce_cost=gamma), chunks)
+
+
+def _cut_once_below_schedules_of(machine, model: TimeModel, chunks: int) -> None:
     n = machine.num_npus
+    gamma = model.reduce_cost
     inst = Instance("random", machine, make_collective("allreduce", range(n), 2.0**20 * n, chunks), model)
     once = {b.name: b for b in lower_bounds(machine, inst.collective, model)}[ONCE]
     schedules = []

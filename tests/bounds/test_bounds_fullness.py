@@ -19,6 +19,7 @@ from optcoll.instances.instancefile import load_instance
 from optcoll.machines import generators as G
 from optcoll.machines.machine import Switch
 from optcoll.producers.registry import get_synthesizer
+from optcoll.units import format_time
 from optcoll.verify import verify
 
 ONCE = "allreduce-cut-once"
@@ -64,18 +65,23 @@ def test_release_order_meets_the_least_last_start_of_every_schedule(releases, li
 def test_h100_rail_cluster_cut_once_is_nvls_aware_and_below_the_rail_exchange():
     """dgxh100-rail-2x8 at C = 1 (x: one NVLink hop, h: one NIC hop of a chunk): the q-th crossing
     out of a server waits for (7q/8 + 1)x of its GPUs' sends, 16 crossings share 8 rails (the
-    second on a rail one h after the first), each lands 2h later, and the other server's GPUs
-    learn it from the one that got it through the NVSwitch (2x): 35x + 2x = 5.52884 ms; some chunk
-    crossing twice, sorted by what each crossing can still do, takes no less. rail-exchange's
-    verified 5.67847 ms stays above (2.7 %)."""
+    second on a rail one h after the first), each lands 2h later, the last two no earlier than
+    8x + 3h, and an H100 that neither reached takes both over its one NVSwitch link, the first no
+    earlier than one hop into the switch after it landed: 8x + 3h + 3x = 5.67847 ms, which
+    rail-exchange's verified schedule meets, so it is optimal among schedules that cross once.
+    Some chunk crossing twice, sorted by what each crossing can still do, takes no less than
+    5.67597 ms, the bound (0.04 % under the schedule)."""
     inst = load_instance(bundled_dir("instances") / "machines" / "dgxh100-rail-2x8-allreduce-c1.toml")
     once = {b.name: b for b in lower_bounds(inst.machine, inst.collective, inst.model)}[ONCE]
-    assert once.value == pytest.approx(5.52884e-3, rel=1e-5)
+    b = inst.collective.chunk_bytes
+    x, h = 0.5e-6 + b / 450e9, 2e-6 + b / 50e9
+    assert once.value == pytest.approx(5.67597e-3, rel=1e-5)
     assert "only from the first NPU it reaches" in once.detail
+    assert f"not before {format_time(11 * x + 3 * h)}" in once.detail
     assert once.assumptions == ("the switches a crossing passes before its first NPU (rail0, rail1, rail2, rail3, …) "
                                 "neither reduce nor multicast",)
     schedule = get_synthesizer("rail-exchange")(inst, 0)
-    assert verify(inst.machine, inst.collective, schedule, inst.model).time == pytest.approx(5.67847e-3, rel=1e-5)
+    assert verify(inst.machine, inst.collective, schedule, inst.model).time == pytest.approx(11 * x + 3 * h, rel=1e-9)
 
 
 @pytest.mark.parametrize("multicast,reduce", [(True, False), (False, True)], ids=["copying", "reducing"])

@@ -3,7 +3,8 @@ C = 1, its staircase of first-round reductions takes the AllReduce from 3h + 16x
 (h one NIC hop of a chunk, x one NVLink hop), verified; its slot plans obey the slot model
 (checked here independently); the counting relaxation's "no staircase below 2G" agrees with an
 exhaustive exact search where that search is small; the fastest form is kept and the plans are
-deterministic."""
+deterministic. Unlike nodes (a DGX A100 beside a DGX H100, issue 34): the staircase on the node
+without NVLS, in-switch sums on the other, exchanges that send the value ready first first."""
 from __future__ import annotations
 
 from collections import Counter, defaultdict
@@ -17,12 +18,14 @@ from optcoll.collectives.builtins import make_collective
 from optcoll.instances.instance import Instance
 from optcoll.instances.instancefile import load_instance
 from optcoll.machines import generators as G
-from optcoll.producers.baselines.flows import schedule_flows
+from optcoll.machines.clusters import Network, NodeGroup, cluster
+from optcoll.producers.baselines.flows import Exchange, Flow, schedule_flows
 from optcoll.producers.baselines import slotplan
 from optcoll.producers.baselines.railexchange import _flows, _nodes, rail_exchange
 from optcoll.producers.baselines.slotplan import (Staircase, _relaxed_staircases, fibonacci_slots, slot_broadcast,
                                                   staircase)
 from optcoll.producers.exact.toolkit import run_cpsat
+from optcoll.schedules.schedule import COPY, REDUCE
 from optcoll.verify import verify
 from solver_checks import WORK
 
@@ -63,6 +66,46 @@ def test_staggered_form_reaches_3h_plus_15x_on_cluster2x8():
     assert made == pytest.approx(3 * nic + 15 * nv)
     bound = {x.name: x.value for x in lower_bounds(inst.machine, inst.collective, inst.model)}
     assert max(bound.values()) <= made * (1 + 1e-9) <= 1.05 * max(bound.values())
+
+
+def test_unlike_nodes_stagger_the_a100_and_multicast_on_the_h100():
+    """hetero-dgxa100-dgxh100-rail-2x8, C = 1 (x, h: an A100's NVLink and NIC hop of a chunk; y, g:
+    an H100's). Each H100 head's partial leaves first through its rail switch (it is ready long
+    before its A100 peer's), so every A100 NIC's down link is busy from the first H100 partial on,
+    and the A100 node runs the staircase 5, 5, 6, 8, 8, 8, 9, 10 while the H100 node sums in its
+    switch: the three A100 partials ending at 8x land on the H100s together, 8x + 2h + g, and five
+    sums queue on each H100's NVSwitch link after one hop into the switch: 8x + 2h + g + 6y =
+    9.40824 ms, 3.3 % above allreduce-cut-once (the plain form, and the old send order, 11.42 ms)."""
+    inst = load_instance(bundled_dir("instances") / "machines" / "hetero-dgxa100-dgxh100-rail-2x8-allreduce-c1.toml")
+    b = inst.collective.chunk_bytes
+    x, h = 0.5e-6 + b / 300e9, 2e-6 + b / 25e9
+    y, g = 0.5e-6 + b / 450e9, 2e-6 + b / 50e9
+    made = _verified(inst, rail_exchange(inst))
+    assert made == pytest.approx(8 * x + 2 * h + g + 6 * y, rel=1e-9)
+    bound = {x.name: x.value for x in lower_bounds(inst.machine, inst.collective, inst.model)}
+    assert max(bound.values()) <= made * (1 + 1e-9) <= 1.05 * max(bound.values())
+
+
+def test_an_exchange_sends_the_value_ready_first_first():
+    """Two servers of 2 GPUs on one spine switch, the second with NVLink 3 times and NICs 8 times
+    faster: each head swaps its server's partial with the other's through the spine, a plain switch
+    that queues a chunk's arrivals in list order. The fast server's partial, ready first, goes
+    first whichever member the exchange lists first: both listings give one schedule, verified."""
+    slow, fast = G.nvswitch(2, 1e11, 5e-7), G.nvswitch(2, 3e11, 5e-7)
+    machine = cluster([NodeGroup(slow, 1, None, 5e9, 1e-6), NodeGroup(fast, 1, None, 4e10, 1e-6)], Network("leaf"),
+                      leaf_label="spine")
+    inst = Instance("unlike", machine, make_collective("allreduce", range(4), 2.0**24, 1))
+
+    def flows(fast_first: bool) -> list:
+        out = []
+        for k in range(4):
+            heads, others = (k % 2, 2 + k % 2), (1 - k % 2, 3 - k % 2)
+            out += [Flow(k, o, h, REDUCE) for o, h in zip(others, heads)]
+            out.append(Exchange(k, heads[::-1] if fast_first else heads))
+            out += [Flow(k, h, o, COPY) for o, h in zip(others, heads)]
+        return out
+
+    assert _verified(inst, flows(False)) == _verified(inst, flows(True))
 
 
 def _check_slots(gpus: int, sends, release: dict[int, int], deadline: int) -> None:

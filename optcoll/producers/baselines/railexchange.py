@@ -59,7 +59,13 @@ the NIC hops in between). On cluster2x8 the staircase 5, 5, 6, 8, 8, 8, 9, 10 en
 after 15 NVLink hops instead of 16: 3h + 15x = 11.42 ms against 11.65 ms (h one NIC hop of a
 chunk, x one NVLink hop); ``slotplan`` says why 14 is out of reach for this structure. Other
 shapes (more rounds, more than 8 GPUs per node, no staircase under 2G: below 8 GPUs) keep the
-plain form.
+plain form. Nodes need not be alike: where one node's switch reduces and multicasts (a DGX H100
+next to a DGX A100), that node sums each first-round chunk in its switch in the order the
+staircase ends them and multicasts the second-round sums as they land, while the other node runs
+the staircase; the staircase then also spaces the partials that reach the fast node, whose
+GPUs each take the seven late sums one after another on their one NVSwitch link (on
+hetero-dgxa100-dgxh100-rail-2x8 9.71 -> 9.41 ms: the three chunks the staircase ends at slot 8
+land together, and five sums queue on every H100's link).
 
 Every form that applies is built (on machines whose switches reduce, both in-switch forms and the
 direct reductions; on two nodes, also the staggered form) and the list that
@@ -176,24 +182,38 @@ def _exchange_flows(nodes: list[_Node], num_chunks: int) -> list[Flow | Exchange
 
 def _staggered_flows(nodes: list[_Node], num_chunks: int) -> list[Flow | Exchange]:
     """Two nodes of G GPUs on one switch each, one rail per GPU, two rounds: the first round's
-    reductions end on a staircase (``slotplan.staircase``), each rail swaps its two partials in
-    turn, and the second round's sums spread in the staircase's broadcast (module docstring,
-    the staggered form)."""
+    reductions end on a staircase (``slotplan.staircase``) on every node reduced GPU to GPU (a
+    node whose switch reduces sums each chunk in it, in the staircase's order), each rail swaps
+    its two partials in turn, and the second round's sums spread in the staircase's broadcast
+    (a multicasting switch: in the order they land) (module docstring, the staggered form)."""
     rails = nodes[0].rails
     if (len(nodes) != 2 or num_chunks != 2 * rails
-            or any(len(node.order) != rails or node.switch is None or node.in_switch is not None for node in nodes)):
+            or any(len(node.order) != rails or node.switch is None for node in nodes)
+            or all(node.in_switch is not None for node in nodes)):
         raise NotApplicable("the staggered rail exchange needs 2 nodes of G GPUs on one switch each, "
-                            "G rails and 2G chunks, reduced GPU to GPU")
+                            "G rails and 2G chunks, one of them reduced GPU to GPU")
     plan = staircase(rails)
     if plan is None:
         raise NotApplicable(f"no staircase beats the plain exchange on {rails} GPUs per node")
-    first, second = list(range(rails)), list(range(rails, 2 * rails))  # chunk k's head is GPU k mod G
-    reduces = [Flow(j, node.order[a], node.order[b], REDUCE) for _, j, a, b in plan.reductions for node in nodes]
+    first = list(range(rails))  # chunk k's head is GPU k mod G
+    landing = sorted(first, key=lambda j: (plan.finish[j], j))
+    second = [rails + j for j in landing]
+
+    def reduces(node: _Node) -> list[Flow | Exchange]:
+        if node.in_switch is not None:
+            return list(node.reduce(landing))
+        return [Flow(j, node.order[a], node.order[b], REDUCE) for _, j, a, b in plan.reductions]
+
+    def last_phase(node: _Node) -> list[Flow | Exchange]:
+        if node.multicasts:
+            return list(node.spread(second))
+        return [Flow(rails + j, node.order[a], node.order[b], COPY) for _, j, a, b in plan.broadcasts]
+
+    swaps = [Exchange(k, tuple(node.head(k) for node in nodes)) for k in range(num_chunks)]
     more_reduces = [flow for node in nodes for flow in node.reduce(second)]
-    swaps = [Exchange(k, tuple(node.head(k) for node in nodes)) for k in first + second]
-    last_phase = [Flow(rails + j, node.order[a], node.order[b], COPY) for _, j, a, b in plan.broadcasts for node in nodes]
     first_spreads = [flow for node in nodes for flow in node.spread(first)]
-    return reduces + swaps[:rails] + more_reduces + swaps[rails:] + last_phase + first_spreads
+    return ([flow for node in nodes for flow in reduces(node)] + swaps[:rails] + more_reduces + swaps[rails:]
+            + [flow for node in nodes for flow in last_phase(node)] + first_spreads)
 
 
 def _reduce_scatter_gather_flows(nodes: list[_Node], num_chunks: int) -> list[Flow | Exchange]:
