@@ -100,14 +100,15 @@ def test_best_rail_alltoall_reissued_into_the_switches_round_trips_at_the_same_t
 
 
 def test_partial_sums_of_one_chunk_through_a_switch_at_once_round_trip():
-    # the machines suite's best hetero rail AllReduce: plain and NVLS-capable switches each carry
+    # the machines suite's hetero rail AllReduce as recorded until 2026-12-08: plain and NVLS-capable switches each carry
     # partial sums of one chunk at one instant; the plan's puts only route through them (each hop
     # names the arrival it forwards). The plan runs ASAP, closing the schedule's slack: faster than
     # the recorded schedule, never below its bound (switches that neither reduce nor multicast)
     spec = find_suite("machines").spec("hetero-dgxa100-dgxh100-rail-2x8-allreduce-c1")
     truth, _ = load_truth(spec)
     inst = spec.instance
-    schedule = load_schedule(spec.path.parent / truth.schedule, inst.machine)
+    data = Path(__file__).parents[1] / "msccl" / "data" / "hetero-rail-2x8-allreduce-forwarding.json.gz"
+    schedule = load_schedule(data, inst.machine)  # the record until 2026-12-08 (test_msccl_switched.py)
     exported = export_mscclpp(inst.machine, inst.collective, schedule, model=inst.model)
     assert any("multicasts 48 arrival(s)" in n for n in exported.notes)
     assert truth.lower_bound.value <= exported.reimported < exported.time
