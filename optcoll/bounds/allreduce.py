@@ -80,19 +80,19 @@ leaves a region too (``allreduce-regions-egress``). With the regions the NPUs th
 applies). Either some chunk enters regions once more, and 2(n − 1)K + 1 transfers share the links
 (the regions count with one more), or every chunk enters exactly 2(n − 1) times. Then each region
 holds one cluster of the derivation, every region other than f's is entered once more, and nothing
-else enters (a region without ranks, such as a reducing spine, is never entered, so sends nothing). Take a transfer out of region X that starts before anything can enter X: it carries
-X's contributions only. If it enters the derivation, it is X's cluster's edge towards f, which
-carries the whole cluster, so all of X's contributions; otherwise it is the one more transfer into
-a region Y, which must bring Y everything Y's cluster lacks: that always includes the contributions
-of f's region, so X is f's region, and Y lacks only X's contributions, all of them (Y's subtree
-holds every other region, so Y is the only such region). So X sends each chunk's full content
-out at most once before anything enters it, and a full content is formed inside X by its ranks'
-own sends (``fullness.RankSends``: no i full contents before ready(i)). The first transfer on each
-of X's out-links thus starts no earlier than min(A_X, ready(i)) for the i-th earliest (A_X: the
-first instant anything can enter X), and the 2(n − 1)K transfers out of regions are counted from
-there. On four DGX H100 servers (C = 1) the eighth NIC of a server waits for 56 of the ranks'
-sends into the NVSwitch, six NVLink hops after the first, which the plain count misses: 4.71 ->
-5.31 ms.
+else enters (a region without ranks, such as a reducing spine, is never entered, so sends nothing).
+Take a transfer out of region X that starts before anything can enter X: it carries X's
+contributions only. If it enters the derivation, it is X's cluster's edge towards f, which carries
+the whole cluster, so all of X's contributions; otherwise it is the one more transfer into a region
+Y, which must bring Y everything Y's cluster lacks: that always includes the contributions of f's
+region, so X is f's region, and Y lacks only X's contributions, all of them (Y's subtree holds every
+other region, so Y is the only such region). So X sends each chunk's full content out at most once
+before anything enters it, and a full content is formed inside X by its ranks' own sends
+(``fullness.RankSends``: no i full contents before ready(i)). The first transfer on each of X's
+out-links thus starts no earlier than min(A_X, ready(i)) for the i-th earliest (A_X: the first instant
+anything can enter X), and the 2(n − 1)K transfers out of regions are counted from there. On four
+DGX H100 servers (C = 1) the eighth NIC of a server waits for 56 of the ranks' sends into the
+NVSwitch, six NVLink hops after the first, which the plain count misses: 4.71 -> 5.31 ms.
 
 Port limits are ignored (fewer usable links only delay), so every bound holds with them too.
 """

@@ -137,8 +137,8 @@ class _Planned:
     wait: float
 
 
-def _planned(machine: Machine, collective: Collective, schedule: Schedule, arrivals: np.ndarray, name: str | None, lo: int,
-             hi: int, handshake: bool, protocol: str | None) -> _Planned:
+def _planned(machine: Machine, collective: Collective, schedule: Schedule, arrivals: np.ndarray,
+             name: str | None, lo: int, hi: int, handshake: bool, protocol: str | None) -> _Planned:
     """The plan of a verified schedule (``arrivals``: its verified arrivals), checked as the
     executor loads it (``export_mscclpp``)."""
     kind, message = collective.kind, int(round(collective.size_bytes))
@@ -154,8 +154,8 @@ def _planned(machine: Machine, collective: Collective, schedule: Schedule, arriv
     if handshake and protocol == "Simple":
         add_handshake(built)
         routes, ranks = PeerPaths(machine), collective.ranks
-        wait = max((routes.latency(ranks[x.gpu], ranks[y.gpu]) for c in built.channels for x, y in ((c.a, c.b), (c.b, c.a))),
-                   default=0.0)
+        wait = max((routes.latency(ranks[x.gpu], ranks[y.gpu])
+                    for c in built.channels for x, y in ((c.a, c.b), (c.b, c.a))), default=0.0)
     check_limits(built)
     data = _plan_json(built, name or f"optcoll_{kind}_{machine.name}", kind, layout.input_chunks,
                       layout.output_chunks, lo, hi, protocol)
@@ -172,7 +172,8 @@ def save_mscclpp_plan(path: str | os.PathLike, machine: Machine, collective: Col
     return exported
 
 
-def _round_trip(plan, machine: Machine, collective: Collective, model: TimeModel, message: int) -> tuple[float, Schedule]:
+def _round_trip(plan: ExecutionPlan, machine: Machine, collective: Collective, model: TimeModel,
+                message: int) -> tuple[float, Schedule]:
     """The plan imported back and verified: its time and schedule (refused when not faithful or valid)."""
     try:
         back = import_mscclpp_plan(plan, machine, size=message, ranks=collective.ranks, model=model)

@@ -100,9 +100,9 @@ def test_best_rail_alltoall_reissued_into_the_switches_round_trips_at_the_same_t
 
 
 def test_partial_sums_of_one_chunk_through_a_switch_at_once_round_trip():
-    # the machines suite's hetero rail AllReduce as recorded until 2026-12-08: plain and NVLS-capable switches each carry
-    # partial sums of one chunk at one instant; the plan's puts only route through them (each hop
-    # names the arrival it forwards). The plan runs ASAP, closing the schedule's slack: faster than
+    # the machines suite's hetero rail AllReduce as recorded until 2026-12-08: plain and NVLS-capable
+    # switches each carry partial sums of one chunk at one instant; the plan's puts only route
+    # through them (each hop names the arrival it forwards). The plan runs ASAP, closing the schedule's slack: faster than
     # the recorded schedule, never below its bound (switches that neither reduce nor multicast)
     spec = find_suite("machines").spec("hetero-dgxa100-dgxh100-rail-2x8-allreduce-c1")
     truth, _ = load_truth(spec)
