@@ -18,9 +18,10 @@ ALGORITHMS = ("ring", "tree", "nvls", "nvls_tree", "pat")
 MAX_ALL_RANKS = 128
 
 
-def _measured(ref: str | None, kind: str, machine: str):
+def _measured(ref: str | None, kind: str) -> tuple[dict[int, float] | None, int]:
+    """The measured times by size and the GPUs one nccl-tests thread drove (its ``nGpus``)."""
     if ref is None:
-        return None
+        return None, 1
     from optcoll.interop.measurements import find
     from optcoll.interop.nccltests import read_sweep
 
@@ -28,9 +29,9 @@ def _measured(ref: str | None, kind: str, machine: str):
         entry = find(ref)
         if entry.collective != kind:
             raise InputError(f"measurement {entry.name} is of {entry.collective}, not {kind}", field="--measured")
-        return dict(entry.points)
+        return dict(entry.points), entry.gpus_per_thread
     sweep = read_sweep(ref, kind)
-    return {row.size: row.best_time for row in sweep.rows}
+    return {row.size: row.best_time for row in sweep.rows}, sweep.gpus_per_thread
 
 
 def expect_context(machine: str, gpu: str | None):
@@ -42,12 +43,26 @@ def expect_context(machine: str, gpu: str | None):
 
 
 def expect_rows(machine: str, kind: str, sizes: list[int], algorithm: str | None, gpu: str | None,
-                measured: dict[int, float] | None, tuned: bool = False, ctx=None):
-    """The rows in ascending size, on one ``Context`` (the search reuses smaller sizes' runs)."""
+                measured: dict[int, float] | None, tuned: bool = False, ctx=None, gpus_per_thread: int = 1):
+    """The rows in ascending size, on one ``Context`` (the search reuses smaller sizes' runs);
+    a measurement taken with ``-g G`` (G > 1) puts nccl-tests' host floor under the prediction."""
+    from optcoll.analysis.expect.predict import host_floor
     from optcoll.analysis.expect.rows import row
 
     ctx = ctx or expect_context(machine, gpu)
-    return [row(ctx, kind, s, algorithm, (measured or {}).get(s), tuned) for s in sorted(sizes)]
+    floor = host_floor(ctx.generation, gpus_per_thread)
+    return [row(ctx, kind, s, algorithm, (measured or {}).get(s), tuned, floor) for s in sorted(sizes)]
+
+
+def _floor_note(rows, gpus_per_thread: int) -> str | None:
+    """The line saying a host floor applies, and where it binds."""
+    if not rows or not rows[0].host_floor:
+        return None
+    bound = [r for r in rows if r.host_floor > r.nccl.seconds]
+    where = (f"; it binds up to {format_size(bound[-1].size)} (NCCL time marked 'host floor')" if bound
+             else "; it binds at none of these sizes")
+    return (f"host floor {format_time(rows[0].host_floor)}: the measurement ran with nGpus {gpus_per_thread} per "
+            f"nccl-tests thread (-g {gpus_per_thread}), which issues every call to each GPU in turn{where}")
 
 
 def _tuner_files(ctx, machine: str, kind: str, rows, conf: str | None, csv: str | None) -> None:
@@ -87,19 +102,22 @@ def _table(rows) -> str:
                      f"{format_time(r.best.seconds)} {r.best.producer}/{r.best.protocol} C={r.best.chunks}"
                      + (" (C capped)" if r.best.capped else ""),
                      f"{r.nccl.algorithm}/{r.nccl.protocol} x{r.nccl.channels} C={r.nccl.chunks}",
-                     format_time(r.nccl.seconds), f"{r.headroom:.2f}", meas])
+                     format_time(r.predicted) + (" (host floor)" if r.host_floor > r.nccl.seconds else ""),
+                     f"{r.headroom:.2f}", meas])
     return table(["size", "bound (physical)", "best verified (calibrated)", "NCCL choice", "NCCL time",
                   "headroom", "measured"], body)
 
 
-def _write(out: Path, machine: str, kind: str, rows, measured_label: str | None) -> None:
+def _write(out: Path, machine: str, kind: str, rows, measured_label: str | None, gpus_per_thread: int = 1) -> None:
     ranks = _ranks(machine)
     from optcoll.fileio import write_text_atomic as write_text
     from optcoll.reports.plots import expect_plot
 
     stem = out / f"{Path(machine).stem}-{kind}"
     write_text(f"{stem}.json", json.dumps([r.to_dict() for r in rows], indent=1) + "\n")
-    write_text(f"{stem}.md", f"# {Path(machine).stem} {kind}\n\n```\n{_table(rows)}\n```\n")
+    note = _floor_note(rows, gpus_per_thread)
+    write_text(f"{stem}.md", f"# {Path(machine).stem} {kind}\n\n```\n{_table(rows)}\n```\n"
+               + (f"\n{note}\n" if note else ""))
     write_text(f"{stem}.svg", expect_plot(rows, kind, f"{Path(machine).stem} {kind}", ranks, measured_label))
 
 
@@ -144,9 +162,10 @@ def expect(machine, kind, sizes, algorithm, measured, gpu, plot, every, out, tun
             collective_name(kind)
         except InputError as exc:
             raise InputError(exc.detail, field="--nccl-tuner-conf" if tuner_conf else "--nccl-tuner-csv") from None
-    points = _measured(measured, kind, machine)
+    points, gpus_per_thread = _measured(measured, kind)
     ctx = expect_context(machine, gpu)
-    rows = expect_rows(machine, kind, size_list, algorithm, gpu, points, tuned=bool(tuner_conf), ctx=ctx)
+    rows = expect_rows(machine, kind, size_list, algorithm, gpu, points, tuned=bool(tuner_conf), ctx=ctx,
+                       gpus_per_thread=gpus_per_thread)
     if tuner_conf or tuner_csv:
         _tuner_files(ctx, Path(machine).stem, kind, rows, tuner_conf, tuner_csv)
     if plot:
@@ -154,10 +173,11 @@ def expect(machine, kind, sizes, algorithm, measured, gpu, plot, every, out, tun
         from optcoll.reports.plots import expect_plot
 
         write_text(plot, expect_plot(rows, kind, f"{Path(machine).stem} {kind}", _ranks(machine), measured))
+    note = _floor_note(rows, gpus_per_thread)
     if as_json:
         emit_json([r.to_dict() for r in rows])
     else:
-        echo(_table(rows))
+        echo(_table(rows) + (f"\n{note}" if note else ""))
 
 
 def _expect_all(out: Path, sizes: list[int], only: str | None = None) -> None:
@@ -185,11 +205,12 @@ def _expect_all(out: Path, sizes: list[int], only: str | None = None) -> None:
             entry = next((e for e in entries if e.machine == machine and e.collective == kind), None)
             forced = entry.algorithm if entry and entry.algorithm != "default" else None
             try:
-                rows = expect_rows(machine, kind, sizes, forced, None, dict(entry.points) if entry else None)
+                rows = expect_rows(machine, kind, sizes, forced, None, dict(entry.points) if entry else None,
+                                   gpus_per_thread=entry.gpus_per_thread if entry else 1)
             except InputError as exc:
                 echo(f"{machine} {kind}: skipped: {exc}", err=True)
                 continue
-            _write(out, machine, kind, rows, entry.name if entry else None)
+            _write(out, machine, kind, rows, entry.name if entry else None, entry.gpus_per_thread if entry else 1)
             echo(f"{machine} {kind}: {len(rows)} sizes", err=True)
     from optcoll.analysis.expect.accuracy import report
     from optcoll.fileio import write_text_atomic

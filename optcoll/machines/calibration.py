@@ -63,6 +63,13 @@ class Generation:
     #: Host time one nccl-tests thread spends issuing a call to each of its GPUs (``-g``), µs per
     #: GPU: the generation's 8-GPU host platform (CPU, driver), a floor under a -g run's time.
     host_issue: Calibrated = Calibrated(0.0, "us", "no nccl-tests -g > 1 measurement of this generation")
+    #: Simple's synchronisation per slice and channel (wait for the peer's flag, barrier, fence,
+    #: post), which a channel does not overlap with its own copy: a slice of s bytes holds the
+    #: channel for σ + s / (its share of the links).
+    slice_sync: Calibrated = Calibrated(0.0, "us", "no Simple slice synchronisation calibrated")
+    #: LL128's payload rate over the links' effective rate where it was measured below NCCL's
+    #: 120/128 (None: ``PROTOCOLS["ll128"].payload``).
+    ll128_payload: Calibrated | None = None
 
 
 _TOPO = "src/graph/topo.h"
@@ -73,31 +80,44 @@ RCCL_MSCCL = ("ROCm/rccl 0cbce2a: src/misc/msccl/msccl_lifecycle.cc RCCL_MSCCL_E
               "rome_model_79 (8 GPUs, 7 links each, full mesh) sets mscclEnabled=1; the files ship in "
               "tools/msccl-algorithms")
 _TUNING = "src/graph/tuning.cc"
+#: NCCL's Simple slice synchronisation through NVLink, fitted on A100 (the only NVLink generation
+#: with mid-size Simple ring measurements) and taken for the other NVLink generations, which run
+#: the same kernels: a channel's slice of s bytes costs σ + s / (its share of the GPU's links).
+SLICE_SYNC = fitted(6.0, "us", "dgxa100-allreduce-azure, -oci and -modal (32 MiB-8 GiB, ring/Simple: 24 channels, "
+                    "slices of 171 KiB to 1 MiB; 128 MiB stays 13-16 % under Azure and Modal, 64 MiB 15 % over OCI)")
+_SLICE_SYNC_TAKEN = Calibrated(SLICE_SYNC.value, "us", f"taken from Ampere: {SLICE_SYNC.source}")
 GENERATIONS: dict[str, Generation] = {
     "volta": Generation("volta", nccl(20.0 / 25.0, "x", f"{_TOPO} SM70_NVLINK_BW 20 GB/s per NVLink2 (25 GB/s)"),
                         nccl(0.0, "x", f"{_TUNING} nvlsEfficiency[Volta]"),
-                        nccl(39.0, "GB/s", f"{_TUNING} llMaxBws[Volta][N1]"), 12, 0),
+                        nccl(39.0, "GB/s", f"{_TUNING} llMaxBws[Volta][N1]"), 12, 0, slice_sync=_SLICE_SYNC_TAKEN),
     "ampere": Generation("ampere", nccl(20.0 / 25.0, "x", f"{_TOPO} SM80_NVLINK_BW 20 GB/s per NVLink3 (25 GB/s)"),
                          nccl(0.0, "x", f"{_TUNING} nvlsEfficiency[Ampere]"),
                          nccl(87.7, "GB/s", f"{_TUNING} llMaxBws[Ampere][N1]"), 24, 0,
                          host_issue=fitted(5.0, "us", "dgxa100-allreduce-oci, -azure and -modal (-g 8, flat "
                                            "32.2, 42-45 and 54-57 us up to 32 KiB: 4.0, 5.5 and 6.9 us per GPU; "
-                                           "EPYC Rome hosts)")),
+                                           "EPYC Rome hosts)"),
+                         slice_sync=SLICE_SYNC,
+                         ll128_payload=fitted(0.55, "x", "dgxa100-allreduce-azure and -modal (4-16 MiB, ring/LL128: "
+                                              "13-15 us per MiB, 131 GB/s busbw, against 240 GB/s for Simple)")),
     "hopper": Generation("hopper", nccl(20.6 / 25.0, "x", f"{_TOPO} SM90_NVLINK_BW 20.6 GB/s per NVLink4 (25 GB/s)"),
                          nccl(0.85, "x", f"{_TUNING} nvlsEfficiency[Hopper]"),
                          nccl(141.0, "GB/s", f"{_TUNING} llMaxBws[Hopper][N1]"), 32, 16,
                          host_issue=fitted(3.2, "us", "dgxh100-allreduce-nvls-azure and dgxh200-allreduce-nvls-azure "
-                                           "(-g 8: 25.6 and 29.9 us at 1-2 KiB bound it by 25.6/8; Xeon 8480C hosts)")),
+                                           "(-g 8: 25.6 and 29.9 us at 1-2 KiB bound it by 25.6/8; Xeon 8480C hosts)"),
+                         slice_sync=_SLICE_SYNC_TAKEN),
     "blackwell": Generation("blackwell", nccl(40.1 / 50.0, "x", f"{_TOPO} SM100_NVLINK_BW 40.1 GB/s per NVLink5 (50 GB/s)"),
                             nccl(0.74, "x", f"{_TUNING} nvlsEfficiency[Blackwell]"),
-                            nccl(282.0, "GB/s", f"{_TUNING} llMaxBws[Blackwell][N1]"), 32, 24),
+                            nccl(282.0, "GB/s", f"{_TUNING} llMaxBws[Blackwell][N1]"), 32, 24,
+                            slice_sync=_SLICE_SYNC_TAKEN),
     # RCCL on MI300X: Infinity Fabric links; no NVLS. Link efficiency fitted (RCCL prints no per-link
     # constant of this kind); LL cap taken as NCCL's for its contemporary (Hopper).
     "cdna3": Generation("cdna3", fitted(0.79, "x", "mi300x-allreduce-rccl-aac8 (sizes >= 256 MiB)"),
                         Calibrated(0.0, "x", "MI300X has no in-switch reduction"),
                         nccl(141.0, "GB/s", f"{_TUNING} llMaxBws[Hopper][N1], taken for MI300X"), 16, 0,
                         "rccl", RCCL_MSCCL,
-                        fitted(0.6, "x", "mi300x-allreduce-rccl-aac8 (4-16 MiB, RCCL's all-pairs Simple files)")),
+                        fitted(0.6, "x", "mi300x-allreduce-rccl-aac8 (4-16 MiB, RCCL's all-pairs Simple files)"),
+                        slice_sync=fitted(0.0, "us", "mi300x-allreduce-rccl-aac8 (ring/Simple 32 MiB-8 GiB within "
+                                          "3.5-6 % at one link efficiency: no loss at RCCL's shorter slices)")),
 }
 
 #: Effective / nominal rate of a network link (NCCL's NET_BW 12 GB/s per 100 Gbit/s, 12.5 GB/s).
@@ -192,6 +212,9 @@ def all_numbers() -> list[tuple[str, Calibrated]]:
             out.append((f"{g.name}.msccl_efficiency", g.msccl_efficiency))
         if g.host_issue.value:
             out.append((f"{g.name}.host_issue", g.host_issue))
+        out.append((f"{g.name}.slice_sync", g.slice_sync))
+        if g.ll128_payload is not None:
+            out.append((f"{g.name}.ll128_payload", g.ll128_payload))
     for p in PROTOCOLS.values():
         out += [(f"{p.name}.payload", p.payload), (f"{p.name}.step_nvlink", p.step_nvlink_us),
                 (f"{p.name}.step_net", p.step_net_us), (f"{p.name}.base", p.base_us),

@@ -141,7 +141,7 @@ def expect_plot(rows, kind: str, title: str, ranks: int, measured_label: str | N
     sizes = [r.size for r in rows]
     curves = [("physical bound", [r.bound for r in rows], {"color": "black", "lw": 1.2, "ls": "--"}),
               ("best verified (calibrated)", [r.best.seconds for r in rows], {"lw": 2.0}),
-              ("NCCL choice (calibrated)", [r.nccl.seconds for r in rows], {"lw": 1.4, "ls": ":"})]
+              ("NCCL choice (calibrated)", [r.predicted for r in rows], {"lw": 1.4, "ls": ":"})]
     if any(r.measured for r in rows):
         curves.append((f"measured ({measured_label or 'file'})",
                        [r.measured for r in rows], {"marker": "o", "ms": 3, "lw": 0.8}))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from optcoll.analysis.expect.predict import Choice, context
+from optcoll.analysis.expect.predict import Choice, context, host_floor
 from optcoll.analysis.expect.rows import runtime_choice
 from optcoll.interop.measurements import Measurement
 from optcoll.machines.calibration import generation_of
@@ -59,7 +59,7 @@ def points(entry: Measurement) -> list[AccuracyPoint]:
     generation = generation_of(entry.machine)
     ctx = context(load_machine(entry.machine), generation)
     forced = entry.algorithm if entry.algorithm != "default" else None
-    floor = entry.gpus_per_thread * generation.host_issue.value * 1e-6 if entry.gpus_per_thread > 1 else 0.0
+    floor = host_floor(generation, entry.gpus_per_thread)
     return [AccuracyPoint(size, seconds, runtime_choice(ctx, entry.collective, size, forced), floor)
             for size, seconds in sorted(entry.points) if size >= KIB]
 

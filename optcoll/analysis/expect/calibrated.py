@@ -36,6 +36,8 @@ class CalibratedMachine:
     generation: Generation
     protocol: Protocol
     innetwork: bool  # links of reducing switches at NVLS efficiency
+    #: What a channel's per-slice synchronisation leaves of the rate (``slice_rate``), all links
+    rate: float = 1.0
 
     @cached_property
     def topology(self) -> NcclTopology:
@@ -61,7 +63,8 @@ class CalibratedMachine:
         both_switch = np.array([m.is_switch(int(u)) and m.is_switch(int(v))
                                 for u, v in zip(m.link_src, m.link_dst)], dtype=bool)
         up = self.scale_up
-        efficiency = np.where(up, g.link_efficiency.value, NET_EFFICIENCY.value) * p.payload.value
+        payload = g.ll128_payload if p.name == "ll128" and g.ll128_payload is not None else p.payload
+        efficiency = np.where(up, g.link_efficiency.value, NET_EFFICIENCY.value) * payload.value * self.rate
         step = np.where(up, p.step_nvlink_us.value, p.step_net_us.value) * 1e-6
         latency = np.where(both_switch, 0.0, np.where(switch_end, step / 2, step))
         bandwidth = m.link_bandwidth * efficiency
@@ -72,7 +75,8 @@ class CalibratedMachine:
         if p.name == "ll":  # NCCL caps LL's bus bandwidth per GPU (llMaxBws): spread over its links
             bandwidth = self._capped(bandwidth, g.ll_max_busbw.value * 1e9)
         return replace(m if self.innetwork else routing_view(m), link_latency=latency, link_bandwidth=bandwidth,
-                       name=f"{m.name} [calibrated {g.name}/{p.name}{'/nvls' if self.innetwork else ''}]")
+                       name=f"{m.name} [calibrated {g.name}/{p.name}{'/nvls' if self.innetwork else ''}"
+                       f"{f' x{self.rate:.3g}' if self.rate != 1.0 else ''}]")
 
     def _capped(self, bandwidth: np.ndarray, per_npu: float) -> np.ndarray:
         m = self.physical

@@ -6,7 +6,9 @@ calibrated model (``predict``), never from this estimate.
 The topology inputs NCCL's search would find are taken from the machine: per-GPU scale-up rate
 (the sum of a GPU's in-node links at the generation's link efficiency), NIC rate per GPU (at the
 network efficiency), nodes and rails from ``nccl_topology``. CollNet (it needs a plugin) is not
-considered. The tree's static correction table and the tuner-plugin hooks are not modelled.
+considered. The tree's static correction table (``treeCorrectionFactor``) is applied as
+``ncclTopoGetAlgoTime`` does for AllReduce; its Blackwell NVLS-tree use and the tuner-plugin hooks
+are not modelled.
 """
 from __future__ import annotations
 
@@ -29,6 +31,13 @@ _PROTO_INDEX = {"ll": 0, "ll128": 1, "simple": 2}
 P2P = "p2p"
 P2P_PRODUCER = "direct"
 P2P_LL_THRESHOLD = 16384
+#: treeCorrectionFactor[protocol][log2(bytes / 64)] (tuning.cc, unchanged 2.17.1-2.30.7): NCCL's
+#: derating of a tree's bandwidth at mid sizes; 1.0 from 2^23 · 64 bytes (512 MiB) on.
+TREE_CORRECTION = {
+    "ll": (1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0, 1.0, 1.0, 1.0),
+    "ll128": (1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7, .6, .6, .6, .6, .6, .6, .8, .9, .9, .9, .9, 1.0, 1.0),
+    "simple": (.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7, .8, .9, .9),
+}
 #: llMaxBws for multi-node communicators (Intel CPU row, N2 and N4), tuning.cc.
 _LL_MAX_MULTI = (39.0, 20.4)
 
@@ -110,6 +119,10 @@ def _busbw(kind: str, a: str, p: str, v: NcclView) -> float:
     if a == "ring" and p == "ll128":
         bw *= 0.92
     if a == "tree":
+        # NCCL's search lets a tree's intra-node rate grow to twice its network rate (search.cc
+        # pass 2, "increase bwIntra for trees"), and on up to two nodes tuning.cc rates every
+        # algorithm by bwIntra: a tree sends each byte across the nodes once each way, a ring twice.
+        bw = min(v.intra_gbs, 2 * v.inter_gbs) if v.nodes == 2 else bw
         bw *= 0.92
         if p == "ll":
             bw = min(bw / 3.8, ll_max)
@@ -168,6 +181,9 @@ def estimates(kind: str, size: int, v: NcclView, algorithm: str | None = None) -
             bw = _busbw(kind, a, p, v)
             if bw <= 0:
                 continue
+            log_size = (size >> 6).bit_length() - 1
+            if a == "tree" and kind == "allreduce" and 0 <= log_size < len(TREE_CORRECTION[p]):
+                bw *= TREE_CORRECTION[p][log_size]
             lat = _latency(kind, a, p, v)
             if a == "ring" and p == "simple" and v.nodes > 1 and kind == "allreduce":
                 lat *= 1.4  # "plateau effect of ring" (ncclTopoGetAlgoTime, compute capability >= 8.0)

@@ -6,11 +6,18 @@ collective and size, NCCL's predicted algorithm, protocol, channels and chunking
 predicted time; ``best`` is the fastest schedule any producer makes, verified on the calibrated
 machine at the C its protocol's pipelining unit gives at that size.
 
-C from the size: a chunk is what one channel pipelines at once (its FIFO step or Simple slice,
-``calibration.PROTOCOLS``; channels run side by side on the same links, so the ring's unit is one
-channel's step), or for NVLS one step of all its channels (``nvlsChunkSize``, which shrinks for
-small buffers as in ``calcCollChunking``), so C = ⌈M / (N · unit)⌉, capped so that a
-verification tracks at most ``MAX_CHUNK_COPIES`` chunk copies (N²·C); a capped C is reported.
+C from the size: a chunk is what one channel moves per synchronisation (``channel_slice``): its
+protocol's unit (an LL or LL128 FIFO step, a Simple slice, ``calibration.PROTOCOLS``), or, for a
+buffer too small to fill it, the channel's share of a ring step (NCCL's ``realChunkSize`` over
+its channels and ranks, cut in two slices with Simple); for NVLS one step of all its channels
+(``nvlsChunkSize``, which shrinks for small buffers as in ``calcCollChunking``). So C =
+⌈M / (N · unit)⌉, capped so that a verification tracks at most ``MAX_CHUNK_COPIES`` chunk copies
+(N²·C); a capped C is reported. The GPU→switch→GPU hop is one NVLink transfer for NCCL (the
+switch cuts through); with chunks of one channel's share the simulated switch's store-and-forward
+costs one chunk of a step's nc, not a whole step. Each Simple slice also holds its channel for the
+generation's slice synchronisation (``slice_rate``), which the channel does not overlap with
+its copy: what bounds NCCL's ring at mid sizes, where slices are short.
+
 Time of a schedule = verified time on the calibrated machine + the per-call latency of its
 protocol (NCCL's base latency of the algorithm; NVLS's call latency for schedules that reduce in
 a switch) + the fitted launch cost.
@@ -44,6 +51,9 @@ from optcoll.producers.registry import get_synthesizer
 from optcoll.verify import verify
 
 MAX_CHUNK_COPIES = 1 << 15
+#: Slices per chunk of NCCL's Simple ring (ALLREDUCE_CHUNKSTEPS / ALLREDUCE_SLICESTEPS = 4 / 2,
+#: src/include/collectives.h, NCCL 2.18.5-2.30.7); genericOp cuts every chunk into that many.
+SLICES_PER_CHUNK = 2
 #: Producers tried for the best schedule, besides NCCL's own algorithms.
 OTHERS = ("inswitch", "rail-exchange", "direct", "multiring")
 _INNETWORK = {"nccl-nvls", "nccl-nvls-tree", "inswitch", "rail-exchange", "nccl-collnet"}
@@ -79,10 +89,11 @@ class Context:
     #: (collective, size, producer, protocol) -> its Choice, or the NotApplicable it raised
     runs: dict = field(default_factory=dict, compare=False)
 
-    def rated(self, protocol: str, innetwork: bool) -> CalibratedMachine:
-        key = (protocol, innetwork)
+    def rated(self, protocol: str, innetwork: bool, rate: float = 1.0) -> CalibratedMachine:
+        key = (protocol, innetwork, rate)
         if key not in self.calibrated:
-            self.calibrated[key] = CalibratedMachine(self.physical, self.generation, PROTOCOLS[protocol], innetwork)
+            self.calibrated[key] = CalibratedMachine(self.physical, self.generation, PROTOCOLS[protocol], innetwork,
+                                                     rate)
         return self.calibrated[key]
 
     def routing(self, innetwork: bool) -> Machine:
@@ -112,6 +123,33 @@ def pipelining_unit(algorithm: str, protocol: str, size: int, ctx: Context) -> t
     return nc, PROTOCOLS[protocol].chunk_bytes.value
 
 
+def channel_slice(algorithm: str, protocol: str, size: int, ctx: Context) -> tuple[int, float]:
+    """(channels, bytes) one channel moves per synchronisation at this size: the protocol's unit,
+    or for a buffer too small to fill it, the channel's share of a ring step (NCCL's
+    ``realChunkSize``, cut into ``SLICES_PER_CHUNK`` slices with Simple); NVLS's unit unchanged."""
+    nc, unit = pipelining_unit(algorithm, protocol, size, ctx)
+    if algorithm in ("nvls", "nvls_tree", "inswitch"):
+        return nc, unit
+    slices = SLICES_PER_CHUNK if protocol == "simple" else 1
+    return nc, float(min(unit, max(1, math.ceil(size / (ctx.physical.num_npus * nc * slices)))))
+
+
+def slice_rate(ctx: Context, protocol: str, producer: str, nc: int, unit: float) -> float:
+    """What a channel's per-slice synchronisation (``Generation.slice_sync``, Simple only) leaves of
+    the links' rate: s / (s + σ · B_ch), B_ch the channel's share of a GPU's scale-up rate."""
+    if protocol != "simple" or producer in _INNETWORK:
+        return 1.0
+    per_channel = ctx.nccl.intra_gbs * 1e9 / nc
+    return round(unit / (unit + ctx.generation.slice_sync.value * 1e-6 * per_channel), 6)
+
+
+def host_floor(generation: Generation, gpus_per_thread: int) -> float:
+    """Seconds an nccl-tests iteration takes at least when one thread drives ``gpus_per_thread``
+    GPUs (``-g``): it issues every call to each of them in turn (nccl-tests ``src/common.cu``),
+    ``Generation.host_issue`` per GPU; 0 for one GPU per thread (``mpirun -np N``)."""
+    return gpus_per_thread * generation.host_issue.value * 1e-6 if gpus_per_thread > 1 else 0.0
+
+
 def call_latency(producer: str, protocol: str) -> float:
     """Seconds a call costs besides its verified schedule: the protocol's base latency (NVLS's
     call latency for schedules that reduce in a switch) and the launch."""
@@ -137,11 +175,11 @@ def run(ctx: Context, kind: str, size: int, producer: str, algorithm: str, proto
 
 def _run(ctx: Context, kind: str, size: int, producer: str, algorithm: str, protocol: str) -> Choice:
     n = ctx.physical.num_npus
-    nc, unit = pipelining_unit(algorithm, protocol, size, ctx)
+    nc, unit = channel_slice(algorithm, protocol, size, ctx)
     want = max(1, math.ceil(size / (n * unit)))
     cap = max(1, MAX_CHUNK_COPIES // (n * n))
     chunks = min(want, cap)
-    rated = ctx.rated(protocol, producer in _INNETWORK)
+    rated = ctx.rated(protocol, producer in _INNETWORK, slice_rate(ctx, protocol, producer, nc, unit))
     collective = make_collective(kind, list(range(n)), float(size), chunks)
     instance = Instance(f"expect-{kind}-{size}", rated.machine, collective, TIME_MODEL)
     schedule = get_synthesizer(producer).run(instance, 0)

@@ -31,10 +31,17 @@ class Row:
     measured: float | None = None
     #: The fastest of what NCCL runs (``nccl_best``), when asked for (a tuner table's entry).
     tuned: Choice | None = None
+    #: The measuring harness's floor (``predict.host_floor``), seconds; 0 when none applies.
+    host_floor: float = 0.0
 
     @property
     def headroom(self) -> float:
         return self.nccl.seconds / self.best.seconds
+
+    @property
+    def predicted(self) -> float:
+        """What the measurement should show: NCCL's time, never below the harness's floor."""
+        return max(self.nccl.seconds, self.host_floor)
 
     def to_dict(self) -> dict:
         out = {"size": self.size, "bound": self.bound, "bound_name": self.bound_name,
@@ -42,6 +49,9 @@ class Row:
                "measured": self.measured}
         if self.tuned is not None:
             out["nccl_tuned"] = self.tuned.to_dict()
+        if self.host_floor:
+            out["host_floor"] = self.host_floor
+            out["predicted"] = self.predicted
         if self.measured is not None:
             out["measured_of_best"] = self.best.seconds / self.measured
             out["measured_of_bound"] = self.bound / self.measured
@@ -49,8 +59,9 @@ class Row:
 
 
 def row(ctx: Context, kind: str, size: int, algorithm: str | None = None,
-        measured: float | None = None, tuned: bool = False) -> Row:
-    """One size of ``optcoll expect``; ``tuned`` adds ``nccl_best`` (for tuner tables)."""
+        measured: float | None = None, tuned: bool = False, host_floor: float = 0.0) -> Row:
+    """One size of ``optcoll expect``; ``tuned`` adds ``nccl_best`` (for tuner tables);
+    ``host_floor`` the measuring harness's (``predict.host_floor``)."""
     bound, name = physical_bound(ctx.physical, kind, size)
     return Row(size, bound, name, best_choice(ctx, kind, size), runtime_choice(ctx, kind, size, algorithm), measured,
-               nccl_best(ctx, kind, size) if tuned else None)
+               nccl_best(ctx, kind, size) if tuned else None, host_floor)
