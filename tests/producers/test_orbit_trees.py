@@ -49,7 +49,7 @@ def test_schedules_verify_and_stay_above_every_bound(machine, chunks, occupancy)
 
 
 def test_not_applicable_with_switches_unequal_links_or_no_regular_symmetry():
-    with pytest.raises(NotApplicable, match="no switches"):
+    with pytest.raises(NotApplicable, match="every NPU of the machine a rank, and no switches"):
         ORBIT(instance(g.switch(4, 1e10, 1e-6), "allreduce"), 0)
     with pytest.raises(NotApplicable, match="one time"):
         ORBIT(instance(g.torus([2, 3], [1e10, 2e10], 1e-6), "allreduce"), 0)

@@ -49,7 +49,7 @@ def _applies(instance: Instance) -> float:
     if model.kind != "timed":
         raise NotApplicable(f"orbit-trees produces timed schedules; the instance asks for the {model.kind} model")
     if machine.num_nodes != machine.num_npus or len(coll.ranks) != machine.num_npus:
-        raise NotApplicable("orbit-trees needs every NPU a rank and no switches")
+        raise NotApplicable("orbit-trees needs every NPU of the machine a rank, and no switches")
     if model.send_ports is not None or model.recv_ports is not None or model.reduce_cost:
         raise NotApplicable("orbit-trees assumes no port limits and no reduction cost")
     timing = model.link_timing(machine, coll.chunk_bytes)
