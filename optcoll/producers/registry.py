@@ -30,6 +30,7 @@ from optcoll.producers.baselines.nccl.innetwork import collnet, nvls, nvls_tree
 from optcoll.producers.baselines.nccl.pat import pat
 from optcoll.producers.baselines.nccl.ring import nccl_ring
 from optcoll.producers.baselines.nccl.tree import nccl_tree
+from optcoll.producers.baselines.orbittrees import orbit_trees
 from optcoll.producers.baselines.railexchange import rail_exchange
 from optcoll.producers.baselines.swing import swing
 from optcoll.producers.baselines.trivance import trivance
@@ -173,13 +174,19 @@ def _runner(spec: _Spec) -> Callable[[Instance, int], Schedule]:
 _FLOW = Synthesizer("mcf", "LP-guided: multi-commodity-flow routes, list-scheduled (copied by "
                     "symmetry where the network allows); unicast collectives (AlltoAll, AlltoAllv, "
                     "Scatter, Gather, point-to-point custom)", flow.flow_schedule)
+#: Trees per representative chunk, every other chunk an image under the machine's symmetry group.
+_ORBIT = Synthesizer("orbit-trees", "direct AllReduce on a machine whose symmetries act regularly on "
+                     "the ranks and whose links take one time (tori, rings, hypercubes): per "
+                     "representative chunk a reduce in-tree and a spread out-tree in steps, the other "
+                     "chunks their images, one transfer per link orbit and step (CP-SAT, work-limited)",
+                     lambda instance, seed: orbit_trees(instance))
 SYNTHESIZERS: dict[str, Synthesizer] = {
     **{spec.name: Synthesizer(spec.name, spec.description, _runner(spec)) for spec in _SPECS},
-    _FLOW.name: _FLOW}
+    _FLOW.name: _FLOW, _ORBIT.name: _ORBIT}
 #: The collectives each synthesizer implements ("custom" = user pre/postconditions).
 IMPLEMENTS: dict[str, frozenset[str]] = {
     **{spec.name: spec.kinds for spec in _SPECS},
-    _FLOW.name: flow.KINDS}
+    _FLOW.name: flow.KINDS, _ORBIT.name: frozenset({"allreduce"})}
 #: The synthesizers whose result depends on the seed (``best_of`` runs the others once).
 RANDOMIZED = frozenset(spec.name for spec in _SPECS if spec.randomized)
 #: NCCL's own algorithms (reports show the best of them next to the optimum).

@@ -24,7 +24,10 @@ STRUCTURAL = ("power-of-two", "multi-dimensional", "every NPU of the machine",
               # Swing's pairing and Bine's butterfly
               "even size",
               # mcf's
-              "port limits")
+              "port limits",
+              # orbit-trees': the symmetry and link times it builds on, and its model's size and work
+              "links of one time", "acting regularly", "as many links out of every rank", "reduction cost",
+              "would be too large", "found no plan")
 
 
 def cases():

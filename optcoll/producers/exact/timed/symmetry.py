@@ -111,15 +111,20 @@ def fixed_point_free_group(problem: TimedProblem, grid: Grid, deadline: float | 
     return Group([relabel.lift(g) for g in generators], [relabel.lift(e) for e in elements])
 
 
-def rank_group_links(instance: Instance, clock: Clock) -> list[np.ndarray]:
-    """The link maps of ``fixed_point_free_group`` of the instance's machine as an AllGather of its
+def rank_group(instance: Instance, clock: Clock) -> list[Symmetry]:
+    """The elements of ``fixed_point_free_group`` of the instance's machine as an AllGather of its
     ranks sees it (every rank a holder: the automorphisms keep timings and the ranks), searched
-    until ``clock`` ends; what the direct AllReduce model's symmetric restriction uses."""
+    until ``clock`` ends."""
     collective = instance.collective
     allgather = make_collective("allgather", collective.ranks, collective.size_bytes, collective.chunks_per_rank)
     spread = direct_problem(Instance(instance.name, instance.machine, allgather, instance.model, instance.budget))
     grid, _ = choose_grids(spread)
-    return [s.link for s in fixed_point_free_group(spread, grid, deadline=clock.end).elements]
+    return list(fixed_point_free_group(spread, grid, deadline=clock.end).elements)
+
+
+def rank_group_links(instance: Instance, clock: Clock) -> list[np.ndarray]:
+    """The link maps of ``rank_group``: what the direct AllReduce model's symmetric restriction uses."""
+    return [s.link for s in rank_group(instance, clock)]
 
 
 def breaking_symmetries(problem: TimedProblem, grid: Grid, limit: int,
