@@ -84,10 +84,9 @@ from optcoll.bounds.demand import allreduce_set, need_counts_per_chunk
 from optcoll.bounds.families import bandwidth_levels, orderings
 from optcoll.bounds.fullness import RankSends, rank_sends, release_order_end
 from optcoll.bounds.nodes import kth_arrival
-from optcoll.bounds.paths import weighted_graph
 from optcoll.bounds.spread import spread_end, spread_links, spread_time
 from optcoll.collectives.collective import Collective
-from optcoll.graphs.shortest import distances
+from optcoll.graphs.shortest import distances, nearest
 from optcoll.instances.clock import check_current
 from optcoll.instances.instance import TimeModel
 from optcoll.machines.machine import Machine
@@ -122,10 +121,8 @@ def switch_multicast(machine: Machine) -> bool:
 
 def _distances(machine: Machine, delay: np.ndarray, sources: np.ndarray, reverse: bool = False) -> np.ndarray:
     """Per node, the least total delay from (``reverse``: to) the nearest of ``sources``."""
-    from scipy.sparse.csgraph import dijkstra  # the AllReduce bounds' graph routines: only for an AllReduce
-
-    graph = weighted_graph(machine, delay)
-    return dijkstra(graph.T if reverse else graph, directed=True, indices=sources, min_only=True)
+    src, dst = (machine.link_dst, machine.link_src) if reverse else (machine.link_src, machine.link_dst)
+    return nearest(machine.num_nodes, src, dst, delay, sources)
 
 
 def not_applied(machine: Machine, collective: Collective) -> str:

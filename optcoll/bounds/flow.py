@@ -86,7 +86,7 @@ class FlowNetwork:
     Small questions (a torus 8×8 AllGather's ratio cut: 64 max-flows on 320 edges) run an
     interpreted Dinic, so a small command need not load scipy; once that has scanned
     ``PYTHON_SCANS`` edges the rest go to scipy's compiled Dinic. Both give the same value and,
-    the minimal minimum cut being unique, the same side (tests/bounds/test_flow.py)."""
+    the minimal minimum cut being unique, the same side (tests/bounds/test_bounds_flow.py)."""
 
     def __init__(self, num_nodes: int, src: np.ndarray, dst: np.ndarray, capacity: np.ndarray):
         capacity = np.asarray(capacity, dtype=np.int64)

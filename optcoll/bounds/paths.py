@@ -10,32 +10,12 @@ search per rank and an AllReduce runs N plus one reduction, never one per chunk.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from optcoll.collectives.collective import ChunkSets
 from optcoll.graphs.shortest import distances, fewest_hops
 from optcoll.machines.machine import Machine
-
-if TYPE_CHECKING:
-    from scipy.sparse import csr_array
-
-
-def weighted_graph(machine: Machine, weights: np.ndarray) -> "csr_array":
-    """The machine as a sparse matrix keeping the cheapest of parallel links, for the bounds that
-    use scipy's graph routines.
-
-    Weights must be positive (a zero would read as "no edge" in a sparse matrix).
-    """
-    from scipy.sparse import csr_array
-
-    n = machine.num_nodes
-    order = np.lexsort((weights, machine.link_dst, machine.link_src))
-    src, dst, w = machine.link_src[order], machine.link_dst[order], weights[order]
-    first = np.ones(src.size, dtype=bool)
-    first[1:] = (src[1:] != src[:-1]) | (dst[1:] != dst[:-1])
-    return csr_array((w[first], (src[first], dst[first])), shape=(n, n))
 
 
 def holder_groups(sets: ChunkSets, chunks: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:

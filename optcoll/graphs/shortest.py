@@ -7,7 +7,7 @@ worst-case Bellman-Ford work (rows × links × nodes relaxations) stays under ``
 relaxed with numpy, row blocks at a time; a larger one loads scipy. Both give the same floats:
 each distance is the least over paths of the left-to-right sum of their lengths (float addition
 of a positive length is monotone, so Dijkstra and the fixed point of Bellman-Ford agree bit for
-bit; ``tests/graphs/test_shortest.py`` checks it).
+bit; ``tests/graphs/test_graphs_shortest.py`` checks it).
 """
 from __future__ import annotations
 
@@ -50,16 +50,34 @@ def distances(num_nodes: int, src: np.ndarray, dst: np.ndarray, length: np.ndarr
         best = np.full((sources.size, num_nodes), np.inf)
         best[np.arange(sources.size), sources] = 0.0
         return relax(best, src, dst, length)
-    from scipy.sparse import csr_array  # a large graph: Dijkstra per source is the faster
+    from scipy.sparse.csgraph import dijkstra  # a large graph: Dijkstra per source is the faster
+
+    return np.atleast_2d(dijkstra(_sparse(num_nodes, src, dst, length), directed=True, indices=sources))
+
+
+def nearest(num_nodes: int, src: np.ndarray, dst: np.ndarray, length: np.ndarray,
+            sources: np.ndarray) -> np.ndarray:
+    """Per node, the shortest distance from the nearest of ``sources`` (inf if none reaches it)."""
+    sources = np.asarray(sources, dtype=np.int64).reshape(-1)
+    if max(src.size, 1) * num_nodes <= NUMPY_WORK:
+        best = np.full((1, num_nodes), np.inf)
+        best[0, sources] = 0.0
+        return relax(best, src, dst, length)[0]
     from scipy.sparse.csgraph import dijkstra
 
+    return dijkstra(_sparse(num_nodes, src, dst, length), directed=True, indices=sources, min_only=True)
+
+
+def _sparse(num_nodes: int, src: np.ndarray, dst: np.ndarray, length: np.ndarray):
+    """The links as scipy's sparse matrix, the cheapest of parallel links kept (it would sum them)."""
+    from scipy.sparse import csr_array
+
     length = np.asarray(length, dtype=float)
-    order = np.lexsort((length, dst, src))  # the cheapest of parallel links (a sparse matrix sums them)
+    order = np.lexsort((length, dst, src))
     s, d, w = src[order], dst[order], length[order]
     first = np.ones(s.size, dtype=bool)
     first[1:] = (s[1:] != s[:-1]) | (d[1:] != d[:-1])
-    graph = csr_array((w[first], (s[first], d[first])), shape=(num_nodes, num_nodes))
-    return np.atleast_2d(dijkstra(graph, directed=True, indices=sources))
+    return csr_array((w[first], (s[first], d[first])), shape=(num_nodes, num_nodes))
 
 
 def fewest_hops(num_nodes: int, src: np.ndarray, dst: np.ndarray, length: np.ndarray, source: int,

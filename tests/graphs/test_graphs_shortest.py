@@ -1,5 +1,5 @@
-"""Shortest distances in numpy (Bellman-Ford) and scipy's Dijkstra give the same floats, bit for
-bit, and the fewest hops on a shortest path match a breadth-first search of the tight links."""
+"""Shortest distances (from each source, or from the nearest) in numpy (Bellman-Ford) and
+scipy's Dijkstra give the same floats, bit for bit, and the fewest hops on a shortest path match a breadth-first search of the tight links."""
 from __future__ import annotations
 
 import numpy as np
@@ -12,12 +12,13 @@ from scipy.sparse.csgraph import dijkstra
 from optcoll.graphs import shortest
 
 
-def _scipy(n, src, dst, length, sources):
+def _scipy(n, src, dst, length, sources, **options):
     order = np.lexsort((length, dst, src))
     s, d, w = src[order], dst[order], length[order]
     first = np.ones(s.size, dtype=bool)
     first[1:] = (s[1:] != s[:-1]) | (d[1:] != d[:-1])
-    return dijkstra(csr_array((w[first], (s[first], d[first])), shape=(n, n)), directed=True, indices=sources)
+    return dijkstra(csr_array((w[first], (s[first], d[first])), shape=(n, n)), directed=True, indices=sources,
+                    **options)
 
 
 @settings(max_examples=80, deadline=None, derandomize=True)
@@ -33,6 +34,11 @@ def test_numpy_and_scipy_distances_are_the_same_floats(seed, n, links):
         scipy_side = shortest.distances(n, src, dst, length, sources)
     reference = _scipy(n, src, dst, length, sources)
     assert np.array_equal(numpy_side, reference) and np.array_equal(scipy_side, reference)
+    closest = _scipy(n, src, dst, length, sources, min_only=True)
+    assert np.array_equal(shortest.nearest(n, src, dst, length, sources), closest)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(shortest, "NUMPY_WORK", 0)
+        assert np.array_equal(shortest.nearest(n, src, dst, length, sources), closest)
 
 
 def test_fewest_hops_takes_the_shortest_path_with_the_fewest_links():
