@@ -58,6 +58,7 @@ def test_a_dgx1_step_question_loads_nothing_it_does_not_use(tmp_path, args):
     assert "optcoll.producers.exact.timed.solve" not in modules  # the timed solver: not asked
     assert not any(m == "multiprocessing" or m.startswith(("optcoll.sweeps.runner", "optcoll.sweeps.cache"))
                    for m in modules)  # the progress switch only (optcoll.sweeps loads its names lazily)
+    assert "tomli_w" not in modules  # writing TOML: not asked
 
 
 def test_a_question_the_heuristics_settle_loads_no_solver_and_no_scipy(tmp_path):
