@@ -131,11 +131,12 @@ class FlowNetwork:
             level[s] = 0
             queue = [s]
             for u in queue:
-                scans += len(out[u])
-                for e in out[u]:
+                edges, up = out[u], level[u] + 1
+                scans += len(edges)
+                for e in edges:
                     v = head[e]
                     if cap[e] and level[v] < 0:
-                        level[v] = level[u] + 1
+                        level[v] = up
                         queue.append(v)
             if level[t] < 0:
                 break
@@ -152,14 +153,18 @@ class FlowNetwork:
                     path.clear()
                     u = s
                     continue
-                edges, i = out[u], arc[u]
-                while i < len(edges) and not (cap[edges[i]] and level[head[edges[i]]] == level[u] + 1):
+                edges, i, up = out[u], arc[u], level[u] + 1
+                m = len(edges)
+                while i < m:
+                    e = edges[i]
+                    if cap[e] and level[head[e]] == up:
+                        break
                     i += 1
                 scans += i - arc[u] + 1
                 arc[u] = i
-                if i < len(edges):
-                    path.append(edges[i])
-                    u = head[edges[i]]
+                if i < m:
+                    path.append(e)
+                    u = head[e]
                 elif u == s:
                     break
                 else:  # a dead end: back up and skip the arc that led here
