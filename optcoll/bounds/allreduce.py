@@ -104,8 +104,6 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.sparse import coo_matrix
-from scipy.sparse.csgraph import connected_components, dijkstra, shortest_path
 
 from optcoll.bounds.bound import Bound, describe_nodes
 from optcoll.bounds.crossings import CrossingLinks, several_crossings_end
@@ -114,10 +112,10 @@ from optcoll.bounds.demand import allreduce_set, need_counts_per_chunk
 from optcoll.bounds.families import bandwidth_levels, orderings
 from optcoll.bounds.fullness import RankSends, rank_sends, release_order_end
 from optcoll.bounds.nodes import kth_arrival
-from optcoll.bounds.paths import weighted_graph
 from optcoll.bounds.release import late_ingress
 from optcoll.bounds.spread import spread_end, spread_links, spread_time
 from optcoll.collectives.collective import Collective
+from optcoll.graphs.shortest import distances, nearest
 from optcoll.instances.clock import check_current
 from optcoll.instances.instance import TimeModel
 from optcoll.machines.machine import Machine
@@ -152,8 +150,8 @@ def switch_multicast(machine: Machine) -> bool:
 
 def _distances(machine: Machine, delay: np.ndarray, sources: np.ndarray, reverse: bool = False) -> np.ndarray:
     """Per node, the least total delay from (``reverse``: to) the nearest of ``sources``."""
-    graph = weighted_graph(machine, delay)
-    return dijkstra(graph.T if reverse else graph, directed=True, indices=sources, min_only=True)
+    src, dst = (machine.link_dst, machine.link_src) if reverse else (machine.link_src, machine.link_dst)
+    return nearest(machine.num_nodes, src, dst, delay, sources)
 
 
 def not_applied(machine: Machine, collective: Collective) -> str:
@@ -305,7 +303,8 @@ def _cut_bound(machine: Machine, members: np.ndarray, k: int, b: float, cuts: li
     is_member = np.zeros(machine.num_nodes, dtype=bool)
     is_member[members] = True
     pairs = machine.num_nodes <= PAIR_MAX_NODES
-    dist = shortest_path(weighted_graph(machine, delay), method="D", directed=True) if pairs else None
+    dist = (distances(machine.num_nodes, machine.link_src, machine.link_dst, delay, np.arange(machine.num_nodes))
+            if pairs else None)
     best: tuple[float, np.ndarray | None, bool, str] = (-1.0, None, False, "")
     for inside, way_in in _splitting_sides(cuts, is_member):
         tail_side = ~inside if way_in else inside
@@ -650,6 +649,9 @@ def region_partitions(machine: Machine, members: np.ndarray) -> Iterator[np.ndar
     combines = np.arange(nodes) < machine.num_npus
     combines[machine.num_npus:] = [s.reduce for s in machine.switches]
     seen: set[bytes] = set()
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components
+
     for threshold in bandwidth_levels(np.unique(machine.link_bandwidth)[:-1]):
         fast = machine.link_bandwidth > threshold
         graph = coo_matrix((np.ones(int(fast.sum())), (machine.link_src[fast], machine.link_dst[fast])),

@@ -26,14 +26,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 import numpy as np
-import scipy.sparse as sp
-from scipy.sparse.csgraph import dijkstra
 
 from optcoll.collectives.collective import Collective
 from optcoll.instances.instance import TimeModel
 from optcoll.machines.machine import Machine
+
+if TYPE_CHECKING:
+    import scipy.sparse as sp
 
 
 @dataclass(frozen=True, eq=False)
@@ -171,6 +173,8 @@ class LinkWindows:
 def simple_graph(machine: Machine, weight: np.ndarray, reverse: bool = False) -> sp.csr_matrix:
     """The machine as a csr matrix with the least weight over parallel links; zero weights stay
     edges (scipy's shortest paths treat explicit zeros as edges)."""
+    import scipy.sparse as sp  # the flow bounds' graphs: loaded when a unicast collective needs them
+
     n = machine.num_nodes
     src, dst = (machine.link_dst, machine.link_src) if reverse else (machine.link_src, machine.link_dst)
     key = src.astype(np.int64) * n + dst
@@ -183,6 +187,8 @@ def simple_graph(machine: Machine, weight: np.ndarray, reverse: bool = False) ->
 
 def link_windows(machine: Machine, demand: Commodities, model: TimeModel) -> LinkWindows:
     """L_e and the byte costs w of the module docstring."""
+    from scipy.sparse.csgraph import dijkstra
+
     timing = model.link_timing(machine, demand.smallest)
     delay = timing.delay
     ahead = dijkstra(simple_graph(machine, delay), indices=demand.holders, min_only=True)
@@ -205,6 +211,8 @@ def _own_windows(machine: Machine, demand: Commodities, model: TimeModel) -> np.
     """a_ke + z_ke per commodity and link, with each pair's smallest chunk: a path's delay at b
     bytes is Σα + b·Σ1/B ≥ (least Σα) + b·(least Σ1/B), so distances by latency and by inverse
     bandwidth bound every chunk's own delay from below."""
+    from scipy.sparse.csgraph import dijkstra
+
     zero = model.link_timing(machine, 0.0).delay
     per_byte = model.link_timing(machine, 1.0).delay - zero
     graphs = [simple_graph(machine, weight) for weight in (zero, per_byte)]

@@ -117,7 +117,7 @@ def max_ratio_cut(machine: Machine, weights: np.ndarray, sinks: np.ndarray,
             clean += 1
             continue
         # A flow short of q·w(V) means some S ∌ d has q·w(S) − p·B⁺(S) > 0: a larger ratio.
-        best_mask = network.source_side(result, sigma)[:n]
+        best_mask = result.side[:n]
         best = cut_of(best_mask)
         flows += network.runs
         network, clean = None, 0

@@ -26,14 +26,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.sparse import csr_array
-from scipy.sparse.csgraph import connected_components, shortest_path
 
 from optcoll.bounds.bound import Bound, describe_nodes
 from optcoll.bounds.families import bandwidth_levels
-from optcoll.bounds.paths import holder_groups, weighted_graph
+from optcoll.bounds.paths import holder_groups
 from optcoll.bounds.release import kth_arrivals, late_ingress
 from optcoll.collectives.collective import ChunkSets, Collective
+from optcoll.graphs.shortest import distances
 from optcoll.instances.instance import TimeModel
 from optcoll.machines.machine import Machine
 from optcoll.units import format_bandwidth, format_time
@@ -73,8 +72,14 @@ def _spread(machine: Machine, collective: Collective) -> _Spread | None:
 def _groups(machine: Machine) -> list[tuple[float, np.ndarray]]:
     """(bandwidth level, component label per node) for each level but the slowest (at most
     ``families.BANDWIDTH_LEVELS`` of them)."""
+    levels = bandwidth_levels(np.unique(machine.link_bandwidth)[1:]).tolist()
+    if not levels:
+        return []
+    from scipy.sparse import csr_array  # only a machine with several bandwidth levels has groups
+    from scipy.sparse.csgraph import connected_components
+
     n, found = machine.num_nodes, []
-    for level in bandwidth_levels(np.unique(machine.link_bandwidth)[1:]).tolist():
+    for level in levels:
         fast = machine.link_bandwidth >= level
         graph = csr_array((np.ones(int(fast.sum())), (machine.link_src[fast], machine.link_dst[fast])), shape=(n, n))
         _, labels = connected_components(graph, directed=False)
@@ -139,7 +144,7 @@ def entry_bound(machine: Machine, collective: Collective, model: TimeModel) -> B
     m = sp.machine
     timing = model.link_timing(m, collective.chunk_bytes)
     delay, busy = timing.delay, timing.busy
-    dist = shortest_path(weighted_graph(m, delay), method="D", directed=True)
+    dist = distances(m.num_nodes, m.link_src, m.link_dst, delay, np.arange(m.num_nodes))
     chunks = np.unique(sp.need_chunk)
     group_of, members = holder_groups(sp.holders, chunks)
     group = np.full(collective.num_chunks, -1, dtype=np.int64)

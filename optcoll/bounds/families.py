@@ -12,9 +12,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.linalg import eigh
-from scipy.sparse import csr_array
-from scipy.sparse.csgraph import shortest_path
 
 from optcoll.bounds.demand import egress_counts, ingress_counts
 from optcoll.collectives.collective import Collective
@@ -37,6 +34,10 @@ def bandwidth_levels(levels: np.ndarray, most: int = BANDWIDTH_LEVELS) -> np.nda
 
 def orderings(machine: Machine) -> list[tuple[str, np.ndarray]]:
     """(name, node order) pairs; ties broken by node id so results are deterministic."""
+    from scipy.linalg import eigh  # the cut families only: loaded when a cut bound is asked
+    from scipy.sparse import csr_array
+    from scipy.sparse.csgraph import shortest_path
+
     n = machine.num_nodes
     ids = np.arange(n)
     sym = csr_array((machine.link_bandwidth / machine.link_bandwidth.max(),

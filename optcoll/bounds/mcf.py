@@ -34,9 +34,9 @@ import math
 from dataclasses import dataclass
 from functools import lru_cache
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import scipy.sparse as sp
-from scipy.sparse.csgraph import dijkstra
 
 from optcoll.bounds.bound import Bound
 from optcoll.bounds.commodities import (Commodities, LinkWindows, link_windows, simple_graph,
@@ -48,6 +48,9 @@ from optcoll.instances.instance import TimeModel
 from optcoll.machines.automorphisms import SymmetryGroup, semiregular_group, trivial_group
 from optcoll.machines.machine import Machine
 from optcoll.units import format_time
+
+if TYPE_CHECKING:
+    import scipy.sparse as sp
 
 #: The certified value is lowered by this relative amount, far above the rounding of its
 #: float arithmetic and far below any gap that matters (truth meets within 1e-9).
@@ -122,6 +125,8 @@ class _Model:
 def _model(machine: Machine, demand: Commodities, windows: LinkWindows, group: SymmetryGroup,
            modelled: np.ndarray) -> _Model:
     """The (possibly symmetry-reduced) LP of the module docstring."""
+    import scipy.sparse as sp  # loaded by the flow LP only: most commands never build it
+
     n, links, k = machine.num_nodes, machine.num_links, modelled.size
     unit_bytes, unit_time = _scales(demand, windows)
     orbit = group.link_orbit
@@ -231,6 +236,8 @@ def certify(machine: Machine, demand: Commodities, windows: LinkWindows, prices:
 def _priced_pairs(machine: Machine, demand: Commodities, members: np.ndarray, cost: np.ndarray,
                   reverse: bool) -> float:
     """Σ over the pairs ``members`` of bytes × their least path cost under ``cost``."""
+    from scipy.sparse.csgraph import dijkstra
+
     graph = simple_graph(machine, cost, reverse=reverse)
     ends, far = ((demand.pair_dst[members], demand.pair_src[members]) if reverse
                  else (demand.pair_src[members], demand.pair_dst[members]))
@@ -363,6 +370,8 @@ def relay_flow(solution: FlowSolution, machine: Machine, side: str, *, threads: 
     alone lets a list schedule keep the bottleneck links busy back to back, a mix makes their
     arrivals collide (7 % above the bound on dgxh100-rail-16x8 AlltoAll, 0 % relaying early).
     None when no link has slack or the re-solve does not finish optimal."""
+    from scipy.sparse.csgraph import dijkstra
+
     slack = _slack_links(solution)
     if not slack.any():
         return None

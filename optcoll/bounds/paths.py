@@ -3,32 +3,19 @@
 Each hop over link e costs τ_e = α_e + b/B_e (the chunk cannot be forwarded before it has fully
 arrived), so the delivery time of a (chunk, destination) pair is at least the τ-weighted distance
 from the nearest holder (non-combining) or from the farthest contributor (combining).
-Chunks are grouped by their holder set, so an AllGather over 1024 ranks runs one Dijkstra per
-rank and an AllReduce runs N Dijkstras plus one reduction, never one per chunk.
+Chunks are grouped by their holder set, so an AllGather over 1024 ranks runs one shortest-path
+search per rank and an AllReduce runs N plus one reduction, never one per chunk. The searches are
+``optcoll.graphs.shortest``'s (numpy on small machines: a small command need not load scipy).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.sparse import csr_array
-from scipy.sparse.csgraph import shortest_path
 
 from optcoll.collectives.collective import ChunkSets
+from optcoll.graphs.shortest import distances, fewest_hops
 from optcoll.machines.machine import Machine
-
-
-def weighted_graph(machine: Machine, weights: np.ndarray) -> csr_array:
-    """The machine as a sparse matrix keeping the cheapest of parallel links.
-
-    Weights must be positive (a zero would read as "no edge" in a sparse matrix).
-    """
-    n = machine.num_nodes
-    order = np.lexsort((weights, machine.link_dst, machine.link_src))
-    src, dst, w = machine.link_src[order], machine.link_dst[order], weights[order]
-    first = np.ones(src.size, dtype=bool)
-    first[1:] = (src[1:] != src[:-1]) | (dst[1:] != dst[:-1])
-    return csr_array((w[first], (src[first], dst[first])), shape=(n, n))
 
 
 def holder_groups(sets: ChunkSets, chunks: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
@@ -69,8 +56,8 @@ def pair_distances(machine: Machine, sets: ChunkSets, chunk: np.ndarray, dest: n
     sources = np.unique(np.concatenate(members))
     row = np.full(machine.num_nodes, -1, dtype=np.int64)
     row[sources] = np.arange(sources.size)
-    graph = weighted_graph(machine, weights)
-    dist = shortest_path(graph, method="D", directed=True, unweighted=unweighted, indices=sources)
+    lengths = np.ones(machine.num_links) if unweighted else weights
+    dist = distances(machine.num_nodes, machine.link_src, machine.link_dst, lengths, sources)
     reduce = np.argmax if farthest else np.argmin
     best = np.empty((len(members), machine.num_nodes), dtype=np.int64)  # winning holder per dest
     for g, holders in enumerate(members):
@@ -80,10 +67,6 @@ def pair_distances(machine: Machine, sets: ChunkSets, chunk: np.ndarray, dest: n
 
 
 def path_hops(machine: Machine, weights: np.ndarray, source: int, dest: int) -> int:
-    """Hops on one shortest ``weights`` path source → dest (for witness sentences)."""
-    _, pred = shortest_path(weighted_graph(machine, weights), method="D", directed=True,
-                            indices=source, return_predecessors=True)
-    hops, v = 0, dest
-    while v != source and v >= 0:
-        v, hops = int(pred[v]), hops + 1
-    return hops
+    """The fewest hops on a shortest ``weights`` path source → dest (for witness sentences)."""
+    dist = distances(machine.num_nodes, machine.link_src, machine.link_dst, weights, np.array([source]))[0]
+    return int(fewest_hops(machine.num_nodes, machine.link_src, machine.link_dst, weights, source, dist)[dest])

@@ -77,7 +77,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import tomli_w
 
 from optcoll.errors import InputError
 from optcoll.inputfiles import join, kind_of, known_keys, read_toml
@@ -593,4 +592,6 @@ def machine_to_dict(machine: Machine) -> dict[str, Any]:
 
 
 def machine_to_toml(machine: Machine) -> str:
+    import tomli_w  # writing TOML: only here, not for every command that reads a machine
+
     return tomli_w.dumps(machine_to_dict(machine))

@@ -2,7 +2,9 @@
 solver's greedy start (numba), nor a graph library (networkx), nor scipy's LP (scipy.optimize:
 the rounds bound's LP goes through OR-Tools), nor pandas (OR-Tools' cp_model module) nor z3 when
 CP-SAT is asked; a question the heuristics settle loads no solver and no scipy at all; a small
-synthesis runs the interpreted greedy (no numba); ``--help`` needs no numerical library at all.
+synthesis runs the interpreted greedy (no numba) and bounds it without scipy (numpy shortest
+paths, the interpreted max-flow); no ``solve`` loads the sweep runner (multiprocessing) to decide
+whether to show progress; ``--help`` needs no numerical library at all.
 Checked on ``sys.modules`` of a fresh interpreter after the command ran: behaviour, not wall
 clock."""
 from __future__ import annotations
@@ -54,6 +56,9 @@ def test_a_dgx1_step_question_loads_nothing_it_does_not_use(tmp_path, args):
     assert answer["status"] == "optimal" and answer["steps"] == 2
     assert heavy(modules) == []
     assert "optcoll.producers.exact.timed.solve" not in modules  # the timed solver: not asked
+    assert not any(m == "multiprocessing" or m.startswith(("optcoll.sweeps.runner", "optcoll.sweeps.cache"))
+                   for m in modules)  # the progress switch only (optcoll.sweeps loads its names lazily)
+    assert "tomli_w" not in modules  # writing TOML: not asked
 
 
 def test_a_question_the_heuristics_settle_loads_no_solver_and_no_scipy(tmp_path):
@@ -64,37 +69,41 @@ def test_a_question_the_heuristics_settle_loads_no_solver_and_no_scipy(tmp_path)
     assert not any(m == "scipy" or m.startswith(("scipy.", "ortools.sat", "ortools.math_opt")) for m in modules)
 
 
-def test_a_small_allreduce_least_steps_loads_neither_pandas_nor_scipy(tmp_path):
-    """Ring(4) whole-buffer AllReduce: the direct model's CP-SAT model is built without cp_model
-    (pandas) and the hop bound settles where to start (the analytic bounds, scipy, not needed)."""
+def test_a_small_allreduce_least_steps_loads_no_solver_and_no_scipy(tmp_path):
+    """Ring(4) whole-buffer AllReduce: recursive doubling takes the hop bound's 2 steps, so no
+    CP-SAT question is asked (nor the analytic bounds, scipy, needed)."""
     path = tmp_path / "ring4-ar.toml"
     path.write_text('[instance]\nmachine = "ring4"\ncollective = "custom"\n[custom]\npre = [[0, 1, 2, 3]]\n'
                     'post = [[0, 1, 2, 3]]\nchunk_size = "1 kB"\ncombining = true\n[model]\nkind = "step"\n')
     output, modules = loaded_by(tmp_path, "solve", str(path), "--least-steps", "--no-progress", "--json")
     answer = json.loads(output)
     assert answer["status"] == "optimal" and answer["steps"] == 2
-    assert "ortools.sat.python.cp_model_helper" in modules  # CP-SAT did prove S = 1 infeasible
+    assert "ortools.sat.python.cp_model_helper" not in modules
     assert heavy(modules) == [] and "scipy" not in modules
 
 
-def test_a_small_synthesis_runs_the_interpreted_greedy(tmp_path):
-    """torus 8×8 AllGather: 4,032 deliveries, below the kernel's threshold: no numba."""
+def test_a_small_synthesis_runs_the_interpreted_greedy_and_bounds_it_without_scipy(tmp_path):
+    """torus 8×8 AllGather: 4,032 deliveries, below the kernel's threshold: no numba; its bounds
+    (latency, ingress, egress, the ratio cut's 64 max-flows) in numpy and Python: no scipy."""
     path = tmp_path / "torus8.toml"
     path.write_text('[instance]\nmachine = "torus8x8"\ncollective = "allgather"\nsize = "1 GiB"\n')
     output, modules = loaded_by(tmp_path, "synth", str(path), "--json")
-    assert json.loads(output)["status"] in ("heuristic", "optimal")
-    assert heavy(modules) == []
+    answer = json.loads(output)
+    assert answer["status"] in ("heuristic", "optimal") and answer["lower_bound_source"] == "ingress"
+    assert heavy(modules) == [] and "scipy" not in modules
 
 
 def test_a_question_with_the_flow_floor_loads_no_scipy(tmp_path):
-    """Ring(8) AlltoAll least steps: the flow LP is built (numpy triplets to OR-Tools' MathOpt),
-    then CP-SAT answers; scipy is never needed."""
+    """Ring(8) AlltoAll least steps: the flow LP is built (numpy triplets to OR-Tools' MathOpt)
+    and raises the floor to the rebalanced trees' 8 steps, so no CP-SAT question is asked;
+    scipy is never needed."""
     path = tmp_path / "ring8-a2a.toml"
     path.write_text('[instance]\nmachine = "ring8"\ncollective = "alltoall"\nsize = "8 MiB"\n[model]\nkind = "step"\n')
     output, modules = loaded_by(tmp_path, "solve", str(path), "--least-steps", "--no-progress", "--json")
     answer = json.loads(output)
     assert answer["status"] == "optimal" and answer["steps"] == 8
     assert "ortools.math_opt.core.python.solver" in modules and heavy(modules) == [] and "scipy" not in modules
+    assert "ortools.sat.python.cp_model_helper" not in modules
 
 
 def test_the_dgx1_front_loads_cpsat_without_pandas(tmp_path):

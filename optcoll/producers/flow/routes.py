@@ -14,8 +14,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import scipy.sparse as sp
-from scipy.sparse.csgraph import breadth_first_order, dijkstra
 
 from optcoll.bounds.commodities import simple_graph
 from optcoll.bounds.mcf import FlowSolution
@@ -125,6 +123,9 @@ def _on_shortest(dist_from: np.ndarray, weight: np.ndarray, dist_to: np.ndarray,
 def _through(machine: Machine, links: np.ndarray, start: int, end: int) -> set[int]:
     """The links of the mask ``links`` on some path from ``start`` to ``end`` inside it. (A link
     on a shortest path by delay and on a cheapest one by price may lead where no path is both.)"""
+    import scipy.sparse as sp  # the LP-guided producer's graphs: loaded when it runs
+    from scipy.sparse.csgraph import breadth_first_order
+
     ids = np.flatnonzero(links)
     src, dst = machine.link_src[ids], machine.link_dst[ids]
     graph = sp.csr_matrix((np.ones(ids.size), (src, dst)), shape=(machine.num_nodes,) * 2)
@@ -169,6 +170,8 @@ def routes(machine: Machine, solution: FlowSolution, flows: np.ndarray, delay: n
     reversed machine, where they flow out of their destination, and turned around. Parallel
     links are lanes: a route that takes one may take any.
     """
+    from scipy.sparse.csgraph import dijkstra
+
     demand = solution.demand
     reverse = demand.by == "destination"
     oriented = machine.reversed() if reverse else machine

@@ -30,6 +30,7 @@ import numpy as np
 
 from optcoll.bounds.demand import allreduce_set, need_counts_per_chunk
 from optcoll.collectives.collective import Collective
+from optcoll.graphs.shortest import relax
 from optcoll.instances.instance import Instance
 from optcoll.machines.machine import Machine
 from optcoll.producers.base import NotApplicable
@@ -113,25 +114,10 @@ class DirectProblem:
 
     def _fewest_epochs(self, start: np.ndarray, reverse: bool = False) -> np.ndarray:
         """Per row of ``start`` (epochs already taken per stateful node, ``inf`` where the row's
-        data is not): the fewest epochs before it can be at each node, by relaxing every route
-        until nothing improves (Bellman-Ford; rows in blocks, so the work array stays near 2^22
-        entries however many members; numpy alone, so that small solves start without scipy)."""
+        data is not): the fewest epochs before it can be at each node, over shortest route paths
+        (``graphs.shortest.relax``: numpy alone, so that small solves start without scipy)."""
         src, dst, delay = self._least_routes(reverse)
-        best = start.astype(float)
-        if not src.size:
-            return best
-        heads = np.flatnonzero(np.r_[True, dst[1:] != dst[:-1]])
-        into = dst[heads]
-        block = max(1, (1 << 22) // src.size)
-        for first in range(0, best.shape[0], block):
-            rows = best[first:first + block]
-            while True:
-                arriving = np.minimum.reduceat(rows[:, src] + delay, heads, axis=1)
-                improved = arriving < rows[:, into]
-                if not improved.any():
-                    break
-                rows[:, into] = np.minimum(rows[:, into], arriving)
-        return best
+        return relax(start.astype(float), src, dst, delay)
 
     def reach(self) -> np.ndarray:
         """(contributor, stateful node): the fewest epochs before the contributor's data can be

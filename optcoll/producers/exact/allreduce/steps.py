@@ -5,7 +5,8 @@ sum, the receiver reduces it into its own or (``combining = "copy-or-reduce"``, 
 replaces its own with it, and every contribution is counted exactly once; this is the direct model
 (``encoding``) on a step grid. The search asks S = L, L+1, ... until a schedule exists, L the hop
 latency (and, once S = L is refuted, the analytic bounds in steps), so every S below the answer
-is proven infeasible. Without plain switches the step grid is the
+is proven infeasible; where recursive doubling already takes L steps (Ring(4), hypercubes) it is
+the answer and no solver is asked (doubling.py). Without plain switches the step grid is the
 step model itself (sends in step s see exactly the deliveries of steps before s), so the answer
 is the least S; with plain switches the model forwards every arrival in the next step, and the
 answer is the least S of those schedules only (its status says "feasible").
@@ -33,12 +34,14 @@ from dataclasses import dataclass, field
 from optcoll.instances.clock import Clock
 from optcoll.instances.instance import Instance
 from optcoll.producers.exact.allreduce import encoding
+from optcoll.producers.exact.allreduce.doubling import recursive_doubling
 from optcoll.producers.exact.allreduce.problem import DirectProblem, step_problem
 from optcoll.producers.exact.allreduce.solve import TooSlowToBuild, solve
 from optcoll.producers.exact.allreduce.transfers import RouteTransfers, to_schedule
 from optcoll.producers.exact.memory import ModelTooLarge
 from optcoll.producers.exact.toolkit import solver_version
 from optcoll.results.outcome import Progress, SolverOutcome
+from optcoll.verify import verify
 
 
 def least_steps(instance: Instance, *, steps: int | None, clock: Clock,
@@ -55,6 +58,8 @@ def least_steps(instance: Instance, *, steps: int | None, clock: Clock,
                      [f"steps from {first}: the farthest contribution ({hops} step(s))"])
     params = {**clock.limits(), "objective": "steps",
               "steps_limit": steps, "family": "direct", "restrictions": list(problem.restrictions)}
+    if steps is None:
+        search.found = _doubling_at_floor(instance, problem, first, search.notes)
     search.run()
     params.update(clock.work_params())
     if clock.interrupted:
@@ -172,6 +177,19 @@ def _outcome(search: _Search, params: dict) -> SolverOutcome:
     bound = None if never else proven * per_step if exact else search.first * per_step
     return SolverOutcome(status, schedule, bound, source, "step", "cpsat", solver_version("cpsat"),
                          time.perf_counter() - search.began, None, params, tuple(search.trace), tuple(search.notes))
+
+
+def _doubling_at_floor(instance: Instance, problem: DirectProblem, first: int, notes: list[str]
+                       ) -> RouteTransfers | None:
+    """Recursive doubling (doubling.py) when it takes no more than the hop bound's ``first`` steps
+    and the shared verifier accepts it in the instance's model: then no S needs asking."""
+    found = recursive_doubling(problem)
+    if found is None or found.makespan(problem) > first:
+        return None
+    if not verify(problem.machine, problem.collective, to_schedule(problem, found), instance.model).valid:
+        return None
+    notes.append(f"S = {first}: recursive doubling meets the hop bound (no solver question)")
+    return found
 
 
 def ceiling(problem: DirectProblem) -> int:

@@ -13,8 +13,8 @@ ends, and every S it skipped is covered by the final proof.
 it. Since R ≥ S, no S at or beyond the best R so far can beat it, which makes it terminate.
 
 ``least_steps``: SCCL's least steps, every step one round (R = S), from the larger of the latency
-and rounds bounds up to the better of the two one-round-per-step heuristics (greedy.py: fixed
-trees, rarest first), which makes it terminate. No hint: the only schedules with R = S are
+and rounds bounds up to the best of the one-round-per-step heuristics (greedy.py: fixed trees,
+rarest first, rebalanced trees), which makes it terminate. No hint: the only schedules with R = S are
 answers, and the greedy's routes stretched to S (more rounds than S allows) measured slower as a
 hint (torus 4×4 C = 2: 20 s against 2.9 s).
 
@@ -137,7 +137,8 @@ class Search:
         S = first
         try:
             start = greedy_solution(p)
-            unit = stretched(p, one_round_per_step(p), first)  # tried first
+            floor = max(p.latency_bound, self.rounds_floor)
+            unit = stretched(p, one_round_per_step(p, floor), first)  # tried first
             if unit.steps <= last and unit.total_rounds <= cap:
                 best, best_cost = unit, p.cost(unit.steps, unit.total_rounds)
             while S <= last:
@@ -241,7 +242,7 @@ class Search:
         best: StepSolution | None = None
         unit: StepSolution | None = None
         try:
-            unit = one_round_per_step(p)
+            unit = one_round_per_step(p, first)
             if first < unit.steps:  # a question is due: first the flow floor, which may settle it
                 first = max(first, self.tighten())
             last = steps if steps is not None else max(first, unit.steps)

@@ -12,8 +12,9 @@ formulation, so the rules are stated once:
 * hints: a complete assignment in ``model.hint`` is passed to every backend (MathOpt takes it
   for HiGHS too; OR-Tools' older pywraplp crashed inside HiGHS when given one);
 * ``interleave``: with one thread, CP-SAT runs its portfolio of strategies interleaved on it.
-  Model-specific tuning, asked for by the step model (it then finds DGX-1's (S=3, R=7, C=6)
-  schedule in about a second instead of about 25); the timed model does not (its symmetric
+  Model-specific tuning, asked for by the step model where a question lets R exceed S (it then
+  finds DGX-1's (S=3, R=7, C=6) schedule in about a second instead of about 25; one round per
+  step is faster without, step/backends.py); the timed model does not (its symmetric
   restriction of a hypercube4 AlltoAll is solved in 7 s without, not in 60 s with it);
 * one version string per solver, e.g. "OR-Tools 9.15.6755 CP-SAT".
 """

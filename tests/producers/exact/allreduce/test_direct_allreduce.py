@@ -225,3 +225,30 @@ def test_a_work_limit_makes_the_allreduce_solve_repeatable():
     assert first.schedule is not None and second.schedule is not None
     assert verify(inst.machine, inst.collective, first.schedule).time == verify(
         inst.machine, inst.collective, second.schedule).time
+
+
+@pytest.mark.parametrize("combining", ["copy-or-reduce", "reduce-only"])
+@pytest.mark.parametrize("machine, least, asks", [
+    (G.ring(4, 1e9, 1e-6), 2, False), (G.hypercube(3, 1e9, 1e-6), 3, False), (G.ring(8, 1e9, 1e-6), 4, True)],
+    ids=["ring4", "hypercube3", "ring8"])
+def test_recursive_doubling_at_the_hop_bound_is_the_answer_without_a_solver(machine, least, asks, combining,
+                                                                            monkeypatch):
+    """One chunk: recursive doubling (on the ring of 4 in Gray-code order) takes the hop bound's
+    steps on Ring(4) and the hypercube, so it is the answer, under either rule, and CP-SAT is never
+    asked; on Ring(8) partners are not neighbours and the search asks as before."""
+    import optcoll.producers.exact.allreduce.steps as least_steps
+
+    n = machine.num_npus
+    coll = make_custom(range(n), [list(range(n))], [list(range(n))], 2.0**20, combining=True)
+    model = TimeModel(kind="step", combining=combining)
+    inst = Instance(f"{machine.name}-wb1", machine, coll, model, PROOF)
+    asked: list[int] = []
+    real = least_steps.solve
+    monkeypatch.setattr(least_steps, "solve",
+                        lambda problem, lo, hi, *rest: asked.append(lo) or real(problem, lo, hi, *rest))
+    out = solve_step(inst, objective="steps", budget=PROOF)
+    if combining == "reduce-only" and asks:
+        assert out.status == "infeasible"  # Ring(8) under SCCL's rules: no schedule at any S
+        return
+    assert out.status == "optimal" and out.params["S"] == least and bool(asked) == asks
+    assert verify(machine, coll, out.schedule, model).valid

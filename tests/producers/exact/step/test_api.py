@@ -203,3 +203,24 @@ def test_a_front_cut_short_says_by_what():
     late = pareto_front(inst, 6, budget=proof_budget(work=0.01))
     assert not late.complete and late.stopped.startswith("the work limit (0.01) at S = ")
     assert all(not point.bandwidth_optimal for point in late.points)
+
+
+def test_one_thread_interleaves_cpsat_only_where_r_may_exceed_s(dgx1_c2, monkeypatch):
+    """Interleaving CP-SAT's portfolio on one thread pays where a question lets R exceed S (the
+    DGX-1 front) and slows one-round-per-step questions (SCCL's least steps), measured in
+    step/backends.py: each question says which it is."""
+    import optcoll.producers.exact.step.backends as backends
+
+    asked: list[bool] = []
+    real = backends.solve
+
+    def spy(model, name, clock, *, interleave=False, **options):
+        asked.append(interleave)
+        return real(model, name, clock, interleave=interleave, **options)
+
+    monkeypatch.setattr(backends, "solve", spy)
+    cube = solve_step(instance(G.hypercube(3, BW, LAT), "alltoall"), objective="steps", budget=PROOF)
+    assert cube.status == "optimal" and asked and not any(asked)
+    asked.clear()
+    front = pareto_front(dgx1_c2, max_chunks=2, budget=PROOF)
+    assert front.complete and asked and all(asked)
