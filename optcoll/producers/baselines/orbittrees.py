@@ -27,8 +27,6 @@ from optcoll.instances.budget import Budget
 from optcoll.instances.clock import Clock
 from optcoll.instances.instance import Instance
 from optcoll.producers.base import NotApplicable
-from optcoll.producers.exact.timed.symmetry import rank_group
-from optcoll.producers.exact.toolkit import run_cpsat
 from optcoll.schedules.schedule import COPY, REDUCE, Schedule, from_arrays
 
 #: Wall-clock seconds the search for the group may take (a torus of 256 NPUs needs well under one).
@@ -69,6 +67,8 @@ def orbit_trees(instance: Instance) -> Schedule:
     least = -(-2 * (n - 1) * reps * n // machine.num_links)
     if 2 * reps * machine.num_links * (least + EXTRA_STEPS) > MAX_CHOICES:
         raise NotApplicable(f"orbit-trees: a model of {least} steps or more would be too large")
+    from optcoll.producers.exact.timed.symmetry import rank_group  # scipy's graphs: only where it applies
+
     elements = rank_group(instance, Clock(Budget(GROUP_SECONDS, threads=1, seed=0)))
     if len(elements) != n:
         raise NotApplicable(f"orbit-trees needs a symmetry group acting regularly on the ranks; found one of "
@@ -86,6 +86,8 @@ def _plan(instance: Instance, orbit: np.ndarray, reps: int,
     """Representative transfers (rep, link, step, op) of ``steps`` steps, or None when CP-SAT
     finds none within ``WORK_LIMIT``."""
     from ortools.sat.python import cp_model
+
+    from optcoll.producers.exact.toolkit import run_cpsat
 
     machine = instance.machine
     n = machine.num_npus
