@@ -44,7 +44,7 @@ import numpy as np
 from optcoll.instances.clock import check_current
 from optcoll.instances.instance import Instance
 from optcoll.producers.base import NotApplicable
-from optcoll.producers.baselines.listsched import Calendar, ShortestPaths
+from optcoll.producers.baselines.listsched import Calendar, ShortestPaths, compiled_pays
 from optcoll.producers.spread import forward
 from optcoll.schedules.schedule import COPY, REDUCE, Schedule, from_arrays
 
@@ -66,6 +66,32 @@ class Exchange:
     chunk: int
     members: tuple[int, ...]
     op: int = REDUCE
+
+
+@dataclass(frozen=True)
+class FlowArrays:
+    """A flow list as columns: ``kind`` 0 for a ``Flow`` (``src`` → ``dst``), 1 for an ``Exchange``
+    (its members ``members[member_ptr[i]:member_ptr[i + 1]]``)."""
+
+    kind: np.ndarray
+    chunk: np.ndarray
+    src: np.ndarray
+    dst: np.ndarray
+    op: np.ndarray
+    member_ptr: np.ndarray
+    members: np.ndarray
+
+
+def flow_arrays(flows: list[Flow | Exchange]) -> FlowArrays:
+    exchange = [isinstance(f, Exchange) for f in flows]
+    groups = [f.members if x else () for f, x in zip(flows, exchange)]  # type: ignore[union-attr]
+    ptr = np.zeros(len(flows) + 1, dtype=np.int64)
+    ptr[1:] = np.cumsum([len(g) for g in groups])
+    return FlowArrays(np.array(exchange, dtype=np.int64), np.array([f.chunk for f in flows], dtype=np.int64),
+                      np.array([-1 if x else f.src for f, x in zip(flows, exchange)], dtype=np.int64),  # type: ignore[union-attr]
+                      np.array([-1 if x else f.dst for f, x in zip(flows, exchange)], dtype=np.int64),  # type: ignore[union-attr]
+                      np.array([f.op for f in flows], dtype=np.int64), ptr,
+                      np.array([v for g in groups for v in g], dtype=np.int64))
 
 
 class FlowScheduler:
@@ -134,25 +160,31 @@ class FlowScheduler:
         self.last_op[key_b] = op
         return arrival
 
-    def hold(self, flows: list[Flow | Exchange]) -> None:
+    def hold(self, flows: FlowArrays) -> None:
         """Records, per chunk, the switches that some flow reduces that chunk into: they sum
         partials of it, so no flow of it may relay through them (module docstring)."""
-        m = self.machine
+        reducing = flows.op == REDUCE
+        single = reducing & (flows.kind == 0)
+        counts = np.diff(flows.member_ptr)
+        chunk = np.concatenate([flows.chunk[single], np.repeat(flows.chunk, counts)[np.repeat(reducing, counts)]])
+        node = np.concatenate([flows.dst[single], flows.members[np.repeat(reducing, counts)]])
+        switch = node >= self.machine.num_npus
         holding: dict[int, set[int]] = {}
-        for flow in flows:
-            if flow.op == REDUCE:
-                ends = flow.members if isinstance(flow, Exchange) else (flow.dst,)
-                holding.setdefault(flow.chunk, set()).update(v for v in ends if m.is_switch(v))
-        self.holding = {c: frozenset(v) for c, v in holding.items() if v}
+        for c, v in zip(chunk[switch].tolist(), node[switch].tolist()):
+            holding.setdefault(c, set()).add(v)
+        self.holding = {c: frozenset(v) for c, v in holding.items()}
 
-    def _path(self, flow: Flow) -> list[int]:
-        avoid = self.holding.get(flow.chunk, frozenset())
+    def routes_avoiding(self, avoid: frozenset[int]) -> ShortestPaths:
+        """Shortest paths whose relays are switches other than ``avoid``."""
         routes = self.routes.get(avoid)
         if routes is None:
             relays = np.arange(self.width) >= self.machine.num_npus
             relays[list(avoid)] = False
             routes = self.routes[avoid] = ShortestPaths(self.problem, relays)
-        return routes.path(flow.src, flow.dst)
+        return routes
+
+    def _path(self, flow: Flow) -> list[int]:
+        return self.routes_avoiding(self.holding.get(flow.chunk, frozenset())).path(flow.src, flow.dst)
 
     def send(self, flow: Flow, ready: float = 0.0) -> float:
         """One logical transfer (routed through switches if needed); returns its arrival."""
@@ -190,32 +222,40 @@ class FlowScheduler:
             raise NotApplicable(f"exchange of chunk {c}: {self.machine.label(late[0])} could not send before "
                                 "the others' values reached it (links too busy); its send would count them twice")
 
-    def schedule(self) -> Schedule:
+    def columns(self) -> tuple[np.ndarray, ...]:
+        """(chunk, link, start, op, via) of the placed transfers."""
         if not self.rows:
-            return from_arrays([], [])
-        c, e, t, op, via = (np.array(col) for col in zip(*self.rows))
-        return from_arrays(c, e, t, op, via=via)
+            return (np.zeros(0, np.int64),) * 2 + (np.zeros(0),) + (np.zeros(0, np.int64),) * 2
+        return tuple(np.array(col) for col in zip(*self.rows))
 
 
-def _placed(instance: Instance, flows: list[Flow | Exchange]) -> FlowScheduler:
-    """Places ``flows`` in list order; under a solver's clock (a start schedule), until it ends."""
+def _placed(instance: Instance, flows: list[Flow | Exchange]) -> tuple[tuple[np.ndarray, ...], float]:
+    """Places ``flows`` in list order; under a solver's clock (a start schedule), until it ends.
+    The placed transfers' columns (``FlowScheduler.columns``) and the last arrival. Large lists
+    run compiled (``compiled``, the same placement)."""
     scheduler = FlowScheduler(instance)
-    scheduler.hold(flows)
+    arrays = flow_arrays(flows)
+    scheduler.hold(arrays)
+    if compiled_pays(scheduler.problem, len(flows)):
+        from optcoll.producers.baselines import compiled  # numba: loaded only here
+
+        return compiled.place_flows(scheduler, arrays)
     for flow in flows:
         check_current()
         if isinstance(flow, Exchange):
             scheduler.exchange(flow)
         else:
             scheduler.send(flow)
-    return scheduler
+    return scheduler.columns(), max(scheduler.arrived.values(), default=0.0)
 
 
 def schedule_flows(instance: Instance, flows: list[Flow | Exchange]) -> Schedule:
     """The timed schedule of ``flows`` in list order (module docstring)."""
-    return _placed(instance, flows).schedule()
+    (c, e, t, op, via), _ = _placed(instance, flows)
+    return from_arrays(c, e, t, op, via=via)
 
 
 def flows_makespan(instance: Instance, flows: list[Flow | Exchange]) -> float:
     """When the last of ``flows`` arrives in ``schedule_flows``'s placement (for a producer that
     compares flow lists; the verifier still checks the one it keeps)."""
-    return max(_placed(instance, flows).arrived.values(), default=0.0)
+    return _placed(instance, flows)[1]

@@ -19,6 +19,7 @@ this module maps it onto the physical network:
 """
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 
 import numpy as np
@@ -27,6 +28,20 @@ from optcoll.producers.base import NotApplicable
 from optcoll.producers.calendar import Need, Runs, Windows, earliest_start, reserve
 from optcoll.producers.spread import COPY, EXCLUSIVE, SpreadProblem
 from optcoll.schedules.schedule import Schedule, from_arrays
+
+#: Logical messages (or flows) from which the schedulers run compiled (``compiled``): the verifier
+#: loads numba from 20,000 transfers on anyway (``verify.verifier.COMPILED_FROM``), and below it
+#: the interpreted loop takes a small fraction of a second. Once numba is loaded the kernel pays
+#: from ``LOADED_FROM`` on (about 6 µs of Python per transfer against a few ms of set-up).
+COMPILED_FROM = 20_000
+LOADED_FROM = 1_000
+
+
+def compiled_pays(problem: SpreadProblem, items: int) -> bool:
+    """Whether to place ``items`` messages or flows compiled: enough of them, and no port limits
+    (the compiled calendar has links only). Either way the schedule is the same."""
+    enough = items >= COMPILED_FROM or (items >= LOADED_FROM and "numba" in sys.modules)
+    return enough and not problem.send_ports and not problem.recv_ports
 
 
 class ShortestPaths:
@@ -55,10 +70,8 @@ class ShortestPaths:
         self.pred: dict[int, list[int]] = {}
         self.machine = m
 
-    def path(self, a: int, b: int) -> list[int]:
-        """Nodes from a to b inclusive."""
-        if self.machine.links_between(a, b):
-            return [a, b]
+    def predecessors(self, a: int) -> list[int]:
+        """Per node, its predecessor on the shortest path from a (negative: unreachable)."""
         pred = self.pred.get(a)
         if pred is None:
             from scipy.sparse import csr_matrix
@@ -71,6 +84,13 @@ class ShortestPaths:
                     (own.data, (np.full(own.nnz, a), own.indices)), shape=self.graph.shape))
             _, row = dijkstra(graph, directed=True, indices=a, return_predecessors=True)
             pred = self.pred[a] = row.tolist()
+        return pred
+
+    def path(self, a: int, b: int) -> list[int]:
+        """Nodes from a to b inclusive."""
+        if self.machine.links_between(a, b):
+            return [a, b]
+        pred = self.predecessors(a)
         nodes = [b]
         while nodes[-1] != a:
             prev = pred[nodes[-1]]
@@ -185,6 +205,12 @@ def list_schedule(problem: SpreadProblem, chunk: Sequence[int], src: Sequence[in
 
     ``stage``, when given, must be non-decreasing along the list.
     """
+    if stage is not None and any(y < x for x, y in zip(stage, list(stage)[1:])):
+        raise ValueError("stages must be non-decreasing along the message list")
+    if compiled_pays(problem, len(chunk)):
+        from optcoll.producers.baselines import compiled  # numba: loaded only here
+
+        return compiled.list_schedule(problem, ShortestPaths(problem), chunk, src, dst, stage)
     ls = ListScheduler(problem)
     chunk, src, dst = list(chunk), list(src), list(dst)
     if stage is None:
@@ -192,8 +218,6 @@ def list_schedule(problem: SpreadProblem, chunk: Sequence[int], src: Sequence[in
             ls.send(c, a, b)
         return ls.schedule()
     stage = list(stage)
-    if any(y < x for x, y in zip(stage, stage[1:])):
-        raise ValueError("stages must be non-decreasing along the message list")
     before: dict[int, float] = {}  # node -> deliveries of its earlier stages
     current: dict[int, float] = {}  # node -> deliveries of the stage in progress
     now = stage[0] if stage else 0
