@@ -114,7 +114,7 @@ def needed_sources(machine, cls: np.ndarray, src: np.ndarray, dst: np.ndarray, c
     return out
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _after(a, off, cnt, x):
     """``bisect_right`` of x in a[off:off + cnt], relative to off."""
     lo, hi = 0, cnt
@@ -127,7 +127,7 @@ def _after(a, off, cnt, x):
     return lo
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _blocked_until(cal, e, lo, hi):
     """``Runs.blocked_until`` of link e; NaN for None."""
     if hi <= lo:
@@ -141,7 +141,7 @@ def _blocked_until(cal, e, lo, hi):
     return np.nan
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _earliest(cal, e, ready):
     """``calendar.earliest_start`` with the link's window [t, t + width) as the only need."""
     t = ready
@@ -156,7 +156,7 @@ def _earliest(cal, e, ready):
     return t
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _book(cal, e, t):
     """``Runs.add`` of the window [t, t + width) on link e; the calendar, its pool grown if need be."""
     lo, hi = t + 0.0, t + cal.width[e]
@@ -212,7 +212,7 @@ def _move(cal, e):
     return Calendar(cal.off, cal.cap, cal.cnt, starts, ends, cal.top, cal.width)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _append(rows, c, e, t, op, via):
     k = rows.count[0]
     if k == rows.chunk.size:
@@ -226,7 +226,7 @@ def _append(rows, c, e, t, op, via):
     return rows
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _pair(g, a, b):
     """Index of the pair a→b in ``g`` (-1: no link)."""
     key = a * g.nodes + b
@@ -242,7 +242,7 @@ def _pair(g, a, b):
     return -1
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _path(g, k, a, b, buf):
     """``ShortestPaths.path`` (class k): the nodes from a to b into ``buf``, their count; 0 when
     there is no path."""
@@ -370,7 +370,7 @@ class FlowState(NamedTuple):
     cls: np.ndarray  # per chunk: its routing class (the switches its flows reduce it into)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _hop(s, g, cal, rows, c, a, b, op, ready, via, err):
     """``FlowScheduler._hop``; the arrival (NaN, with ``err`` set, when a holds nothing of c)."""
     W = g.nodes
@@ -409,7 +409,7 @@ def _hop(s, g, cal, rows, c, a, b, op, ready, via, err):
     return cal, rows, best_arrival
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _send(s, g, cal, rows, c, src, dst, op, ready, buf, err):
     """``FlowScheduler.send``; the arrival (NaN with ``err`` set on a failure)."""
     n = _path(g, s.cls[c], src, dst, buf)

@@ -44,7 +44,7 @@ import numpy as np
 from optcoll.instances.clock import check_current
 from optcoll.instances.instance import Instance
 from optcoll.producers.base import NotApplicable
-from optcoll.producers.baselines.listsched import Calendar, ShortestPaths, compiled_pays
+from optcoll.producers.baselines.listsched import Calendar, ShortestPaths, compiled_pays, shortest_paths
 from optcoll.producers.spread import forward
 from optcoll.schedules.schedule import COPY, REDUCE, Schedule, from_arrays
 
@@ -180,7 +180,7 @@ class FlowScheduler:
         if routes is None:
             relays = np.arange(self.width) >= self.machine.num_npus
             relays[list(avoid)] = False
-            routes = self.routes[avoid] = ShortestPaths(self.problem, relays)
+            routes = self.routes[avoid] = shortest_paths(self.problem, relays)
         return routes
 
     def _path(self, flow: Flow) -> list[int]:

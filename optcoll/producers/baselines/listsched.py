@@ -102,6 +102,27 @@ class ShortestPaths:
         return nodes[::-1]
 
 
+#: Recent ``ShortestPaths`` by what they depend on: a producer places several lists on one
+#: problem (rail-exchange compares six), and ``optcoll expect`` runs several producers on one
+#: rated machine and chunk size; each source's Dijkstra is then run once.
+_ROUTES: dict[tuple, ShortestPaths] = {}
+_ROUTES_KEPT = 8
+
+
+def shortest_paths(problem: SpreadProblem, relays: np.ndarray | None = None) -> ShortestPaths:
+    """``ShortestPaths(problem, relays)``, shared with earlier calls on an equal graph (and node
+    names, which its refusals use), delays and relays: the same paths, it is deterministic."""
+    m = problem.machine
+    key = (m.labels, *(np.asarray(x, dtype=t).tobytes() for x, t in ((m.link_src, np.int64), (m.link_dst, np.int64),
+                                                                     (problem.delay, np.float64))),
+           None if relays is None else relays.astype(np.bool_).tobytes())
+    routes = _ROUTES.pop(key, None) or ShortestPaths(problem, relays)
+    _ROUTES[key] = routes  # most recent last
+    while len(_ROUTES) > _ROUTES_KEPT:
+        del _ROUTES[next(iter(_ROUTES))]
+    return routes
+
+
 class Calendar:
     """When each link and each NPU's send/receive ports are busy (the shared calendar,
     ``optcoll.producers.calendar``): the earliest start of a transfer on a link that its link and
@@ -145,7 +166,7 @@ class ListScheduler:
     def __init__(self, problem: SpreadProblem):
         self.p = problem
         self.width = problem.num_nodes
-        self.routes = ShortestPaths(problem)
+        self.routes = shortest_paths(problem)
         self.calendar = Calendar(problem)
         self.delay = problem.delay.tolist()
         self.mode = problem.mode.tolist()
@@ -210,7 +231,7 @@ def list_schedule(problem: SpreadProblem, chunk: Sequence[int], src: Sequence[in
     if compiled_pays(problem, len(chunk)):
         from optcoll.producers.baselines import compiled  # numba: loaded only here
 
-        return compiled.list_schedule(problem, ShortestPaths(problem), chunk, src, dst, stage)
+        return compiled.list_schedule(problem, shortest_paths(problem), chunk, src, dst, stage)
     ls = ListScheduler(problem)
     chunk, src, dst = list(chunk), list(src), list(dst)
     if stage is None:
