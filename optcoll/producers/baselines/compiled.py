@@ -109,8 +109,8 @@ def needed_sources(machine, cls: np.ndarray, src: np.ndarray, dst: np.ndarray, c
     links = np.unique(machine.link_src.astype(np.int64) * n + machine.link_dst.astype(np.int64))
     far = ~np.isin(src.astype(np.int64) * n + dst.astype(np.int64), links)
     out: list[set[int]] = [set() for _ in range(classes)]
-    for k, v in zip(cls[far].tolist(), src[far].tolist()):
-        out[k].add(v)
+    for key in np.unique(cls[far].astype(np.int64) * n + src[far]).tolist():
+        out[key // n].add(key % n)
     return out
 
 

@@ -37,7 +37,11 @@ Without such a path a flow is ``NotApplicable``.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
+from itertools import chain
+from typing import NamedTuple
 
 import numpy as np
 
@@ -49,9 +53,9 @@ from optcoll.producers.spread import forward
 from optcoll.schedules.schedule import COPY, REDUCE, Schedule, from_arrays
 
 
-@dataclass(frozen=True)
-class Flow:
-    """One logical transfer of ``chunk`` from node ``src`` to node ``dst``."""
+class Flow(NamedTuple):
+    """One logical transfer of ``chunk`` from node ``src`` to node ``dst``. A named tuple, not a
+    dataclass: producers list hundreds of thousands per call on a 128-GPU cluster."""
 
     chunk: int
     src: int
@@ -82,16 +86,18 @@ class FlowArrays:
     members: np.ndarray
 
 
-def flow_arrays(flows: list[Flow | Exchange]) -> FlowArrays:
-    exchange = [isinstance(f, Exchange) for f in flows]
-    groups = [f.members if x else () for f, x in zip(flows, exchange)]  # type: ignore[union-attr]
+def flow_arrays(flows: Sequence[Flow | Exchange]) -> FlowArrays:
+    groups = [f for f in flows if isinstance(f, Exchange)]
+    rows = [(f.chunk, -1, -1, f.op) if isinstance(f, Exchange) else f for f in flows] if groups else flows
+    table = np.fromiter(chain.from_iterable(rows), dtype=np.int64, count=4 * len(flows)).reshape(-1, 4)
+    exchange = np.zeros(len(flows), dtype=bool)
     ptr = np.zeros(len(flows) + 1, dtype=np.int64)
-    ptr[1:] = np.cumsum([len(g) for g in groups])
-    return FlowArrays(np.array(exchange, dtype=np.int64), np.array([f.chunk for f in flows], dtype=np.int64),
-                      np.array([-1 if x else f.src for f, x in zip(flows, exchange)], dtype=np.int64),  # type: ignore[union-attr]
-                      np.array([-1 if x else f.dst for f, x in zip(flows, exchange)], dtype=np.int64),  # type: ignore[union-attr]
-                      np.array([f.op for f in flows], dtype=np.int64), ptr,
-                      np.array([v for g in groups for v in g], dtype=np.int64))
+    if groups:
+        exchange = np.fromiter((isinstance(f, Exchange) for f in flows), dtype=bool, count=len(flows))
+        ptr[1:][exchange] = [len(f.members) for f in groups]
+    chunk, src, dst, op = np.ascontiguousarray(table.T)
+    return FlowArrays(exchange.astype(np.int64), chunk, src, dst, op, np.cumsum(ptr),
+                      np.array([v for f in groups for v in f.members], dtype=np.int64))
 
 
 class FlowScheduler:
@@ -109,20 +115,22 @@ class FlowScheduler:
         self.calendar = Calendar(problem)
         self.delay = problem.delay.tolist()
         self.reduce_extra = float(timing.reduce_extra)
-        width = self.machine.num_nodes
-        self.width = width
-        pre_c, pre_v = coll.pre.pairs()
-        #: key (chunk·width + node) -> latest arrival of a delivery / start of a send; the op of
-        #: the last delivery.
-        self.arrived: dict[int, float] = {int(c) * width + int(v): 0.0
-                                          for c, v in zip(pre_c.tolist(), pre_v.tolist())}
+        self.width = self.machine.num_nodes
         self.sent: dict[int, float] = {}
         self.last_op: dict[int, int] = {}
         self.rows: list[tuple[int, int, float, int, int]] = []  # chunk, link, start, op, via
         machine = self.machine
         #: per node: a plain switch, which queues each chunk's arrivals first in, first out
         self.fifo = [machine.is_switch(v) and not (machine.switch(v).multicast or machine.switch(v).reduce)
-                     for v in range(width)]
+                     for v in range(self.width)]
+
+    @cached_property
+    def arrived(self) -> dict[int, float]:
+        """key (chunk·width + node) -> latest arrival of a delivery (0 where the chunk starts);
+        ``sent``: the latest start of a send; ``last_op``: the op of the last delivery. Made on
+        first use: the compiled placement keeps its own."""
+        pre_c, pre_v = self.problem.pre.pairs()
+        return {int(c) * self.width + int(v): 0.0 for c, v in zip(pre_c.tolist(), pre_v.tolist())}
 
     def _hop(self, c: int, a: int, b: int, op: int, ready: float, via: int = -1) -> float:
         """Chunk c over one link a→b starting no earlier than ``ready``; returns its arrival.
