@@ -27,6 +27,8 @@ import numpy as np
 from numba import njit
 
 from optcoll.instances.clock import check_current
+from optcoll.producers.spread import COPY as MODE_COPY
+from optcoll.producers.spread import EXCLUSIVE as MODE_EXCLUSIVE
 from optcoll.schedules.schedule import COPY, REDUCE
 
 #: Items (messages, flows, exchanges) placed per kernel call; the clock is checked between calls.
@@ -34,8 +36,6 @@ BATCH = 1 << 14
 #: Outcome codes of a batch: placed, a sender holding nothing of the chunk (an exchange's member),
 #: no path, an exchange whose member could not send before the others' values reached it.
 OK, HOLDS_NOTHING, MEMBER_HOLDS_NOTHING, NO_PATH, LATE = range(5)
-#: Node modes of a spread problem (``spread``), as the kernel reads them.
-_MODE_COPY, _MODE_EXCLUSIVE = 0, 2
 
 
 class Calendar(NamedTuple):
@@ -296,11 +296,11 @@ def _messages(lo_item, hi_item, m_chunk, m_src, m_dst, m_stage, staged, g, mode,
         for h in range(n - 1):
             a, b = buf[h], buf[h + 1]
             key_b = c * W + b
-            copy_node = mode[b] == _MODE_COPY
+            copy_node = mode[b] == MODE_COPY
             if copy_node and has_held[key_b]:
                 ready = max(held[key_b], barrier)
                 continue
-            if mode[b] == _MODE_EXCLUSIVE:
+            if mode[b] == MODE_EXCLUSIVE:
                 ready = max(ready, last_forward[key_b])
             p = _pair(g, a, b)
             best_arrival, best_t, best_e = np.inf, 0.0, -1
@@ -311,7 +311,7 @@ def _messages(lo_item, hi_item, m_chunk, m_src, m_dst, m_stage, staged, g, mode,
                     best_arrival, best_t, best_e = t + delay[e], t, e
             cal = _book(cal, best_e, best_t)
             rows = _append(rows, c, best_e, best_t, COPY, -1)
-            if mode[a] == _MODE_EXCLUSIVE:
+            if mode[a] == MODE_EXCLUSIVE:
                 last_forward[c * W + a] = best_t
             ready = best_arrival
             if copy_node:
