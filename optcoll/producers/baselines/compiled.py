@@ -18,6 +18,9 @@ ways and compare the schedules exactly.
 
 State lives in plain arrays indexed by ``chunk · nodes + node`` and per link; the lists are placed
 in batches (``BATCH``) so a solver's clock (``check_current``) is still looked at between them.
+The named tuples that carry the arrays are part of the kernels' signatures in numba's on-disk
+cache index: renaming one leaves an older index unreadable (delete this folder's
+``__pycache__/compiled.*.nb*`` then).
 """
 from __future__ import annotations
 
@@ -38,7 +41,7 @@ BATCH = 1 << 14
 OK, HOLDS_NOTHING, MEMBER_HOLDS_NOTHING, NO_PATH, LATE = range(5)
 
 
-class Calendar(NamedTuple):
+class _Calendar(NamedTuple):
     """``calendar.Runs`` of every link: link e's runs are ``starts/ends[off[e]:off[e] + cnt[e]]``,
     a block of ``cap[e]`` slots in one pool, moved to a block twice as large when full."""
 
@@ -51,7 +54,7 @@ class Calendar(NamedTuple):
     width: np.ndarray  # per link: every window asked about is this long (``Runs.width``)
 
 
-class Rows(NamedTuple):
+class _Rows(NamedTuple):
     """The placed transfers, grown by doubling; ``count[0]`` of them are filled."""
 
     chunk: np.ndarray
@@ -62,7 +65,7 @@ class Rows(NamedTuple):
     count: np.ndarray
 
 
-class Graph(NamedTuple):
+class _Graph(NamedTuple):
     """Links by (src, dst) pair and the shortest-path predecessor rows of the sources that need them."""
 
     nodes: int
@@ -73,19 +76,19 @@ class Graph(NamedTuple):
     pred: np.ndarray  # [row, node] -> predecessor on the shortest path from the row's source
 
 
-def new_calendar(width: np.ndarray) -> Calendar:
+def new_calendar(width: np.ndarray) -> _Calendar:
     links = width.size
-    return Calendar(np.zeros(links, np.int64), np.zeros(links, np.int64), np.zeros(links, np.int64),
+    return _Calendar(np.zeros(links, np.int64), np.zeros(links, np.int64), np.zeros(links, np.int64),
                     np.empty(1024), np.empty(1024), np.zeros(1, np.int64), np.asarray(width, dtype=np.float64))
 
 
-def new_rows() -> Rows:
+def new_rows() -> _Rows:
     size = 1024
-    return Rows(np.empty(size, np.int64), np.empty(size, np.int64), np.empty(size), np.empty(size, np.int64),
+    return _Rows(np.empty(size, np.int64), np.empty(size, np.int64), np.empty(size), np.empty(size, np.int64),
                 np.empty(size, np.int64), np.zeros(1, np.int64))
 
 
-def graph(machine, routes: list, row_of_class: list[dict[int, list[int]]]) -> Graph:
+def graph(machine, routes: list, row_of_class: list[dict[int, list[int]]]) -> _Graph:
     """``machine``'s pair index and the predecessor rows ``row_of_class[k][source]`` (class k of
     ``routes``), as arrays."""
     n = machine.num_nodes
@@ -100,7 +103,7 @@ def graph(machine, routes: list, row_of_class: list[dict[int, list[int]]]) -> Gr
             row_of[k, source] = len(rows)
             rows.append(pred)
     pred = np.array(rows, dtype=np.int64) if rows else np.zeros((0, n), dtype=np.int64)
-    return Graph(n, unique.astype(np.int64), ptr, order.astype(np.int64), row_of, pred)
+    return _Graph(n, unique.astype(np.int64), ptr, order.astype(np.int64), row_of, pred)
 
 
 def needed_sources(machine, cls: np.ndarray, src: np.ndarray, dst: np.ndarray, classes: int) -> list[set[int]]:
@@ -209,7 +212,7 @@ def _move(cal, e):
     cal.off[e] = top
     cal.cap[e] = cap
     cal.top[0] = top + cap
-    return Calendar(cal.off, cal.cap, cal.cnt, starts, ends, cal.top, cal.width)
+    return _Calendar(cal.off, cal.cap, cal.cnt, starts, ends, cal.top, cal.width)
 
 
 @njit(cache=True, inline="always")
@@ -220,7 +223,7 @@ def _append(rows, c, e, t, op, via):
         chunk, link, start = np.empty(size, np.int64), np.empty(size, np.int64), np.empty(size)
         ops, vias = np.empty(size, np.int64), np.empty(size, np.int64)
         chunk[:k], link[:k], start[:k], ops[:k], vias[:k] = rows.chunk, rows.link, rows.start, rows.op, rows.via
-        rows = Rows(chunk, link, start, ops, vias, rows.count)
+        rows = _Rows(chunk, link, start, ops, vias, rows.count)
     rows.chunk[k], rows.link[k], rows.start[k], rows.op[k], rows.via[k] = c, e, t, op, via
     rows.count[0] = k + 1
     return rows
@@ -359,7 +362,7 @@ def list_schedule(problem, routes, chunk, src, dst, stage):
 
 # -- flows (``flows.FlowScheduler``) --------------------------------------------------------------
 
-class FlowState(NamedTuple):
+class _FlowState(NamedTuple):
     arrived: np.ndarray
     has_arrived: np.ndarray
     sent: np.ndarray
@@ -502,7 +505,7 @@ def place_flows(scheduler, arrays):
     pre_c, pre_v = problem.pre.pairs()
     has_arrived = np.zeros(keys, dtype=np.bool_)
     has_arrived[pre_c.astype(np.int64) * W + pre_v.astype(np.int64)] = True
-    s = FlowState(np.zeros(keys), has_arrived, np.zeros(keys), np.full(keys, -1, np.int64),
+    s = _FlowState(np.zeros(keys), has_arrived, np.zeros(keys), np.full(keys, -1, np.int64),
                   np.asarray(scheduler.fifo, dtype=np.bool_), np.asarray(problem.delay, dtype=np.float64),
                   float(scheduler.reduce_extra), cls)
     cal, rows = new_calendar(problem.busy), new_rows()
