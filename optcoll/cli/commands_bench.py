@@ -210,6 +210,29 @@ def bench_greedy(npus: str, families: str, collectives: str, algos: str, bounds:
     done(as_json, f"wrote {out} ({len(rows)} cases)", rows=rows, out=out)
 
 
+@bench.command("expect")
+@click.option("--machines", default="dgxh100,dgxh100-rail-16x8", show_default=True,
+              help="Catalog machines, comma-separated.")
+@click.option("--collectives", default="allreduce,allgather,reducescatter,alltoall", show_default=True,
+              help="Collectives, comma-separated.")
+@out_option("The benchmark report to write.", default="reports/bench-expect.md", show_default=True)
+@json_option
+@progress_option
+def bench_expect(machines: str, collectives: str, out: str, as_json: bool, progress: bool | None) -> None:
+    """CPU time of ``optcoll expect`` over 24 sizes per machine and collective (one process each)."""
+    from optcoll.bench.expect import run_bench, section
+    from optcoll.bench.file import write_bench_report
+
+    names = [m.strip() for m in machines.split(",") if m.strip()]
+    kinds = [k.strip() for k in collectives.split(",") if k.strip()]
+    echo(f"optcoll bench expect: {len(names) * len(kinds)} cases, one process each (a 128-GPU cluster takes "
+         "about half a minute of CPU per collective); a JSON row on stderr as each ends", err=True)
+    say_overwrites(out)
+    rows = run_bench(names, kinds, _say(progress))
+    text = write_bench_report(out, "optcoll expect: speed", [section(rows)], keep_other_sections=True)
+    done(as_json, f"{text}\nwrote {out}", rows=rows, out=out)
+
+
 @bench.command("alltoall")
 @click.option("--scale/--no-scale", default=True, show_default=True,
               help="The 512- and 1024-NPU rows (minutes).")

@@ -26,14 +26,10 @@ def forwarded_by(chunk: np.ndarray, src: np.ndarray, dst: np.ndarray, start: np.
     width = int(plain.size)
     into = into[np.lexsort((into, arrive[into], chunk[into] * width + dst[into]))]
     out = out[np.lexsort((out, start[out], chunk[out] * width + src[out]))]
-    arrivals: dict[int, list[int]] = {}
-    for a, key in zip(into.tolist(), (chunk[into] * width + dst[into]).tolist()):
-        arrivals.setdefault(key, []).append(a)
-    taken: dict[int, int] = {}
-    for d, key in zip(out.tolist(), (chunk[out] * width + src[out]).tolist()):
-        k = taken.get(key, 0)
-        queue = arrivals.get(key, ())
-        if k < len(queue):
-            via[queue[k]] = d
-            taken[key] = k + 1
+    key_in, key_out = chunk[into] * width + dst[into], chunk[out] * width + src[out]
+    # The k-th departure of a (chunk, switch) takes the k-th arrival of it, if there is one.
+    first_out = np.searchsorted(key_out, key_out, side="left")
+    at = np.searchsorted(key_in, key_out, side="left") + np.arange(out.size) - first_out
+    ok = at < np.searchsorted(key_in, key_out, side="right")
+    via[into[at[ok]]] = out[ok]
     return via

@@ -41,21 +41,25 @@ Without such a path a flow is ``NotApplicable``.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
+from itertools import chain
+from typing import NamedTuple
 
 import numpy as np
 
 from optcoll.instances.clock import check_current
 from optcoll.instances.instance import Instance
 from optcoll.producers.base import NotApplicable
-from optcoll.producers.baselines.listsched import Calendar, ShortestPaths
+from optcoll.producers.baselines.listsched import Calendar, ShortestPaths, compiled_pays, shortest_paths
 from optcoll.producers.spread import forward
 from optcoll.schedules.schedule import COPY, REDUCE, Schedule, from_arrays
 
 
-@dataclass(frozen=True)
-class Flow:
-    """One logical transfer of ``chunk`` from node ``src`` to node ``dst``."""
+class Flow(NamedTuple):
+    """One logical transfer of ``chunk`` from node ``src`` to node ``dst``. A named tuple, not a
+    dataclass: producers list hundreds of thousands per call on a 128-GPU cluster."""
 
     chunk: int
     src: int
@@ -70,6 +74,34 @@ class Exchange:
     chunk: int
     members: tuple[int, ...]
     op: int = REDUCE
+
+
+@dataclass(frozen=True)
+class FlowArrays:
+    """A flow list as columns: ``kind`` 0 for a ``Flow`` (``src`` → ``dst``), 1 for an ``Exchange``
+    (its members ``members[member_ptr[i]:member_ptr[i + 1]]``)."""
+
+    kind: np.ndarray
+    chunk: np.ndarray
+    src: np.ndarray
+    dst: np.ndarray
+    op: np.ndarray
+    member_ptr: np.ndarray
+    members: np.ndarray
+
+
+def flow_arrays(flows: Sequence[Flow | Exchange]) -> FlowArrays:
+    groups = [f for f in flows if isinstance(f, Exchange)]
+    rows = [(f.chunk, -1, -1, f.op) if isinstance(f, Exchange) else f for f in flows] if groups else flows
+    table = np.fromiter(chain.from_iterable(rows), dtype=np.int64, count=4 * len(flows)).reshape(-1, 4)
+    exchange = np.zeros(len(flows), dtype=bool)
+    ptr = np.zeros(len(flows) + 1, dtype=np.int64)
+    if groups:
+        exchange = np.fromiter((isinstance(f, Exchange) for f in flows), dtype=bool, count=len(flows))
+        ptr[1:][exchange] = [len(f.members) for f in groups]
+    chunk, src, dst, op = np.ascontiguousarray(table.T)
+    return FlowArrays(exchange.astype(np.int64), chunk, src, dst, op, np.cumsum(ptr),
+                      np.array([v for f in groups for v in f.members], dtype=np.int64))
 
 
 class FlowScheduler:
@@ -87,20 +119,22 @@ class FlowScheduler:
         self.calendar = Calendar(problem)
         self.delay = problem.delay.tolist()
         self.reduce_extra = float(timing.reduce_extra)
-        width = self.machine.num_nodes
-        self.width = width
-        pre_c, pre_v = coll.pre.pairs()
-        #: key (chunk·width + node) -> latest arrival of a delivery / start of a send; the op of
-        #: the last delivery.
-        self.arrived: dict[int, float] = {int(c) * width + int(v): 0.0
-                                          for c, v in zip(pre_c.tolist(), pre_v.tolist())}
+        self.width = self.machine.num_nodes
         self.sent: dict[int, float] = {}
         self.last_op: dict[int, int] = {}
         self.rows: list[tuple[int, int, float, int, int]] = []  # chunk, link, start, op, via
         machine = self.machine
         #: per node: a plain switch, which queues each chunk's arrivals first in, first out
         self.fifo = [machine.is_switch(v) and not (machine.switch(v).multicast or machine.switch(v).reduce)
-                     for v in range(width)]
+                     for v in range(self.width)]
+
+    @cached_property
+    def arrived(self) -> dict[int, float]:
+        """key (chunk·width + node) -> latest arrival of a delivery (0 where the chunk starts);
+        ``sent``: the latest start of a send; ``last_op``: the op of the last delivery. Made on
+        first use: the compiled placement keeps its own."""
+        pre_c, pre_v = self.problem.pre.pairs()
+        return {int(c) * self.width + int(v): 0.0 for c, v in zip(pre_c.tolist(), pre_v.tolist())}
 
     def _hop(self, c: int, a: int, b: int, op: int, ready: float, via: int = -1) -> float:
         """Chunk c over one link a→b starting no earlier than ``ready``; returns its arrival.
@@ -138,25 +172,31 @@ class FlowScheduler:
         self.last_op[key_b] = op
         return arrival
 
-    def hold(self, flows: list[Flow | Exchange]) -> None:
+    def hold(self, flows: FlowArrays) -> None:
         """Records, per chunk, the switches that some flow reduces that chunk into: they sum
         partials of it, so no flow of it may relay through them (module docstring)."""
-        m = self.machine
+        reducing = flows.op == REDUCE
+        single = reducing & (flows.kind == 0)
+        counts = np.diff(flows.member_ptr)
+        chunk = np.concatenate([flows.chunk[single], np.repeat(flows.chunk, counts)[np.repeat(reducing, counts)]])
+        node = np.concatenate([flows.dst[single], flows.members[np.repeat(reducing, counts)]])
+        switch = node >= self.machine.num_npus
         holding: dict[int, set[int]] = {}
-        for flow in flows:
-            if flow.op == REDUCE:
-                ends = flow.members if isinstance(flow, Exchange) else (flow.dst,)
-                holding.setdefault(flow.chunk, set()).update(v for v in ends if m.is_switch(v))
-        self.holding = {c: frozenset(v) for c, v in holding.items() if v}
+        for c, v in zip(chunk[switch].tolist(), node[switch].tolist()):
+            holding.setdefault(c, set()).add(v)
+        self.holding = {c: frozenset(v) for c, v in holding.items()}
 
-    def _path(self, flow: Flow) -> list[int]:
-        avoid = self.holding.get(flow.chunk, frozenset())
+    def routes_avoiding(self, avoid: frozenset[int]) -> ShortestPaths:
+        """Shortest paths whose relays are switches other than ``avoid``."""
         routes = self.routes.get(avoid)
         if routes is None:
             relays = np.arange(self.width) >= self.machine.num_npus
             relays[list(avoid)] = False
-            routes = self.routes[avoid] = ShortestPaths(self.problem, relays)
-        return routes.path(flow.src, flow.dst)
+            routes = self.routes[avoid] = shortest_paths(self.problem, relays)
+        return routes
+
+    def _path(self, flow: Flow) -> list[int]:
+        return self.routes_avoiding(self.holding.get(flow.chunk, frozenset())).path(flow.src, flow.dst)
 
     def send(self, flow: Flow, ready: float = 0.0) -> float:
         """One logical transfer (routed through switches if needed); returns its arrival."""
@@ -195,32 +235,40 @@ class FlowScheduler:
             raise NotApplicable(f"exchange of chunk {c}: {self.machine.label(late[0])} could not send before "
                                 "the others' values reached it (links too busy); its send would count them twice")
 
-    def schedule(self) -> Schedule:
+    def columns(self) -> tuple[np.ndarray, ...]:
+        """(chunk, link, start, op, via) of the placed transfers."""
         if not self.rows:
-            return from_arrays([], [])
-        c, e, t, op, via = (np.array(col) for col in zip(*self.rows))
-        return from_arrays(c, e, t, op, via=via)
+            return (np.zeros(0, np.int64),) * 2 + (np.zeros(0),) + (np.zeros(0, np.int64),) * 2
+        return tuple(np.array(col) for col in zip(*self.rows))
 
 
-def _placed(instance: Instance, flows: list[Flow | Exchange]) -> FlowScheduler:
-    """Places ``flows`` in list order; under a solver's clock (a start schedule), until it ends."""
+def _placed(instance: Instance, flows: list[Flow | Exchange]) -> tuple[tuple[np.ndarray, ...], float]:
+    """Places ``flows`` in list order; under a solver's clock (a start schedule), until it ends.
+    The placed transfers' columns (``FlowScheduler.columns``) and the last arrival. Large lists
+    run compiled (``compiled``, the same placement)."""
     scheduler = FlowScheduler(instance)
-    scheduler.hold(flows)
+    arrays = flow_arrays(flows)
+    scheduler.hold(arrays)
+    if compiled_pays(scheduler.problem, len(flows)):
+        from optcoll.producers.baselines import compiled  # numba: loaded only here
+
+        return compiled.place_flows(scheduler, arrays)
     for flow in flows:
         check_current()
         if isinstance(flow, Exchange):
             scheduler.exchange(flow)
         else:
             scheduler.send(flow)
-    return scheduler
+    return scheduler.columns(), max(scheduler.arrived.values(), default=0.0)
 
 
 def schedule_flows(instance: Instance, flows: list[Flow | Exchange]) -> Schedule:
     """The timed schedule of ``flows`` in list order (module docstring)."""
-    return _placed(instance, flows).schedule()
+    (c, e, t, op, via), _ = _placed(instance, flows)
+    return from_arrays(c, e, t, op, via=via)
 
 
 def flows_makespan(instance: Instance, flows: list[Flow | Exchange]) -> float:
     """When the last of ``flows`` arrives in ``schedule_flows``'s placement (for a producer that
     compares flow lists; the verifier still checks the one it keeps)."""
-    return max(_placed(instance, flows).arrived.values(), default=0.0)
+    return _placed(instance, flows)[1]

@@ -19,6 +19,7 @@ this module maps it onto the physical network:
 """
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 
 import numpy as np
@@ -27,6 +28,20 @@ from optcoll.producers.base import NotApplicable
 from optcoll.producers.calendar import Need, Runs, Windows, earliest_start, reserve
 from optcoll.producers.spread import COPY, EXCLUSIVE, SpreadProblem
 from optcoll.schedules.schedule import Schedule, from_arrays
+
+#: Logical messages (or flows) from which the schedulers run compiled (``compiled``): the verifier
+#: loads numba from 20,000 transfers on anyway (``verify.verifier.COMPILED_FROM``), and below it
+#: the interpreted loop takes a small fraction of a second. Once numba is loaded the kernel pays
+#: from ``LOADED_FROM`` on (about 6 µs of Python per transfer against a few ms of set-up).
+COMPILED_FROM = 20_000
+LOADED_FROM = 1_000
+
+
+def compiled_pays(problem: SpreadProblem, items: int) -> bool:
+    """Whether to place ``items`` messages or flows compiled: enough of them, and no port limits
+    (the compiled calendar has links only). Either way the schedule is the same."""
+    enough = items >= COMPILED_FROM or (items >= LOADED_FROM and "numba" in sys.modules)
+    return enough and not problem.send_ports and not problem.recv_ports
 
 
 class ShortestPaths:
@@ -55,10 +70,8 @@ class ShortestPaths:
         self.pred: dict[int, list[int]] = {}
         self.machine = m
 
-    def path(self, a: int, b: int) -> list[int]:
-        """Nodes from a to b inclusive."""
-        if self.machine.links_between(a, b):
-            return [a, b]
+    def predecessors(self, a: int) -> list[int]:
+        """Per node, its predecessor on the shortest path from a (negative: unreachable)."""
         pred = self.pred.get(a)
         if pred is None:
             from scipy.sparse import csr_matrix
@@ -71,6 +84,13 @@ class ShortestPaths:
                     (own.data, (np.full(own.nnz, a), own.indices)), shape=self.graph.shape))
             _, row = dijkstra(graph, directed=True, indices=a, return_predecessors=True)
             pred = self.pred[a] = row.tolist()
+        return pred
+
+    def path(self, a: int, b: int) -> list[int]:
+        """Nodes from a to b inclusive."""
+        if self.machine.links_between(a, b):
+            return [a, b]
+        pred = self.predecessors(a)
         nodes = [b]
         while nodes[-1] != a:
             prev = pred[nodes[-1]]
@@ -80,6 +100,27 @@ class ShortestPaths:
                                     f"{self.machine.label(b)}{through} (failed links or a disconnected network?)")
             nodes.append(prev)
         return nodes[::-1]
+
+
+#: Recent ``ShortestPaths`` by what they depend on: a producer places several lists on one
+#: problem (rail-exchange compares six), and ``optcoll expect`` runs several producers on one
+#: rated machine and chunk size; each source's Dijkstra is then run once.
+_ROUTES: dict[tuple, ShortestPaths] = {}
+_ROUTES_KEPT = 8
+
+
+def shortest_paths(problem: SpreadProblem, relays: np.ndarray | None = None) -> ShortestPaths:
+    """``ShortestPaths(problem, relays)``, shared with earlier calls on an equal graph (and node
+    names, which its refusals use), delays and relays: the same paths, it is deterministic."""
+    m = problem.machine
+    key = (m.labels, *(np.asarray(x, dtype=t).tobytes() for x, t in ((m.link_src, np.int64), (m.link_dst, np.int64),
+                                                                     (problem.delay, np.float64))),
+           None if relays is None else relays.astype(np.bool_).tobytes())
+    routes = _ROUTES.pop(key, None) or ShortestPaths(problem, relays)
+    _ROUTES[key] = routes  # most recent last
+    while len(_ROUTES) > _ROUTES_KEPT:
+        del _ROUTES[next(iter(_ROUTES))]
+    return routes
 
 
 class Calendar:
@@ -125,7 +166,7 @@ class ListScheduler:
     def __init__(self, problem: SpreadProblem):
         self.p = problem
         self.width = problem.num_nodes
-        self.routes = ShortestPaths(problem)
+        self.routes = shortest_paths(problem)
         self.calendar = Calendar(problem)
         self.delay = problem.delay.tolist()
         self.mode = problem.mode.tolist()
@@ -185,6 +226,12 @@ def list_schedule(problem: SpreadProblem, chunk: Sequence[int], src: Sequence[in
 
     ``stage``, when given, must be non-decreasing along the list.
     """
+    if stage is not None and any(y < x for x, y in zip(stage, list(stage)[1:])):
+        raise ValueError("stages must be non-decreasing along the message list")
+    if compiled_pays(problem, len(chunk)):
+        from optcoll.producers.baselines import compiled  # numba: loaded only here
+
+        return compiled.list_schedule(problem, shortest_paths(problem), chunk, src, dst, stage)
     ls = ListScheduler(problem)
     chunk, src, dst = list(chunk), list(src), list(dst)
     if stage is None:
@@ -192,8 +239,6 @@ def list_schedule(problem: SpreadProblem, chunk: Sequence[int], src: Sequence[in
             ls.send(c, a, b)
         return ls.schedule()
     stage = list(stage)
-    if any(y < x for x, y in zip(stage, stage[1:])):
-        raise ValueError("stages must be non-decreasing along the message list")
     before: dict[int, float] = {}  # node -> deliveries of its earlier stages
     current: dict[int, float] = {}  # node -> deliveries of the stage in progress
     now = stage[0] if stage else 0

@@ -83,6 +83,7 @@ the first round's spread.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import lru_cache
 
 from optcoll.instances.instance import Instance
 from optcoll.producers.base import NotApplicable
@@ -286,11 +287,13 @@ def _flows(nodes: list[_Node], num_chunks: int) -> list[list[Flow | Exchange]]:
     return forms
 
 
-def _forms(nodes: list[_Node], num_chunks: int) -> list[list[Flow | Exchange]]:
+@lru_cache(maxsize=4)
+def _forms(nodes: tuple[_Node, ...], num_chunks: int) -> tuple[tuple[Flow | Exchange, ...], ...]:
     """Every form to compare, in the order ties are kept (module docstring): per way the node
     partial reaches the head (through a reducing switch, either op, or not), the plain flows, then
-    the staggered ones where they apply."""
-    variants = [nodes]
+    the staggered ones where they apply. Kept for the next call: they depend on the nodes and the
+    chunks only, not on the size or the link rates (``optcoll expect`` asks at many)."""
+    variants = [list(nodes)]
     if any(node.in_switch is not None for node in nodes):
         variants = [[replace(node, in_switch=op) if node.in_switch is not None else node for node in nodes]
                     for op in (REDUCE, COPY, None)]
@@ -301,17 +304,17 @@ def _forms(nodes: list[_Node], num_chunks: int) -> list[list[Flow | Exchange]]:
             forms.append(_staggered_flows(variant, num_chunks))
         except NotApplicable:
             pass
-    return forms
+    return tuple(tuple(form) for form in forms)
 
 
 def rail_exchange(instance: Instance) -> list[Flow | Exchange]:
     coll = instance.collective
     if coll.kind != "allreduce":
         raise NotApplicable(f"rail-exchange does not implement {coll.kind}; it is an AllReduce")
-    forms = _forms(_nodes(instance), coll.num_chunks)
+    forms = _forms(tuple(_nodes(instance)), coll.num_chunks)
     if len(forms) == 1:
-        return forms[0]
-    best: tuple[float, list[Flow | Exchange]] | None = None
+        return list(forms[0])
+    best: tuple[float, tuple[Flow | Exchange, ...]] | None = None
     refusal: NotApplicable | None = None
     for flows in forms:
         try:
@@ -323,4 +326,4 @@ def rail_exchange(instance: Instance) -> list[Flow | Exchange]:
             best = (time, flows)
     if best is None:
         raise refusal
-    return best[1]
+    return list(best[1])
