@@ -452,6 +452,8 @@ def _flows(lo_item, hi_item, f_kind, f_chunk, f_src, f_dst, f_op, m_ptr, members
         before = np.empty(m)
         for i in range(m):
             before[i] = s.arrived[c * W + group[i]]
+        order = np.argsort(before, kind="mergesort")  # earliest ready sends first (stable, as flows.py)
+        group, before = group[order], before[order]
         latest = before.copy()
         starts = np.zeros(m)
         arrivals = np.full(m, np.inf)
