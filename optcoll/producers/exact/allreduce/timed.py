@@ -69,6 +69,7 @@ def direct_phase(instance: Instance, start: Schedule | None, start_time: float, 
     phase = DirectPhase()
     if clock.expired():
         phase.notes.append(f"direct AllReduce model: not run: {_stopped(clock)}")
+        phase.params["refused"] = f"{_stopped(clock)} before it ran"  # the record names what stopped the proof
         return phase
     try:
         problem = timed_problem(instance)
@@ -83,6 +84,7 @@ def direct_phase(instance: Instance, start: Schedule | None, start_time: float, 
     floor = max(1, math.ceil(bound / q * (1 - TOLERANCE)))
     if clock.expired():  # setting the problem up took the time (a cooperative deadline)
         phase.notes.append(f"direct AllReduce model: not built: {_stopped(clock)}")
+        phase.params["refused"] = f"{_stopped(clock)} while it was set up"
         return phase
     hint = from_schedule(problem, start) if start is not None else None
     phase.params = {"quantum": q, "rounding": problem.rounding, "restrictions": list(problem.restrictions),
