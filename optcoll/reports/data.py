@@ -282,8 +282,10 @@ def _best_claims(name: str, records: list[dict[str, Any]], truth: Truth | None
         times = ([truth.best] if truth.best else []) + times
         family = family or truth.family
     check_consistent(name, bound_claims, times)
-    return (max(bound_claims, key=lambda c: c.value) if bound_claims else None,
-            min(times, key=lambda c: c.value) if times else None, family)
+    best = min(times, key=lambda c: c.value) if times else None
+    if truth is not None and best is not None and best is truth.best and truth.family:
+        family = truth.family  # the family its record searched, which says what stopped the proof
+    return (max(bound_claims, key=lambda c: c.value) if bound_claims else None, best, family)
 
 
 def _producers(records: list[dict[str, Any]], truth: Truth | None) -> dict[str, ProducerResult]:
