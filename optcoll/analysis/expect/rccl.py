@@ -62,9 +62,9 @@ def _executor_machine(ctx: Context, protocol: str):
     return ctx.calibrated[key]
 
 
-def file_choice(ctx: Context, kind: str, size: int, path: Path, inplace: bool) -> Choice:
-    """The file at ``size`` on the calibrated machine of its protocol, verified."""
-    algo = parse_algo(path)[0]
+def file_choice(ctx: Context, kind: str, size: int, path: Path, algo: Algo, inplace: bool) -> Choice:
+    """The file at ``size`` (``algo``: as ``loaded`` parsed it) on the calibrated machine of its
+    protocol, verified."""
     protocol = algo.proto.lower()
     rated = _executor_machine(ctx, protocol)
     imported = import_msccl_xml(path, rated, size=float(size), runtime="rccl", model=TIME_MODEL, inplace=inplace)
@@ -80,6 +80,6 @@ def file_choice(ctx: Context, kind: str, size: int, path: Path, inplace: bool) -
 
 def rccl_choice(ctx: Context, kind: str, size: int) -> Choice | None:
     """The faster of the files RCCL runs in-place and out-of-place at this size, or None."""
-    found = [file_choice(ctx, kind, size, sel[0], inplace)
+    found = [file_choice(ctx, kind, size, *sel, inplace)
              for inplace in (True, False) if (sel := selected(ctx, kind, size, inplace)) is not None]
     return min(found, key=lambda c: (c.seconds, c.algorithm)) if found else None

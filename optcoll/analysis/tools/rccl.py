@@ -71,7 +71,8 @@ def calibrated_time(machine: Machine, path: Path, size: int, inplace: bool) -> f
     if machine.name not in catalog_machines():
         return None
     ctx = context(machine, generation_of(machine.name))
-    return file_choice(ctx, kind_of(parse_algo(path)[0].coll), size, path, inplace).seconds
+    algo = parse_algo(path)[0]
+    return file_choice(ctx, kind_of(algo.coll), size, path, algo, inplace).seconds
 
 
 def _smallest(algo) -> int:

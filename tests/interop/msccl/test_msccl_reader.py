@@ -56,3 +56,17 @@ def test_validation_reports_the_reader_and_what_else_is_wrong():
     assert "gpu element #1: attribute id='010' is read as 8 by the runtimes (C strtol, base 0)" in out
     assert "gpu 8: id outside 0..7 (ngpus=8)" in out
     assert not any("'03'" in f for f in out)  # read as 3 either way
+
+
+def test_a_file_read_like_the_runtime_is_read_again_when_it_changes(tmp_path):
+    """read_for_runtime keeps a file's reading by its content stamp (mtime, size): a rewritten
+    file is read anew, never served from the earlier reading."""
+    from optcoll.interop.msccl.validate import read_for_runtime
+
+    path = tmp_path / "ring.xml"
+    path.write_text(RING_AG)
+    first, _, _ = read_for_runtime(path)
+    assert read_for_runtime(path)[0] is first  # same content: one reading
+    path.write_text(RING_AG.replace('name="', 'name="renamed-', 1))
+    again, _, _ = read_for_runtime(path)
+    assert again.name == "renamed-" + first.name and again.gpus == first.gpus
