@@ -15,6 +15,7 @@ import numpy as np
 from optcoll.collectives.builtins import make_alltoallv, make_collective
 from optcoll.collectives.collective import Collective
 from optcoll.instances.instance import TimeModel
+from optcoll.machines.generators import fully_connected
 from optcoll.machines.machine import Machine, MachineBuilder
 from optcoll.schedules.schedule import COPY, REDUCE, Schedule, ScheduleBuilder, from_arrays
 from optcoll.verify.stepmodel import link_weights
@@ -36,12 +37,7 @@ def ring(n: int, *, bidirectional: bool = False, latency: float = LAT, bandwidth
 
 
 def full(n: int) -> Machine:
-    b = MachineBuilder(f"full{n}", n)
-    for u in range(n):
-        for v in range(n):
-            if u != v:
-                b.add_link(u, v, bandwidth=BW, latency=LAT)
-    return b.build()
+    return fully_connected(n, BW, LAT)
 
 
 def star(n: int, *, multicast: bool = False, reduce: bool = False) -> Machine:

@@ -14,7 +14,8 @@ import numpy as np
 from optcoll.collectives.builtins import make_collective
 from optcoll.collectives.collective import Collective
 from optcoll.instances.instance import TimeModel
-from optcoll.machines.machine import Machine, MachineBuilder
+from optcoll.machines.generators import fully_connected
+from optcoll.machines.machine import Machine
 from optcoll.schedules.schedule import REDUCE, Schedule, ScheduleBuilder, from_arrays
 
 BW, LAT, CHUNK = 1e9, 1e-6, 1000.0
@@ -27,12 +28,7 @@ def collective(kind: str, n: int, c: int = 1, root: int | None = None) -> Collec
 
 
 def full(n: int) -> Machine:
-    b = MachineBuilder(f"full{n}", n)
-    for u in range(n):
-        for v in range(n):
-            if u != v:
-                b.add_link(u, v, bandwidth=BW, latency=LAT)
-    return b.build()
+    return fully_connected(n, BW, LAT)
 
 
 def greedy_spread(machine: Machine, coll: Collective, model: TimeModel = TimeModel()) -> Schedule:
