@@ -21,7 +21,7 @@ from optcoll.machines import generators as G
 from optcoll.machines.clusters import Network, NodeGroup, cluster
 from optcoll.producers.baselines.flows import Exchange, Flow, schedule_flows
 from optcoll.producers.baselines import slotplan
-from optcoll.producers.baselines.railexchange import _flows, _nodes, rail_exchange
+from optcoll.producers.baselines.railexchange import _exchange_rounds, _listed, _nodes, rail_exchange
 from optcoll.producers.baselines.slotplan import (Staircase, _relaxed_staircases, fibonacci_slots, slot_broadcast,
                                                   staircase)
 from optcoll.producers.exact.toolkit import run_cpsat
@@ -48,9 +48,8 @@ def _two_nodes(gpus: int, nic_bandwidth: float, nic_latency: float) -> Instance:
 
 
 def _plain(inst: Instance) -> list:
-    """The plain form on two nodes: their exchange, the only across-node form there."""
-    (form,) = _flows(_nodes(inst), inst.collective.num_chunks)
-    return form
+    """The plain form on two nodes: their exchange, listed phase by phase."""
+    return _listed(_exchange_rounds(_nodes(inst), inst.collective.num_chunks), None)
 
 
 def test_staggered_form_reaches_3h_plus_15x_on_cluster2x8():
