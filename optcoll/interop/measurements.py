@@ -18,11 +18,12 @@ One TOML file per measured sweep::
     url = "..."                  # where the numbers are published, at a commit
     commit = "..."
     [data]
-    file = "raw/x.txt"           # a raw nccl-tests output (``nccltests``), or
-    busbw = [[1024, 0.07], ...]  # a published table: bytes, bus bandwidth in GB/s
+    file = "raw/x.txt"           # a raw nccl-tests output (``nccltests``), or published tables:
+    busbw = [[1024, 0.07], ...]  # bytes, bus bandwidth in GB/s, and/or
+    time_us = [[1024, 12.5]]     # bytes, time in µs (sources that print the time, not the busbw)
 
-Times come from the table the same way nccl-tests derives its bandwidths
-(``nccltests.busbw_factor``): time = size / (busbw / factor).
+Times come from a busbw table the same way nccl-tests derives its bandwidths
+(``nccltests.busbw_factor``): time = size / (busbw / factor). A size is in at most one table.
 """
 from __future__ import annotations
 
@@ -39,7 +40,8 @@ _TOP = ("measurement", "source", "data")
 _MEASUREMENT = ("machine", "collective", "ranks", "library", "version", "algorithm", "protocol", "run",
                 "role", "system", "gpus_per_thread")
 _SOURCE = ("url", "repository", "commit", "note")
-_DATA = ("file", "busbw")
+_DATA = ("file", "busbw", "time_us")
+_TABLES = ("busbw", "time_us")
 RUNS = ("in-place", "out-of-place", "best")
 ROLES = ("fit", "holdout")
 
@@ -85,12 +87,13 @@ def _field(table: dict, key: str, where: str, source: str) -> str:
 
 def _points(path: Path, data: dict, collective: str, ranks: int, run: str
             ) -> tuple[tuple[tuple[int, float], ...], int | None]:
-    """(bytes, seconds) per size, and the GPUs per thread the raw file's header states (None for a
-    table)."""
+    """(bytes, seconds) per size, and the GPUs per thread the raw file's header states (None for
+    tables)."""
     source = str(path)
-    if ("file" in data) == ("busbw" in data):
-        raise InputError("give exactly one of data.file (an nccl-tests output) and data.busbw (a table)",
-                         source=source, field="data")
+    tables = [k for k in _TABLES if k in data]
+    if ("file" in data) == bool(tables):
+        raise InputError("give either data.file (an nccl-tests output) or published tables (data.busbw, "
+                         "data.time_us)", source=source, field="data")
     if "file" in data:
         sweep = read_sweep(path.parent / _field(data, "file", "data", source), collective)
         pick = {"in-place": lambda r: r.in_time_us, "out-of-place": lambda r: r.out_time_us,
@@ -98,14 +101,20 @@ def _points(path: Path, data: dict, collective: str, ranks: int, run: str
         return (tuple((row.size, pick(row) * 1e-6) for row in sweep.rows if pick(row) is not None),
                 sweep.gpus_per_thread)
     factor = busbw_factor(collective, ranks)
-    points = []
-    for i, item in enumerate(data["busbw"]):
-        if (not isinstance(item, list) or len(item) != 2 or not isinstance(item[0], int)
-                or not isinstance(item[1], (int, float)) or item[0] <= 0 or item[1] <= 0):
-            raise InputError("each entry is [bytes (integer), busbw in GB/s (positive)]", source=source,
-                             field=f"data.busbw[{i}]")
-        points.append((item[0], item[0] / (item[1] * 1e9 / factor)))
-    return tuple(points), None
+    seconds = {"busbw": lambda size, v: size / (v * 1e9 / factor), "time_us": lambda size, v: v * 1e-6}
+    unit = {"busbw": "busbw in GB/s", "time_us": "time in µs"}
+    points: dict[int, float] = {}
+    for key in tables:
+        rows = data[key]
+        for i, item in enumerate(rows if isinstance(rows, list) else [None]):
+            if (not isinstance(item, list) or len(item) != 2 or not isinstance(item[0], int)
+                    or not isinstance(item[1], (int, float)) or item[0] <= 0 or item[1] <= 0):
+                raise InputError(f"each entry is [bytes (integer), {unit[key]} (positive)]", source=source,
+                                 field=f"data.{key}[{i}]")
+            if item[0] in points:
+                raise InputError(f"size {item[0]} is given twice", source=source, field=f"data.{key}[{i}]")
+            points[item[0]] = seconds[key](item[0], item[1])
+    return tuple(sorted(points.items())), None
 
 
 def load_measurement(path: str | os.PathLike) -> Measurement:

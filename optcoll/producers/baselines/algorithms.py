@@ -127,14 +127,25 @@ def multiring(problem: SpreadProblem) -> Messages:
 
 def direct(problem: SpreadProblem) -> Messages:
     """Every chunk straight from its holder to each destination (routed when not adjacent),
-    destinations visited in rotating order so no rank is hit by everyone at once."""
+    destinations visited in rotating order so no rank is hit by everyone at once; with several
+    chunks per (holder, destination) pair, the k-th chunk to every destination goes before any
+    (k+1)-th, so all peers are served at once, as NCCL's grouped sends run every peer's transfer
+    concurrently on its own channels (AlltoAll: ``enqueue.cc`` scheduleP2pTasksToPlan, up to
+    NCCL_MAX_DEV_WORK_P2P_PER_BATCH = 8 peers per channel batch, NCCL 2.30.7). One chunk per pair
+    is the plain rotation."""
     holders, dests = single_holder(problem, "direct")
     pos = {v: i for i, v in enumerate(problem.ranks)}
     n = len(problem.ranks)
-    rows = sorted(((pos[v] - pos[holders[c]]) % n, c, v) for c in range(problem.num_chunks)
-                  for v in dests[c])
+    sent: dict[tuple[int, int], int] = {}
+    rows = []
+    for c in range(problem.num_chunks):
+        for v in dests[c]:
+            k = sent.get((holders[c], v), 0)
+            sent[holders[c], v] = k + 1
+            rows.append((k, (pos[v] - pos[holders[c]]) % n, c, v))
+    rows.sort()
     out = Messages()
-    for _, c, v in rows:
+    for _, _, c, v in rows:
         out.add(c, holders[c], v)
     return out
 

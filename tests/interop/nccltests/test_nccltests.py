@@ -161,3 +161,32 @@ def test_a_g8_run_is_predicted_no_faster_than_its_host_floor():
     small = [p for p in points(entry) if p.size <= 32 * 1024]
     assert small and all(p.predicted.seconds < floor == p.seconds for p in small)
     assert all(p.ok for p in small if p.ok is not None)
+
+
+def test_published_time_and_busbw_tables_give_the_same_seconds():
+    """A source that prints µs (Azure/msccl's tables) and one that prints busbw (mscclpp's) both
+    become (bytes, seconds); busbw through nccl-tests' factor, here AllToAll on 16 ranks: 15/16."""
+    from optcoll.interop.measurements import find
+
+    h100 = find("dgxh100-allgather-msccl-ndv5")
+    assert h100.points[0] == (1024, pytest.approx(9.54e-6)) and h100.time_at(1 << 30) == pytest.approx(2663.8e-6)
+    a2a = dict(find("cluster2x8-alltoall-mscclpp-ndmv4").points)
+    assert a2a[1024] == pytest.approx(49.75e-6)
+    assert a2a[1 << 30] == pytest.approx((1 << 30) / (37.80e9 * 16 / 15))
+
+
+@pytest.mark.parametrize("data,words", [
+    ('file = "raw.txt"\ntime_us = [[1024, 9.5]]', "either data.file"),
+    ("", "either data.file"),
+    ("time_us = [[1024, 9.5]]\nbusbw = [[1024, 0.1]]", "size 1024 is given twice"),
+    ("time_us = [[1024, -1]]", r"time in µs \(positive\)"),
+    ('time_us = "fast"', r"data.time_us\[0\]"),
+])
+def test_bad_published_tables_name_the_field(tmp_path, data, words):
+    from optcoll.interop.measurements import load_measurement
+
+    entry = tmp_path / "e.toml"
+    entry.write_text('[measurement]\nmachine = "dgxa100"\ncollective = "allgather"\nranks = 8\nlibrary = "NCCL"\n'
+                     f'version = "x"\n[source]\nurl = "u"\n[data]\n{data}\n')
+    with pytest.raises(InputError, match=words):
+        load_measurement(entry)
