@@ -83,7 +83,9 @@ def exact(instance: Instance, *, solver: str = "cpsat", budget: Budget | None = 
     chosen = choose(instance, formulation)
     outcome = chosen.solve(instance, clock, {"solver": solver, "progress": progress, "quantum": quantum,
                                              "steps": steps, "rounds": rounds, "objective": objective})
-    return Produced(evaluate_outcome(instance, f"exact-{outcome.model}", outcome, clock), outcome.schedule, outcome)
+    with clock.phase("verify the answer"):
+        result = evaluate_outcome(instance, f"exact-{outcome.model}", outcome, clock)
+    return Produced(result, outcome.schedule, outcome)
 
 
 def synthesized(instance: Instance, algo: str, runs: int = 1, seed: int | None = None,
