@@ -95,6 +95,7 @@ class Clock:
         self.phases: list[PhaseTime] = []  # the root's: every phase timed under it, in the order they ended
         self.on_phase: Callable[[PhaseTime], None] | None = None  # the root's: told as each phase ends
         self._open = 0  # the root's: phases open now
+        self.interpreted: set[str] = set()  # the root's: compiled paths run interpreted (``kernels.may_run``)
 
     @property
     def root(self) -> "Clock":
@@ -248,6 +249,11 @@ def running(clock: Clock | None) -> Iterator[Clock | None]:
         yield clock
     finally:
         _current.reset(token)
+
+
+def current() -> Clock | None:
+    """The clock code that takes none runs under (``running``), if any."""
+    return _current.get()
 
 
 def check_current() -> None:
