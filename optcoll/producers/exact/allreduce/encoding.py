@@ -104,6 +104,15 @@ def size(problem: DirectProblem, horizon: int, chunks: int | None = None) -> Mod
                      k * (_TERMS_PER_CARRY * carries + _TERMS_PER_HOLD * holds + 4 * n_cand))
 
 
+def least_size(problem: DirectProblem, horizon: int) -> ModelSize:
+    """A lower bound of ``size`` counted from the problem's dimensions alone (no reach: seconds
+    on a 512-GPU cluster): every rank holds its own contribution to every chunk at every epoch,
+    so there are at least chunks × ranks × (horizon + 1) hold variables."""
+    holds = problem.num_chunks * problem.num_members * (horizon + 1)
+    return ModelSize("direct allreduce", f"at {horizon} epochs (its ranks' own holds alone)", holds + horizon,
+                     _TERMS_PER_HOLD * holds)
+
+
 @dataclass
 class DirectModel:
     problem: DirectProblem

@@ -35,7 +35,7 @@ from optcoll.producers.exact.allreduce.problem import DirectProblem, timed_probl
 from optcoll.producers.exact.allreduce.solve import TooSlowToBuild, solve
 from optcoll.producers.exact.allreduce.symmetric import orbit
 from optcoll.producers.exact.allreduce.transfers import RouteTransfers, from_schedule, to_schedule
-from optcoll.producers.exact.allreduce.encoding import size as encoding_size
+from optcoll.producers.exact.allreduce.encoding import least_size, size as encoding_size
 from optcoll.producers.exact.memory import ModelSize, ModelTooLarge, require_fits
 from optcoll.schedules.schedule import Schedule
 
@@ -154,9 +154,11 @@ def _not_built(phase: DirectPhase, clock: Clock) -> DirectPhase:
 
 def _whole_too_large(problem: DirectProblem, horizon: int, clock: Clock) -> ModelTooLarge | None:
     """The refusal of the unrestricted model at ``horizon`` epochs when it cannot fit in memory
-    (None: it may), known before its hint is read or a symmetry is searched for."""
+    (None: it may), known before its hint is read or a symmetry is searched for: from its least
+    size first (no reach needed), then from its size."""
     try:
-        require_fits(encoding_size(problem, horizon), "cpsat", clock.budget.threads, clock.budget.max_memory)
+        for size in (least_size, encoding_size):
+            require_fits(size(problem, horizon), "cpsat", clock.budget.threads, clock.budget.max_memory)
     except ModelTooLarge as refused:
         return refused
     return None
@@ -170,11 +172,12 @@ def _quotient_may_fit(problem: DirectProblem, floor: int, clock: Clock) -> bool:
     """Whether the symmetric model at ``floor`` epochs could fit in memory with the largest group
     there can be (one that moves every rank: order at most the rank count). Where it cannot, the
     group is not searched for (a search of minutes on a 128-GPU cluster)."""
-    whole = encoding_size(problem, floor)
     order = max(problem.num_members, 1)
     try:
-        require_fits(ModelSize(whole.formulation, whole.what, whole.variables // order, whole.terms // order),
-                     "cpsat", clock.budget.threads, clock.budget.max_memory)
+        for size in (least_size, encoding_size):  # the least size first: no reach needed
+            whole = size(problem, floor)
+            require_fits(ModelSize(whole.formulation, whole.what, whole.variables // order, whole.terms // order),
+                         "cpsat", clock.budget.threads, clock.budget.max_memory)
     except ModelTooLarge:
         return False
     return True

@@ -143,3 +143,15 @@ def test_the_direct_phase_books_its_steps_on_the_jobs_phase_log():
     names = [p.name for p in clock.phases]
     assert names[:3] == ["direct model: set-up", "direct model: size", "direct model: symmetry"]
     assert all(p.depth == 0 and 0.0 <= p.began <= p.ended for p in clock.phases)
+
+
+def test_the_least_size_never_exceeds_the_size_so_it_refuses_only_what_the_size_would():
+    """The cheap count (no reach) is a lower bound of the estimate the builder is held to, on
+    machines with and without plain switches, at a few horizons."""
+    from optcoll.producers.exact.allreduce.encoding import least_size, size
+
+    for machine in (G.ring(8, 1e9, 1e-6), star(4, 1e9, 1e-6), load_machine("dgxh100-rail-2x8")):
+        problem = timed_problem(Instance("m", machine, make_collective("allreduce", range(machine.num_npus), 2.0**26, 1)))
+        for horizon in (3, 8, 40):
+            least, whole = least_size(problem, horizon), size(problem, horizon)
+            assert least.variables <= whole.variables and least.terms <= whole.terms
