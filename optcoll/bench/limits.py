@@ -181,16 +181,18 @@ def limits_section(limit: float, truth: bool = True, large: bool = True,
     warm = warm_kernels()
     echo(f"optcoll warm: {warm.wall:.1f} s wall, {warm.cpu:.1f} s CPU (exit {warm.code})")
     rows = (large_rows(echo) if large else []) + limit_rows(limit, truth, echo)
-    large_note = (f"The {LARGE}-allreduce-c1 rows: AllReduce of 1 GiB at C = 1 on 512 GPUs (not a suite instance), "
-                  f"`optcoll solve` of its instance file at {LARGE_LIMIT:g} s, with numba's kernels compiled ahead "
-                  f"(`optcoll warm`, run first: {warm.wall:.0f} s wall, {warm.cpu:.0f} s CPU) and with an empty numba "
-                  "cache (its compiled paths then run interpreted under the limit, slower, rather than compile). "
-                  "The other rows: l" if large else "L")
+    suite_note = (f"limit {limit:g} s, one solver thread (the instances' budget). 'kept': the job ended within "
+                  f"{KEPT_SHARE:.0%} or {KEPT_SECONDS:g} s of its limit. solve: the whole command in its own process "
+                  "(interpreter start and imports included); sweep's exact job: ``sweeps.jobs.execute`` timed inside "
+                  "its process (the last column: that process, imports included); truth update: the exact job's own "
+                  "wall time from its cache record, the last column the whole command (every producer, one seed each). "
+                  "CPU counts every thread.")
+    note = suite_note[0].upper() + suite_note[1:]
+    if large:
+        note = (f"The {LARGE}-allreduce-c1 rows: AllReduce of 1 GiB at C = 1 on 512 GPUs (not a suite instance), "
+                f"`optcoll solve` of its instance file at {LARGE_LIMIT:g} s, with numba's kernels compiled ahead "
+                f"(`optcoll warm`, run first: {warm.wall:.0f} s wall, {warm.cpu:.0f} s CPU) and with an empty numba "
+                "cache (its compiled paths then run interpreted under the limit, slower, rather than compile). "
+                f"The other rows: {suite_note}")
     return ("Time limits kept", ["instance", "NPUs", "command", "limit (s)", "wall (s)", "CPU (s)", "over",
-                                 "kept", "status", "peak RSS (MiB)", "whole process wall / CPU (s)"], rows,
-            large_note + f"imit {limit:g} s, one solver thread (the instances' budget). 'kept': the job ended within "
-            f"{KEPT_SHARE:.0%} or {KEPT_SECONDS:g} s of its limit. solve: the whole command in its own process "
-            "(interpreter start and imports included); sweep's exact job: ``sweeps.jobs.execute`` timed inside "
-            "its process (the last column: that process, imports included); truth update: the exact job's own "
-            "wall time from its cache record, the last column the whole command (every producer, one seed each). "
-            "CPU counts every thread.")
+                                 "kept", "status", "peak RSS (MiB)", "whole process wall / CPU (s)"], rows, note)
