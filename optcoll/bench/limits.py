@@ -10,6 +10,12 @@ timed around ``sweeps.jobs.execute`` inside its child, as a sweep's worker runs 
 paid once per worker); ``truth update`` runs on a copy of the instance (every producer, one seed
 each) and its exact job's own wall time is read from its cache record (the solver's return, before
 the record is written). Figures, not tests.
+
+Beyond the suite, the AllReduce of 1 GiB at C = 1 on the 512-GPU rail cluster (``LARGE``, the
+one ``bench exact`` solves) is solved as a user would, from an instance file, at ``LARGE_LIMIT``:
+once with numba's kernels compiled ahead by ``optcoll warm`` (run first, outside every timed
+row) and once with an empty numba cache (``NUMBA_CACHE_DIR`` fresh), where the compiled paths
+run interpreted rather than compile under the limit (``instances.kernels``).
 """
 from __future__ import annotations
 
@@ -20,8 +26,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from optcoll.bench.file import Section
-from optcoll.bench.isolate import ChildRun
-from optcoll.bench.step import run_command
+from optcoll.bench.isolate import ChildRun, run_child
+from optcoll.bench.step import OPTCOLL, run_command
 from optcoll.instances.suite import InstanceSpec, find_suite
 
 SUITE = "machines"
@@ -29,6 +35,19 @@ SUITE = "machines"
 SIZES = 2
 #: A limit is kept when a job ends within this share over it, or within ``KEPT_SECONDS``.
 KEPT_SHARE, KEPT_SECONDS = 0.10, 2.0
+#: The 512-GPU rail cluster's AllReduce (module docstring) and its limit.
+LARGE, LARGE_LIMIT = "dgxh100-rail-64x8", 120.0
+LARGE_INSTANCE = f"""[instance]
+machine = "{LARGE}"
+collective = "allreduce"
+size = "1 GiB"
+chunks_per_rank = 1
+
+[budget]
+time_limit = "{LARGE_LIMIT:g} s"
+threads = 1
+seed = 0
+"""
 
 #: The child that runs one sweep's exact job (suite, instance name, time limit) and prints its
 #: wall and CPU seconds around ``execute`` (threads' CPU included).
@@ -64,13 +83,16 @@ def kept(wall: float, limit: float) -> bool:
     return wall <= max(limit * (1 + KEPT_SHARE), limit + KEPT_SECONDS)
 
 
-def _row(spec: InstanceSpec, command: str, limit: float, wall: float | None, cpu: float, status: str,
-         whole: ChildRun | None = None) -> list[str]:
+def _row(name: str, npus: int, command: str, limit: float, wall: float | None, cpu: float, status: str,
+         peak: float, whole: ChildRun | None = None) -> list[str]:
     over = "-" if wall is None else f"{wall / limit - 1:+.0%}"
     whole_text = "" if whole is None else f"{whole.wall:.1f} / {whole.cpu:.1f}"
-    return [spec.path.stem, str(spec.instance.machine.num_npus), command, f"{limit:g}",
-            "-" if wall is None else f"{wall:.1f}", f"{cpu:.1f}", over,
-            "-" if wall is None else "yes" if kept(wall, limit) else "NO", status, whole_text]
+    return [name, str(npus), command, f"{limit:g}", "-" if wall is None else f"{wall:.1f}", f"{cpu:.1f}", over,
+            "-" if wall is None else "yes" if kept(wall, limit) else "NO", status, f"{peak / 2**20:.0f}", whole_text]
+
+
+def _spec_row(spec: InstanceSpec, *args, **kwargs) -> list[str]:
+    return _row(spec.path.stem, spec.instance.machine.num_npus, *args, **kwargs)
 
 
 def _status(measured: ChildRun) -> str:
@@ -93,10 +115,41 @@ def _truth_update_row(spec: InstanceSpec, limit: float, timeout: float) -> list[
         records = [json.loads(p.read_text()) for p in cache.rglob("*.json") if not p.name.endswith(".schedule.json")]
         exact = [r for r in records if r.get("producer") == "exact"]
     if not exact:
-        return _row(spec, "truth update (exact job)", limit, None, whole.cpu, f"no exact record (exit {whole.code})",
-                    whole)
-    return _row(spec, "truth update (exact job)", limit, float(exact[0]["wall_time"]), whole.cpu,
-                str(exact[0].get("status")), whole)
+        return _spec_row(spec, "truth update (exact job)", limit, None, whole.cpu,
+                         f"no exact record (exit {whole.code})", whole.peak_bytes, whole)
+    return _spec_row(spec, "truth update (exact job)", limit, float(exact[0]["wall_time"]), whole.cpu,
+                     str(exact[0].get("status")), whole.peak_bytes, whole)
+
+
+def warm_kernels() -> ChildRun:
+    """``optcoll warm`` in a child: numba's kernels compiled before any timed row."""
+    return run_command(["warm", "--json"], 30 * 60)
+
+
+def large_rows(echo: Callable[[str], None] = lambda line: None) -> list[list[str]]:
+    """``optcoll solve`` of the 512-GPU AllReduce at ``LARGE_LIMIT``, with numba's kernels warm
+    (``warm_kernels`` ran first) and with an empty numba cache."""
+    rows = []
+    with tempfile.TemporaryDirectory() as scratch:
+        path = Path(scratch) / f"{LARGE}-allreduce-c1.toml"
+        path.write_text(LARGE_INSTANCE, encoding="utf-8")
+        for cache, env in (("kernels warm", None), ("numba cache empty", {"NUMBA_CACHE_DIR": str(Path(scratch) / "numba")})):
+            solve = run_child(["-c", OPTCOLL, "solve", str(path), "--no-progress", "--json"],
+                              timeout=2 * LARGE_LIMIT + 60, env=env)
+            rows.append(_row(path.stem, 512, f"solve ({cache})", LARGE_LIMIT,
+                             solve.wall if solve.code in (0, 1) else None, solve.cpu, _answer(solve), solve.peak_bytes))
+            echo(" | ".join(rows[-1]))
+    return rows
+
+
+def _answer(measured: ChildRun) -> str:
+    """The status and the verified time of a solve's JSON answer."""
+    try:
+        data = json.loads(measured.stdout)
+    except json.JSONDecodeError:
+        return f"no answer (exit {measured.code})"
+    time = data.get("time")
+    return str(data.get("status")) + ("" if time is None else f", {time * 1e3:.6g} ms")
 
 
 def limit_rows(limit: float, truth: bool = True, echo: Callable[[str], None] = lambda line: None) -> list[list[str]]:
@@ -106,14 +159,16 @@ def limit_rows(limit: float, truth: bool = True, echo: Callable[[str], None] = l
     for spec in largest():
         path = str(spec.path)
         solve = run_command(["solve", path, "--time-limit", f"{limit:g}", "--no-progress", "--json"], timeout)
-        rows.append(_row(spec, "solve", limit, solve.wall if solve.code in (0, 1) else None, solve.cpu, _status(solve)))
+        rows.append(_spec_row(spec, "solve", limit, solve.wall if solve.code in (0, 1) else None, solve.cpu,
+                              _status(solve), solve.peak_bytes))
         job = run_command([SUITE, spec.path.stem, f"{limit:g}"], timeout, code=_JOB)
         try:
             inside = json.loads(job.stdout.splitlines()[-1])
-            rows.append(_row(spec, "sweep's exact job", limit, inside["wall"], inside["cpu"], str(inside["status"]),
-                             job))
+            rows.append(_spec_row(spec, "sweep's exact job", limit, inside["wall"], inside["cpu"],
+                                  str(inside["status"]), job.peak_bytes, job))
         except (json.JSONDecodeError, IndexError, KeyError):
-            rows.append(_row(spec, "sweep's exact job", limit, None, job.cpu, f"no answer (exit {job.code})", job))
+            rows.append(_spec_row(spec, "sweep's exact job", limit, None, job.cpu, f"no answer (exit {job.code})",
+                                  job.peak_bytes, job))
         if truth:
             rows.append(_truth_update_row(spec, limit, 30 * 60))
         for row in rows[-(3 if truth else 2):]:
@@ -121,13 +176,23 @@ def limit_rows(limit: float, truth: bool = True, echo: Callable[[str], None] = l
     return rows
 
 
-def limits_section(limit: float, truth: bool = True, echo: Callable[[str], None] = lambda line: None) -> Section:
-    rows = limit_rows(limit, truth, echo)
+def limits_section(limit: float, truth: bool = True, large: bool = True,
+                   echo: Callable[[str], None] = lambda line: None) -> Section:
+    warm = warm_kernels()
+    echo(f"optcoll warm: {warm.wall:.1f} s wall, {warm.cpu:.1f} s CPU (exit {warm.code})")
+    rows = (large_rows(echo) if large else []) + limit_rows(limit, truth, echo)
+    suite_note = (f"limit {limit:g} s, one solver thread (the instances' budget). 'kept': the job ended within "
+                  f"{KEPT_SHARE:.0%} or {KEPT_SECONDS:g} s of its limit. solve: the whole command in its own process "
+                  "(interpreter start and imports included); sweep's exact job: ``sweeps.jobs.execute`` timed inside "
+                  "its process (the last column: that process, imports included); truth update: the exact job's own "
+                  "wall time from its cache record, the last column the whole command (every producer, one seed each). "
+                  "CPU counts every thread.")
+    note = suite_note[0].upper() + suite_note[1:]
+    if large:
+        note = (f"The {LARGE}-allreduce-c1 rows: AllReduce of 1 GiB at C = 1 on 512 GPUs (not a suite instance), "
+                f"`optcoll solve` of its instance file at {LARGE_LIMIT:g} s, with numba's kernels compiled ahead "
+                f"(`optcoll warm`, run first: {warm.wall:.0f} s wall, {warm.cpu:.0f} s CPU) and with an empty numba "
+                "cache (its compiled paths then run interpreted under the limit, slower, rather than compile). "
+                f"The other rows: {suite_note}")
     return ("Time limits kept", ["instance", "NPUs", "command", "limit (s)", "wall (s)", "CPU (s)", "over",
-                                 "kept", "status", "whole process wall / CPU (s)"], rows,
-            f"Limit {limit:g} s, one solver thread (the instances' budget). 'kept': the job ended within "
-            f"{KEPT_SHARE:.0%} or {KEPT_SECONDS:g} s of its limit. solve: the whole command in its own process "
-            "(interpreter start and imports included); sweep's exact job: ``sweeps.jobs.execute`` timed inside "
-            "its process (the last column: that process, imports included); truth update: the exact job's own "
-            "wall time from its cache record, the last column the whole command (every producer, one seed each). "
-            "CPU counts every thread.")
+                                 "kept", "status", "peak RSS (MiB)", "whole process wall / CPU (s)"], rows, note)

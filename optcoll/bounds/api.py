@@ -27,7 +27,7 @@ from optcoll.bounds.oneport import one_port_bound
 from optcoll.bounds.volume import capacity_bound
 from optcoll.collectives.builtins import split_allreduce
 from optcoll.collectives.collective import Collective
-from optcoll.instances.clock import Clock, OutOfTime, running
+from optcoll.instances.clock import Clock, OutOfTime, phase, running
 from optcoll.instances.instance import TimeModel
 from optcoll.machines.machine import Machine
 
@@ -79,25 +79,26 @@ def lower_bounds(machine: Machine, collective: Collective, model: TimeModel = Ti
     check_fits(machine, collective)
     timed = _timed_relaxation(model)
     members = allreduce_set(collective) if collective.needs[0].size else None
-    split = split_cuts(machine, members) if members is not None else None
-    steps: list[Callable[[], Bound | list[Bound] | None]] = [
-        lambda: latency_bound(machine, collective, timed),
-        lambda: ingress_bound(machine, collective, timed),
-        lambda: egress_bound(machine, collective, timed),
-        lambda: entry_bound(machine, collective, timed),
-        lambda: cut_bound(machine, collective, split),
-        lambda: broadcast_maxflow_bound(machine, collective),
-        lambda: capacity_bound(machine, collective, timed),
-        lambda: mcf_bound(machine, collective, timed),
-        lambda: one_port_bound(machine, collective, model),
-        lambda: _allreduce_parts(machine, collective, model, clock),
-        lambda: allreduce_bounds(machine, collective, timed, split)]
+    with phase(clock, "the machine's cuts"):
+        split = split_cuts(machine, members) if members is not None else None
+    steps: list[tuple[str, Callable[[], Bound | list[Bound] | None]]] = [
+        ("latency", lambda: latency_bound(machine, collective, timed)),
+        ("ingress", lambda: ingress_bound(machine, collective, timed)),
+        ("egress", lambda: egress_bound(machine, collective, timed)),
+        ("entry", lambda: entry_bound(machine, collective, timed)),
+        ("cut", lambda: cut_bound(machine, collective, split)),
+        ("broadcast max-flow", lambda: broadcast_maxflow_bound(machine, collective)),
+        ("capacity", lambda: capacity_bound(machine, collective, timed)),
+        ("mcf", lambda: mcf_bound(machine, collective, timed)),
+        ("one-port", lambda: one_port_bound(machine, collective, model)),
+        ("allreduce parts", lambda: _allreduce_parts(machine, collective, model, clock)),
+        ("allreduce", lambda: allreduce_bounds(machine, collective, timed, split))]
     found: list[Bound] = []
-    for i, step in enumerate(steps):
+    for i, (name, step) in enumerate(steps):
         if i and clock is not None and clock.expired():
             return found  # cut short: not kept
         try:
-            with running(clock) if clock is not None and i else nullcontext():
+            with running(clock) if clock is not None and i else nullcontext(), phase(clock, f"{name} bound"):
                 made = step()
         except OutOfTime:  # a long bound checks the clock as it goes (the first is always made)
             return found

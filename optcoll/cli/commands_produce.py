@@ -159,10 +159,13 @@ def _with_model(inst, kind: str | None):
               help="The exact formulation (default: the time model's: timed or step); what each applies to and "
                    "proves: optcoll/producers/formulations.py.")
 @combining_option
+@click.option("--verbose", "-v", is_flag=True,
+              help="Print each phase's time on stderr as it ends (start-up, bounds, start schedules, models, "
+                   "verification), with the time left to the limit.")
 @json_option
 def solve(instance_path, solver, model_kind, time_limit, work_limit, threads, seed, quantum, out, export_model,
           progress, max_memory, steps, rounds, chunks, least_steps, least_rounds, formulation, combining,
-          as_json) -> None:
+          verbose, as_json) -> None:
     """Optimal schedule (or best found plus a proven bound) from an exact solver, verified.
 
     The step model answers SCCL's questions: the least cost S·α + R·b/B_min (default), the
@@ -186,25 +189,30 @@ def solve(instance_path, solver, model_kind, time_limit, work_limit, threads, se
         inst = _rechunked(inst, chunks)
     limits = inst.budget.overridden(time_limit=time_limit, threads=threads, seed=seed, max_memory=max_memory,
                                     work_limit=work_limit)
+    clock = Clock(limits, started)
+    if verbose:
+        clock.on_phase = _print_phase
+        clock.record("start-up and reading the instance", started)
     with as_flags(work_limit="--work-limit"):
-        produced = run.exact(inst, solver=solver, clock=Clock(limits, started),
+        produced = run.exact(inst, solver=solver, clock=clock,
                              progress=_progress_printer(_mode(progress, as_json)),
                              quantum=quantum, steps=steps, rounds=rounds, objective=objective, formulation=formulation)
     result, outcome = produced.result, produced.outcome
     free = inst
     inst = chosen(inst, result.params)  # C free: the instance at the C the best schedule chose
-    if out and produced.schedule is not None:
-        save_schedule(out, produced.schedule, inst.machine)
-    if export_model:
-        from optcoll.producers.exact.step import export_step_model
-        from optcoll.producers.exact.timed.solve import export_timed_model
+    with clock.phase("write the outputs"):
+        if out and produced.schedule is not None:
+            save_schedule(out, produced.schedule, inst.machine)
+        if export_model:
+            from optcoll.producers.exact.step import export_step_model
+            from optcoll.producers.exact.timed.solve import export_timed_model
 
-        if inst.model.kind == "step":
-            if outcome.schedule is None:
-                raise click.UsageError("no step-model solution to export the encoding of")
-            export_step_model(inst, outcome.schedule.num_steps, sum(outcome.schedule.rounds), export_model)
-        else:
-            export_timed_model(inst, export_model, quantum=quantum)
+            if inst.model.kind == "step":
+                if outcome.schedule is None:
+                    raise click.UsageError("no step-model solution to export the encoding of")
+                export_step_model(inst, outcome.schedule.num_steps, sum(outcome.schedule.rounds), export_model)
+            else:
+                export_timed_model(inst, export_model, quantum=quantum)
     if as_json:
         emit_json({**result.to_dict(), "out": out})
         return
@@ -231,6 +239,12 @@ def solve(instance_path, solver, model_kind, time_limit, work_limit, threads, se
         if path:
             echo(f"wrote {path}")
     sys.exit(0 if result.status in ("optimal", "bounded") else 1)
+
+
+def _print_phase(phase) -> None:
+    """``solve --verbose``: one line per phase as it ends, nested phases indented."""
+    echo(f"  phase {phase.seconds:8.2f} s  (ended at {phase.ended:7.1f} s, {phase.left:7.1f} s left)  "
+         f"{'  ' * phase.depth}{phase.name}", err=True)
 
 
 def _step_question(kind: str, steps, rounds, chunks, least_steps: bool, least_rounds: bool) -> str:

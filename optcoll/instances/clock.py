@@ -19,13 +19,31 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from contextvars import ContextVar
+from dataclasses import dataclass
 
 from optcoll.instances.budget import Budget
 
 #: Where a clock reads the time (``time.perf_counter``; tests pass a fake one).
 TimeSource = Callable[[], float]
+
+
+@dataclass(frozen=True)
+class PhaseTime:
+    """One phase of a job as its clock saw it: seconds from the job's start (``began``,
+    ``ended``), how deep it sits in the phases open around it, and the job's seconds left when
+    it ended (negative: it ended past the limit). ``solve --verbose`` prints them."""
+
+    name: str
+    began: float
+    ended: float
+    depth: int
+    left: float
+
+    @property
+    def seconds(self) -> float:
+        return self.ended - self.began
 
 
 class Terminated(KeyboardInterrupt):
@@ -74,6 +92,10 @@ class Clock:
         self._work_left = budget.work_limit if parent is None else work
         self.work_spent = 0.0  # CP-SAT deterministic time spent under this clock
         self._interrupted = False
+        self.phases: list[PhaseTime] = []  # the root's: every phase timed under it, in the order they ended
+        self.on_phase: Callable[[PhaseTime], None] | None = None  # the root's: told as each phase ends
+        self._open = 0  # the root's: phases open now
+        self.interpreted: set[str] = set()  # the root's: compiled paths run interpreted (``kernels.may_run``)
 
     @property
     def root(self) -> "Clock":
@@ -86,6 +108,29 @@ class Clock:
 
     def interrupt(self) -> None:
         self.root._interrupted = True
+
+    # -- phases -----------------------------------------------------------------------------------
+    @contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        """Times the block as phase ``name`` of the job (on the root clock: ``phases``, and
+        ``on_phase`` when set), so a run that ends late shows which step took the time."""
+        root = self.root
+        began = self.now()
+        root._open += 1
+        try:
+            yield
+        finally:
+            root._open -= 1
+            self.record(name, began)
+
+    def record(self, name: str, began: float) -> None:
+        """Phase ``name`` ran from ``began`` (on this clock's time scale) until now (``phase``;
+        a command also records its start-up, before its clock existed)."""
+        root, ended = self.root, self.now()
+        timed = PhaseTime(name, began - root.start, ended - root.start, root._open, root.end - ended)
+        root.phases.append(timed)
+        if root.on_phase is not None:
+            root.on_phase(timed)
 
     # -- time and work ----------------------------------------------------------------------------
     def elapsed(self) -> float:
@@ -169,6 +214,11 @@ def process_start() -> float:
     return now - age if 0.0 <= age < 3600.0 else now
 
 
+def phase(clock: Clock | None, name: str) -> AbstractContextManager[None]:
+    """``clock.phase(name)``, or nothing to time without a clock (the Python API's calls)."""
+    return clock.phase(name) if clock is not None else nullcontext()
+
+
 def clock_for(budget: Budget, clock: Clock | None = None, **overrides: object) -> Clock:
     """The clock a solver entry runs under: ``clock`` when the caller's job already runs one
     (then it holds every limit, and ``overrides`` must all be None), else a new clock started now
@@ -199,6 +249,11 @@ def running(clock: Clock | None) -> Iterator[Clock | None]:
         yield clock
     finally:
         _current.reset(token)
+
+
+def current() -> Clock | None:
+    """The clock code that takes none runs under (``running``), if any."""
+    return _current.get()
 
 
 def check_current() -> None:

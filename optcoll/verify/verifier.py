@@ -30,6 +30,15 @@ ENGINES = ("auto", "vectorised", "compiled", "events")
 COMPILED_FROM = 20_000
 
 
+def _compiled_ready() -> bool:
+    """Whether the compiled engine may run now (``instances.kernels.may_run``: not compiled first
+    under a job's clock); the event engine gives the same verdict."""
+    from optcoll.instances.kernels import may_run
+    from optcoll.verify import compiled  # numba: loaded only here
+
+    return may_run(compiled)
+
+
 def verify(machine: Machine, collective: Collective, schedule: Schedule,
            model: TimeModel = TimeModel()) -> Verification:
     """The schedule's time and statistics, or the first violation in words a person can act on."""
@@ -70,7 +79,7 @@ def verify_with(machine: Machine, collective: Collective, schedule: Schedule, mo
     problem, malformed = prepare(machine, collective, schedule, model, step_start)
     if engine == "auto":
         engine = ("vectorised" if fast.applies(problem) else
-                  "compiled" if problem.ids.size >= COMPILED_FROM else "events")
+                  "compiled" if problem.ids.size >= COMPILED_FROM and _compiled_ready() else "events")
     if engine == "vectorised" and not fast.applies(problem):
         raise ValueError("the vectorised engine applies to non-combining collectives whose sending "
                          "switches multicast")

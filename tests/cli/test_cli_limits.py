@@ -81,3 +81,20 @@ def test_solve_counts_its_time_limit_from_the_commands_start():
     data = json.loads(result.stdout)
     assert data["wall_time"] >= 60.0 and data["status"] == "unknown"
     assert any(note.startswith("no first schedule: the time limit (5 s) reached") for note in data["notes"])
+
+
+def test_solve_verbose_prints_each_phase_with_the_time_left(run):
+    """``solve --verbose``: one stderr line per phase as it ends — the start-up first, the answer's
+    verification and the outputs last — each with the seconds left to the limit; the answer on
+    stdout is the same as without it."""
+    from cli_paths import REPO
+
+    path = str(REPO / "instances" / "quick" / "ring8-allgather-c1.toml")
+    code, out, err = run("solve", path, "--verbose", "--no-progress", "--work-limit", "5")
+    lines = [line.split(")  ", 1)[1] for line in err.splitlines() if line.startswith("  phase ")]
+    assert code == 0 and lines[0] == "start-up and reading the instance"
+    assert lines[-2:] == ["verify the answer", "write the outputs"]
+    assert "allgather: lower bounds" in lines and "  latency bound" in lines  # nested: indented
+    assert all(" s left)" in line for line in err.splitlines() if line.startswith("  phase "))
+    quiet = run("solve", path, "--no-progress", "--work-limit", "5")
+    assert quiet[0] == 0 and quiet[1].splitlines()[1] == out.splitlines()[1] and "phase" not in quiet[2]

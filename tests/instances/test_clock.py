@@ -62,3 +62,23 @@ def test_a_command_clock_starts_when_its_process_did():
     """Before anything this process did (this module's import among them), so the interpreter's
     start and the imports count against a command's limit."""
     assert process_start() <= IMPORTED
+
+
+def test_phases_are_booked_on_the_jobs_clock_nested_with_the_time_left():
+    """A phase timed on any clock of a job lands on the job's (root) clock, with its start and
+    end from the job's start, its depth among the phases open around it and the seconds left
+    (negative past the limit); ``on_phase`` hears each as it ends, the inner one first."""
+    time = FakeTime()
+    clock = Clock(Budget(time_limit=10.0), start=time.now, now=time)
+    heard = []
+    clock.on_phase = heard.append
+    part = clock.part(0.5)
+    with clock.phase("outer"):
+        time.now += 2.0
+        with part.phase("inner"):
+            time.now += 3.0
+        time.now += 7.0
+    clock.record("since the start", clock.start)
+    assert [(p.name, p.began, p.ended, p.depth, p.left) for p in clock.phases] == [
+        ("inner", 2.0, 5.0, 1, 5.0), ("outer", 0.0, 12.0, 0, -2.0), ("since the start", 0.0, 12.0, 0, -2.0)]
+    assert heard == clock.phases and part.phases == [] and clock.phases[0].seconds == 3.0

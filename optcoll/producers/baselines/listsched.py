@@ -41,7 +41,12 @@ def compiled_pays(problem: SpreadProblem, items: int) -> bool:
     """Whether to place ``items`` messages or flows compiled: enough of them, and no port limits
     (the compiled calendar has links only). Either way the schedule is the same."""
     enough = items >= COMPILED_FROM or (items >= LOADED_FROM and "numba" in sys.modules)
-    return enough and not problem.send_ports and not problem.recv_ports
+    if not enough or problem.send_ports or problem.recv_ports:
+        return False
+    from optcoll.instances.kernels import may_run
+    from optcoll.producers.baselines import compiled  # numba: loaded only here
+
+    return may_run(compiled)  # not compiled first under a job's clock
 
 
 class ShortestPaths:

@@ -40,4 +40,11 @@ def kernel_pays(problem: SpreadProblem, compiled: bool | None) -> bool:
     never, None (the default) where it covers a problem of at least ``KERNEL_MIN_DELIVERIES``."""
     if compiled is False or not kernel_covers(problem):
         return False
-    return compiled is True or problem.needs[0].size >= KERNEL_MIN_DELIVERIES
+    if compiled is True:
+        return True
+    if problem.needs[0].size < KERNEL_MIN_DELIVERIES:
+        return False
+    from optcoll.instances.kernels import may_run
+    from optcoll.producers.greedy import kernel  # numba: loaded only here
+
+    return may_run(kernel)  # not compiled first under a job's clock

@@ -253,6 +253,9 @@ def spread_plus(problem: SpreadProblem, rng: np.random.Generator, compiled: bool
         return kernel.run(problem, rng, plus=True)
     if not routes_cover(problem):
         return PlusEngine(problem, rng).run()
+    from optcoll.instances.kernels import may_run
     from optcoll.producers.greedy import routes  # numba: loaded only here
 
+    if compiled is None and not may_run(routes):  # not compiled first under a job's clock
+        return PlusEngine(problem, rng).run()
     return routes.run(problem, rng)

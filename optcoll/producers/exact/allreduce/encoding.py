@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from optcoll.instances.clock import check_current
 from optcoll.producers.exact.allreduce.problem import DirectProblem
 from optcoll.producers.exact.memory import ModelSize
 
@@ -87,6 +88,7 @@ def size(problem: DirectProblem, horizon: int, chunks: int | None = None) -> Mod
     sender = problem.route_src[routes]
     carries = 0
     for u in np.flatnonzero(np.bincount(sender)).tolist():  # the senders (np.unique would load numpy.ma: 10 ms)
+        check_current()  # under a solver's clock: a 512-GPU cluster has 1,000 senders, seconds in all
         at = np.sort(reach[:, u])
         at = at[np.isfinite(at)].astype(np.int64)
         prefix = np.r_[0, np.cumsum(at)]
@@ -100,6 +102,15 @@ def size(problem: DirectProblem, horizon: int, chunks: int | None = None) -> Mod
     variables = k * (2 * n_cand + carries + holds) + horizon
     return ModelSize("direct allreduce", f"at {horizon} epochs", variables,
                      k * (_TERMS_PER_CARRY * carries + _TERMS_PER_HOLD * holds + 4 * n_cand))
+
+
+def least_size(problem: DirectProblem, horizon: int) -> ModelSize:
+    """A lower bound of ``size`` counted from the problem's dimensions alone (no reach: seconds
+    on a 512-GPU cluster): every rank holds its own contribution to every chunk at every epoch,
+    so there are at least chunks × ranks × (horizon + 1) hold variables."""
+    holds = problem.num_chunks * problem.num_members * (horizon + 1)
+    return ModelSize("direct allreduce", f"at {horizon} epochs (its ranks' own holds alone)", holds + horizon,
+                     _TERMS_PER_HOLD * holds)
 
 
 @dataclass
@@ -303,11 +314,11 @@ def capacity(model, orbit=None) -> None:
     quotient a representative's transfer stands for its images on the images of its links."""
     problem, cand, cp = model.problem, model.cand, model.cp
     load: dict[tuple[int, int], list] = {}
-    hops_of = [np.flatnonzero(problem.hop_route == r) for r in range(problem.num_routes)]
+    hops_of = problem.route_hops()
     for c in model.chunks:
         for j, (r, k) in enumerate(zip(cand.route.tolist(), cand.start.tolist())):
             sent = model.sent(c, j)
-            for h in hops_of[r].tolist():
+            for h in hops_of[r]:
                 groups = [int(problem.hop_group[h])] if orbit is None else orbit.group_images(int(problem.hop_group[h]))
                 for g in groups:
                     for t in range(k + int(problem.hop_lo[h]), k + int(problem.hop_hi[h])):

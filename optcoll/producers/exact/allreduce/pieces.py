@@ -117,8 +117,8 @@ def layout(problem: DirectProblem, horizon: int, among: set[tuple[int, int]] | N
     if among is not None:
         keep = np.array([(r, k) in among for r, k in zip(base.route.tolist(), base.start.tolist())], dtype=bool)
         base = encoding.Candidates(base.route[keep], base.start[keep])
-    width = np.array([problem.group_capacity[problem.hop_group[problem.hop_route == r]].min()
-                      for r in range(problem.num_routes)], dtype=np.int64)
+    width = np.array([problem.group_capacity[problem.hop_group[hops.start:hops.stop]].min()
+                      for hops in problem.route_hops()], dtype=np.int64)
     repeat = width[base.route]
     cand = Sends(np.repeat(base.route, repeat), np.repeat(base.start, repeat),
                  np.concatenate([np.arange(w) for w in repeat] + [np.zeros(0)]).astype(np.int64))

@@ -24,13 +24,14 @@ at once.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from optcoll.bounds.demand import allreduce_set, need_counts_per_chunk
 from optcoll.collectives.collective import Collective
 from optcoll.graphs.shortest import relax
+from optcoll.instances.clock import check_current
 from optcoll.instances.instance import Instance
 from optcoll.machines.machine import Machine
 from optcoll.producers.base import NotApplicable
@@ -68,6 +69,8 @@ class DirectProblem:
     restrictions: tuple[str, ...]
     ports: tuple[int | None, int | None] = (None, None)  # (sends, receives) per NPU per epoch; None: any
     reduce_only: bool = False  # SCCL's combining rules: a copy never replaces a partial (TimeModel.combining)
+    #: ``reach`` and ``togo``, computed once (seconds each on a 512-GPU cluster); not copied by ``replace``.
+    _known: dict = field(default_factory=dict, init=False, repr=False)
 
     @property
     def num_chunks(self) -> int:
@@ -89,6 +92,13 @@ class DirectProblem:
     def exact(self) -> bool:
         """Whether an epoch horizon found infeasible is a proof in the model solved."""
         return self.rounding in ("exact", "steps") and not self.restrictions
+
+    def route_hops(self) -> list[range]:
+        """Per route, its hops' indices: ``hop_route`` lists each route's hops together, in route
+        order, so one pass cuts it (a search per route is quadratic: minutes for the 262,656
+        routes of a 512-GPU rail cluster)."""
+        ends = np.searchsorted(self.hop_route, np.arange(self.num_routes + 1)).tolist()
+        return [range(a, b) for a, b in zip(ends[:-1], ends[1:])]
 
     def node_index(self) -> np.ndarray:
         """Per machine node: its stateful index, -1 for plain switches."""
@@ -122,15 +132,21 @@ class DirectProblem:
     def reach(self) -> np.ndarray:
         """(contributor, stateful node): the fewest epochs before the contributor's data can be
         at the node (``inf`` if never): shortest route paths (every route takes an epoch or more)."""
-        mine = self.member_index()
-        start = np.full((self.num_members, self.num_nodes), np.inf)
-        start[mine[mine >= 0], np.flatnonzero(mine >= 0)] = 0.0
-        return self._fewest_epochs(start)
+        if "reach" not in self._known:
+            mine = self.member_index()
+            start = np.full((self.num_members, self.num_nodes), np.inf)
+            start[mine[mine >= 0], np.flatnonzero(mine >= 0)] = 0.0
+            self._known["reach"] = self._fewest_epochs(start)
+            self._known["reach"].flags.writeable = False
+        return self._known["reach"]
 
     def togo(self) -> np.ndarray:
         """Per stateful node: the fewest epochs for its data to reach a rank (0 at ranks)."""
-        start = np.where(self.member_index() >= 0, 0.0, np.inf)[None, :]
-        return self._fewest_epochs(start, reverse=True)[0]
+        if "togo" not in self._known:
+            start = np.where(self.member_index() >= 0, 0.0, np.inf)[None, :]
+            self._known["togo"] = self._fewest_epochs(start, reverse=True)[0]
+            self._known["togo"].flags.writeable = False
+        return self._known["togo"]
 
 
 def members_of(collective: Collective) -> np.ndarray:
@@ -170,6 +186,8 @@ def _paths(machine: Machine, stateful: np.ndarray) -> list[list[int]]:
         v = int(machine.link_dst[path[-1]])
         if keeps[v]:
             if v != int(machine.link_src[path[0]]):
+                if len(found) % 4096 == 0:
+                    check_current()  # under a solver's clock: 262,656 routes on a 512-GPU cluster
                 found.append(list(path))
             return
         if len(path) > MAX_PLAIN_HOPS:
@@ -200,6 +218,8 @@ def _build(machine: Machine, collective: Collective, members: np.ndarray, paths:
     src, dst, delay = [], [], []
     hop_route, hop_group, hop_lo, hop_hi, hop_offset = [], [], [], [], []
     for r, key in enumerate(groups_of):
+        if r % 4096 == 0:
+            check_current()
         path = unique[key]
         src.append(index[machine.link_src[path[0]]])
         dst.append(index[machine.link_dst[path[-1]]])

@@ -52,7 +52,8 @@ def orbit(problem: DirectProblem, link_maps: Sequence[np.ndarray]) -> Orbit | No
         group_of[list(links)] = g
     first = np.array([links[0] for links in problem.group_links], dtype=np.int64)
     group_map = np.stack([group_of[link[first]] for link in link_maps])
-    hops = [tuple(problem.hop_group[problem.hop_route == r].tolist()) for r in range(problem.num_routes)]
+    hop_group = problem.hop_group.tolist()
+    hops = [tuple(hop_group[h] for h in route) for route in problem.route_hops()]
     route_of = {key: r for r, key in enumerate(hops)}
     route_map = np.array([[route_of[tuple(int(gm[g]) for g in key)] for key in hops] for gm in group_map],
                          dtype=np.int64)

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from optcoll.instances.clock import Clock
+from optcoll.instances.clock import Clock, OutOfTime, running
 from optcoll.instances.instance import Instance
 from optcoll.producers.base import NotApplicable
 from optcoll.producers.exact.allreduce.pieces import prove, relaxation_problem
@@ -35,7 +35,7 @@ from optcoll.producers.exact.allreduce.problem import DirectProblem, timed_probl
 from optcoll.producers.exact.allreduce.solve import TooSlowToBuild, solve
 from optcoll.producers.exact.allreduce.symmetric import orbit
 from optcoll.producers.exact.allreduce.transfers import RouteTransfers, from_schedule, to_schedule
-from optcoll.producers.exact.allreduce.encoding import size as encoding_size
+from optcoll.producers.exact.allreduce.encoding import least_size, size as encoding_size
 from optcoll.producers.exact.memory import ModelSize, ModelTooLarge, require_fits
 from optcoll.schedules.schedule import Schedule
 
@@ -72,10 +72,16 @@ def direct_phase(instance: Instance, start: Schedule | None, start_time: float, 
         phase.params["refused"] = f"{_stopped(clock)} before it ran"  # the record names what stopped the proof
         return phase
     try:
-        problem = timed_problem(instance)
+        with running(clock), clock.phase("direct model: set-up"):
+            problem = timed_problem(instance)
     except NotApplicable as why:
         phase.notes.append(f"direct AllReduce model: not applicable ({why})")
         return phase
+    except OutOfTime:
+        return _not_built(phase, clock)
+    except KeyboardInterrupt:
+        clock.interrupt()
+        return _not_built(phase, clock)
     q = problem.quantum
     horizon = math.ceil(start_time / q * (1 - TOLERANCE)) if math.isfinite(start_time) else None
     if horizon is None:
@@ -83,18 +89,18 @@ def direct_phase(instance: Instance, start: Schedule | None, start_time: float, 
         return phase
     floor = max(1, math.ceil(bound / q * (1 - TOLERANCE)))
     if clock.expired():  # setting the problem up took the time (a cooperative deadline)
-        phase.notes.append(f"direct AllReduce model: not built: {_stopped(clock)}")
-        phase.params["refused"] = f"{_stopped(clock)} while it was set up"
-        return phase
-    hint = from_schedule(problem, start) if start is not None else None
+        return _not_built(phase, clock)
     phase.params = {"quantum": q, "rounding": problem.rounding, "restrictions": list(problem.restrictions),
                     "horizon_epochs": horizon, "floor_epochs": floor}
     best: RouteTransfers | None = None
     try:
+        with running(clock), clock.phase("direct model: size"):
+            too_large = _whole_too_large(problem, horizon, clock)
         symmetric_clock = clock.part(SYMMETRIC_SHARE)
         found_group = None
-        if group is not None and horizon > floor and not clock.expired() and _quotient_may_fit(problem, floor, clock):
-            found_group = orbit(problem, group(symmetric_clock))
+        with clock.phase("direct model: symmetry"):
+            if group is not None and horizon > floor and not clock.expired() and _quotient_may_fit(problem, floor, clock):
+                found_group = orbit(problem, group(symmetric_clock))
         if found_group is not None:
             symmetric = (f"direct AllReduce model, symmetric under a group of {found_group.order} "
                          f"({len(found_group.representatives)} representative chunk(s)), at the bound's {floor} epochs")
@@ -109,7 +115,12 @@ def direct_phase(instance: Instance, start: Schedule | None, start_time: float, 
                     phase.params["symmetric_epochs"] = found.makespan(problem)
         at_floor = best is not None and best.makespan(problem) <= floor
         if not at_floor and not clock.expired():
-            out, found = solve(problem, horizon, floor, clock, start=best if best is not None else hint)
+            if too_large is not None:  # refused before its hint is read: that takes minutes at 512 GPUs
+                raise too_large
+            with running(clock), clock.phase("direct model: the start as a hint"):
+                hint = from_schedule(problem, start) if start is not None else None
+            with clock.phase("direct model: search"):
+                out, found = solve(problem, horizon, floor, clock, start=best if best is not None else hint)
             phase.notes.append(f"direct AllReduce model ({out.size.variables} variables, {out.size.terms} "
                                f"terms, hint {out.hinted}): {out.status} ({out.wall:.2f} s)")
             phase.params.update(status=out.status, variables=out.size.variables, terms=out.size.terms,
@@ -124,12 +135,33 @@ def direct_phase(instance: Instance, start: Schedule | None, start_time: float, 
     except TooSlowToBuild as slow:
         phase.notes.append(f"direct AllReduce model: time limit: {slow}")
         phase.params["refused"] = str(slow)
+    except OutOfTime:
+        _not_built(phase, clock)
     except KeyboardInterrupt:
         clock.interrupt()
     if best is not None:
         phase.params["epochs"] = best.makespan(problem)
         phase.schedule = schedule_of(problem, best)
     return phase
+
+
+def _not_built(phase: DirectPhase, clock: Clock) -> DirectPhase:
+    """The clock ended (or Ctrl-C) while the model was set up: refused, with what stopped it."""
+    phase.notes.append(f"direct AllReduce model: not built: {_stopped(clock)}")
+    phase.params["refused"] = f"{_stopped(clock)} while it was set up"
+    return phase
+
+
+def _whole_too_large(problem: DirectProblem, horizon: int, clock: Clock) -> ModelTooLarge | None:
+    """The refusal of the unrestricted model at ``horizon`` epochs when it cannot fit in memory
+    (None: it may), known before its hint is read or a symmetry is searched for: from its least
+    size first (no reach needed), then from its size."""
+    try:
+        for size in (least_size, encoding_size):
+            require_fits(size(problem, horizon), "cpsat", clock.budget.threads, clock.budget.max_memory)
+    except ModelTooLarge as refused:
+        return refused
+    return None
 
 
 def _stopped(clock: Clock) -> str:
@@ -140,11 +172,12 @@ def _quotient_may_fit(problem: DirectProblem, floor: int, clock: Clock) -> bool:
     """Whether the symmetric model at ``floor`` epochs could fit in memory with the largest group
     there can be (one that moves every rank: order at most the rank count). Where it cannot, the
     group is not searched for (a search of minutes on a 128-GPU cluster)."""
-    whole = encoding_size(problem, floor)
     order = max(problem.num_members, 1)
     try:
-        require_fits(ModelSize(whole.formulation, whole.what, whole.variables // order, whole.terms // order),
-                     "cpsat", clock.budget.threads, clock.budget.max_memory)
+        for size in (least_size, encoding_size):  # the least size first: no reach needed
+            whole = size(problem, floor)
+            require_fits(ModelSize(whole.formulation, whole.what, whole.variables // order, whole.terms // order),
+                         "cpsat", clock.budget.threads, clock.budget.max_memory)
     except ModelTooLarge:
         return False
     return True

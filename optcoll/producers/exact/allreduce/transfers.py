@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from optcoll.instances.clock import check_current
 from optcoll.producers.exact.allreduce.problem import DirectProblem
 from optcoll.verify.problem import plain_switches
 from optcoll.schedules.schedule import COPY, Schedule, from_arrays
@@ -45,7 +46,7 @@ def to_schedule(problem: DirectProblem, transfers: RouteTransfers, **meta) -> Sc
     order = np.lexsort((transfers.chunk, transfers.route, transfers.start))
     t = transfers.take(order)
     steps = problem.rounding == "steps"
-    hops = [np.flatnonzero(problem.hop_route == r) for r in range(problem.num_routes)]
+    hops = problem.route_hops()
     used: dict[int, list[list[tuple[int, int]]]] = {}  # link -> occupied epoch windows
     per_epoch: dict[tuple[int, int], int] = {}  # (link, epoch) -> transfers (step model)
     weights = None
@@ -56,7 +57,7 @@ def to_schedule(problem: DirectProblem, transfers: RouteTransfers, **meta) -> Sc
     chunk, link, start, op, step, via = [], [], [], [], [], []
     for c, r, k, o in zip(t.chunk.tolist(), t.route.tolist(), t.start.tolist(), t.op.tolist()):
         last = hops[r][-1]
-        for i, h in enumerate(hops[r].tolist()):
+        for i, h in enumerate(hops[r]):
             lo, hi = k + int(problem.hop_lo[h]), k + int(problem.hop_hi[h])
             e = _fit(problem.group_links[int(problem.hop_group[h])], lo, hi, used, per_epoch, weights)
             via.append(len(link) - 1 if i and plain[problem.machine.link_src[e]] else -1)
@@ -102,8 +103,8 @@ def from_schedule(problem: DirectProblem, schedule: Schedule) -> RouteTransfers:
         return RouteTransfers(*(np.zeros(0, dtype=np.int64),) * 3, np.zeros(0, dtype=np.uint8))
     q = 1.0 if steps else problem.quantum
     times = schedule.step - 1.0 if steps else schedule.start
-    route_of = {tuple(int(problem.hop_group[h]) for h in np.flatnonzero(problem.hop_route == r)): r
-                for r in range(problem.num_routes)}
+    hop_group = problem.hop_group.tolist()
+    route_of = {tuple(hop_group[h] for h in hops): r for r, hops in enumerate(problem.route_hops())}
     group_of = np.empty(machine.num_links, dtype=np.int64)
     for g, links in enumerate(problem.group_links):
         group_of[list(links)] = g
@@ -118,14 +119,18 @@ def from_schedule(problem: DirectProblem, schedule: Schedule) -> RouteTransfers:
         if index[dst[i]] < 0 and i not in reserved:
             waiting.setdefault((int(schedule.chunk[i]), int(dst[i])), []).append((float(arrive[i]), i))
     previous = np.full(len(schedule), -1, dtype=np.int64)
-    for i in np.lexsort((np.arange(len(schedule)), times)).tolist():
+    for n, i in enumerate(np.lexsort((np.arange(len(schedule)), times)).tolist()):
+        if n % 4096 == 0:
+            check_current()  # under a solver's clock: 650,000 transfers on a 512-GPU cluster
         if index[src[i]] < 0:
             r = int(named[i])
             queue = [(float(arrive[r]), r)] if r >= 0 else waiting.get((int(schedule.chunk[i]), int(src[i])), [])
             if queue and abs(queue[0][0] - times[i]) <= EPOCH_TOLERANCE * max(q, times[i]):
                 previous[i] = queue.pop(0)[1]
     rows = []
-    for i in np.flatnonzero(index[dst] >= 0).tolist():
+    for n, i in enumerate(np.flatnonzero(index[dst] >= 0).tolist()):
+        if n % 4096 == 0:
+            check_current()
         path, j = [i], i
         while index[src[j]] < 0 and previous[j] >= 0:
             j = int(previous[j])

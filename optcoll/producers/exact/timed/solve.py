@@ -18,7 +18,7 @@ from pathlib import Path
 from optcoll.bounds import best_lower_bound
 from optcoll.errors import InputError
 from optcoll.instances.budget import Budget
-from optcoll.instances.clock import Clock, OutOfTime, clock_for, running, terminating
+from optcoll.instances.clock import Clock, OutOfTime, clock_for, phase, running, terminating
 from optcoll.instances.instance import Instance
 from optcoll.producers import compose
 from optcoll.producers.base import NotApplicable
@@ -133,7 +133,7 @@ def _starts(instance: Instance, problem: TimedProblem, seed: int, hint: Schedule
             continue
         share = clock.part(1.0 / (len(names) - order)) if clock is not None and not clock.expired() else None
         try:
-            with running(share) if share is not None else nullcontext():
+            with running(share) if share is not None else nullcontext(), phase(clock, f"start: {name}"):
                 transfers = from_schedule(problem, get_synthesizer(name)(instance, seed))
         except NotApplicable as error:
             notes.append(f"{name} does not apply: {error}")
@@ -197,13 +197,20 @@ def solve_timed(instance: Instance, *, solver: str = "cpsat", quantum: float | N
                             "chunks differ in size")
     if instance.collective.kind == "allreduce":
         def part(sub: Instance, part_clock: Clock) -> SolverOutcome:
-            return _Run(sub, solver, part_clock, _Trace(clock.start, progress)).solve(quantum, None, formulation)
+            with part_clock.phase(f"allreduce: its {sub.collective.kind} part"):
+                return _Run(sub, solver, part_clock, _Trace(clock.start, progress)).solve(quantum, None, formulation)
 
-        overall = best_lower_bound(instance.machine, instance.collective, instance.model, clock)
+        try:
+            with clock.phase("allreduce: lower bounds"):
+                overall = best_lower_bound(instance.machine, instance.collective, instance.model, clock)
+        except KeyboardInterrupt:  # the bounds an ended clock still makes (the first, at once)
+            clock.interrupt()
+            overall = best_lower_bound(instance.machine, instance.collective, instance.model, clock)
         bound = (float(overall.value), f"{overall.name} bound ({overall.detail})")
         start_notes: list[str] = []
-        try:
-            start = best_start(instance, clock.part(START_SHARE), start_notes) if structured else None
+        try:  # Ctrl-C among the producers keeps the starts made (``best_start``)
+            with clock.phase("allreduce: start schedules"):
+                start = best_start(instance, clock.part(START_SHARE), start_notes) if structured else None
         except KeyboardInterrupt:  # the family still makes its start schedules, at once
             clock.interrupt()
             start = None
@@ -286,26 +293,31 @@ class _Run:
                                                or (formulation == "auto" and not upper.exact))
         # Phases in order with their share of the time left. When the grid rounds, the exact
         # continuous model goes first: rounded epochs make poor schedules on uneven links.
-        phases: list[tuple[Callable[[Clock], None], float]] = []
+        phases: list[tuple[str, Callable[[Clock], None], float]] = []
         if use_continuous:
-            phases.append((lambda clock: self.continuous(fine, clock), CONTINUOUS_SHARE if use_expanded else 1.0))
+            phases.append(("continuous model", lambda clock: self.continuous(fine, clock),
+                           CONTINUOUS_SHARE if use_expanded else 1.0))
         if use_expanded:
-            phases.append((lambda clock: self.coarse(upper, clock), 1.0))
-            phases.append((lambda clock: self.expanded(upper, clock), UPPER_SHARE if lower is not None else 1.0))
+            phases.append(("coarse grid", lambda clock: self.coarse(upper, clock), 1.0))
+            phases.append(("time-expanded model", lambda clock: self.expanded(upper, clock),
+                           UPPER_SHARE if lower is not None else 1.0))
             if lower is not None:
-                phases.append((lambda clock: self.relaxation(lower, clock), 1.0))
+                phases.append(("rounded-down grid", lambda clock: self.relaxation(lower, clock), 1.0))
         try:
-            self.prove(*_analytic_bound(self.instance, problem, self.clock), searched=False)
-            first = self.first_schedule(hint)
+            with self.clock.phase(f"{self.instance.collective.kind}: lower bounds"):
+                self.prove(*_analytic_bound(self.instance, problem, self.clock), searched=False)
+            with self.clock.phase(f"{self.instance.collective.kind}: first schedule"):
+                first = self.first_schedule(hint)
             self.notes.append(f"first upper bound from {first}: {format_time(self.makespan())}" if first else
                               "no first schedule: " + ("interrupted" if self.clock.interrupted else
                                                        f"{self.clock.limit_reached()} reached while making it"))
-            for phase, share in phases:
+            for name, phase, share in phases:
                 if self.closed():
                     break
                 ran = len(self.ran)
                 try:
-                    phase(self.clock.part(share))
+                    with self.clock.phase(f"{self.instance.collective.kind}: {name}"):
+                        phase(self.clock.part(share))
                 except ModelTooLarge as refused:  # like a time limit: keep what is proven so far
                     del self.ran[ran:]  # a refused formulation did not run
                     self.notes.append(f"memory limit: {refused.detail}")
@@ -334,10 +346,12 @@ class _Run:
         after_ctrl_c = self.clock.interrupted and not terminating()
         try:
             with running(None if after_ctrl_c else self.clock):
-                first = (self.offer_structured() if self.structured else None) or first
+                with self.clock.phase("start: structured"):
+                    first = (self.offer_structured() if self.structured else None) or first
                 made = [] if self.closed() else list(_starts(
                     self.instance, self.problem, self.clock.budget.seed, hint, self.notes, self.bound, self.clock))
-                first = self._offer_starts(made) or first
+                with self.clock.phase("start: retiming"):
+                    first = self._offer_starts(made) or first
                 if self.best is None:
                     self.offer(greedy(self.problem, self.true_grid))
                     first = "earliest-arrival greedy"
@@ -528,8 +542,9 @@ def _allreduce(instance: Instance, solver: str, clock: Clock, composed: SolverOu
         schedule, made, name = start.schedule, start.time, start.producer
         notes.append(f"the {name} schedule ({format_time(made)}) beats ReduceScatter then AllGather")
     if (bound is None or made > bound * (1 + TIME_TOLERANCE)) and not clock.interrupted and solver == "cpsat":
-        direct = direct_phase(instance, schedule, made, bound or 0.0, clock,
-                              lambda phase: rank_group_links(instance, phase))
+        with clock.phase("allreduce: direct model"):
+            direct = direct_phase(instance, schedule, made, bound or 0.0, clock,
+                                  lambda phase: rank_group_links(instance, phase))
         params.update(clock.work_params())
         notes += direct.notes
         params["direct"] = direct.params

@@ -9,12 +9,13 @@ it (a 512-GPU cluster, where some producers take minutes each) only those built 
 machine's structure run, and the note says so. They run within the solve's clock (the structured
 ones first: they are the fastest wherever they apply); a producer the clock stops, and those after
 it, are named in a note, since the answer is then only never slower than the ones that ran.
+Ctrl-C under a clock ends them the same way: the starts made before it are kept.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from optcoll.instances.clock import Clock, OutOfTime, running
+from optcoll.instances.clock import Clock, OutOfTime, phase, running
 from optcoll.instances.instance import Instance
 from optcoll.producers.registry import IMPLEMENTS, SYNTHESIZERS, run_portfolio
 from optcoll.schedules.schedule import Schedule
@@ -65,9 +66,13 @@ def best_start(instance: Instance, clock: Clock | None = None, notes: list[str] 
         try:
             if clock is not None and clock.expired():
                 raise OutOfTime(name)
-            with running(clock):
+            with running(clock), phase(clock, f"start: {name}"):
                 found += [(entry.time, order, entry) for entry in run_portfolio(instance, instance.budget.seed, (name,))]
-        except OutOfTime:
+        except (OutOfTime, KeyboardInterrupt) as stopped:
+            if isinstance(stopped, KeyboardInterrupt):
+                if clock is None:
+                    raise
+                clock.interrupt()  # Ctrl-C: the starts made so far are kept
             if notes is not None:
                 why = "interrupted" if clock is not None and clock.interrupted else "out of time"
                 notes.append(f"start schedules {why} before {', '.join(names[order:])}: the answer is never "
