@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from optcoll.errors import InputError
+from optcoll.machines.nccl_latency import HW_LATENCY_US, PROTOCOLS as _PROTOCOL_ORDER
 
 NCCL = "NCCL 2.30.7 (github.com/NVIDIA/nccl 5067397c)"
 
@@ -124,6 +125,12 @@ GENERATIONS: dict[str, Generation] = {
 NET_EFFICIENCY = nccl(12.0 / 12.5, "x", f"{_TOPO} NET_BW 12 GB/s for a 100 Gbit/s NIC")
 
 
+def _hw(hardware: str, algorithm: str, protocol: str) -> Calibrated:
+    """NCCL's per-step latency of ``algorithm`` on ``hardware`` for ``protocol`` (hwLatencies)."""
+    value = HW_LATENCY_US[hardware][algorithm][_PROTOCOL_ORDER.index(protocol)]
+    return nccl(value, "us", f"{_TUNING} hwLatencies[{hardware.upper()}][{algorithm.upper()}][{protocol.upper()}]")
+
+
 @dataclass(frozen=True)
 class Protocol:
     """NCCL's LL, LL128 and Simple: payload efficiency, per-step latencies and pipelining unit."""
@@ -141,27 +148,39 @@ class Protocol:
     #: NCCL's per-thread work threshold that trims channels for small sizes (comm.h).
     thread_threshold: int
     max_threads: int
+    #: Per level of NCCL's tree, NVLink and network, µs: hwLatencies[.][TREE][p]. NCCL's model
+    #: charges a tree level 2 × (intra + inter) per call, up and down, with a network hop dearer
+    #: than a ring step for LL and LL128 (5.0 and 8.5 against 2.7 and 4.0 µs): a tree rank's
+    #: network send waits for the reduction of its children's data (down: its parent's), so the
+    #: proxy's post and completion poll are exposed at every level instead of overlapping the
+    #: next ring step. The tree's NVLink hop is cheaper for LL128 (1.25 against 1.9 µs).
+    tree_step_nvlink_us: Calibrated
+    tree_step_net_us: Calibrated
+
+    def steps(self, tree: bool) -> tuple[Calibrated, Calibrated]:
+        """(NVLink, network) latency of one step of a ring, or of one level of NCCL's tree."""
+        return (self.tree_step_nvlink_us, self.tree_step_net_us) if tree else (self.step_nvlink_us, self.step_net_us)
+
+
+def _protocol(name: str, payload: Calibrated, base: Calibrated, chunk: Calibrated, threshold: int,
+              threads: int) -> Protocol:
+    return Protocol(name, payload, _hw("nvlink", "ring", name), _hw("net", "ring", name), base, chunk, threshold,
+                    threads, _hw("nvlink", "tree", name), _hw("net", "tree", name))
 
 
 PROTOCOLS: dict[str, Protocol] = {
-    "ll": Protocol("ll", nccl(0.5, "x", f"{_TUNING} ring LL busBw * .5"),
-                   nccl(0.6, "us", f"{_TUNING} hwLatencies[NVLINK][RING][LL]"),
-                   nccl(2.7, "us", f"{_TUNING} hwLatencies[NET][RING][LL]"),
-                   nccl(6.6, "us", f"{_TUNING} baseLatencies[RING][LL]"),
-                   nccl(32768, "B", "src/device/primitives.h: LL step = buffSize/NCCL_STEPS/2 = 512 KiB/8/2"),
-                   8 * 8, 512),
-    "ll128": Protocol("ll128", nccl(0.92, "x", f"{_TUNING} ring LL128 busBw * 0.92 (120/128)"),
-                      nccl(1.9, "us", f"{_TUNING} hwLatencies[NVLINK][RING][LL128]"),
-                      nccl(4.0, "us", f"{_TUNING} hwLatencies[NET][RING][LL128]"),
-                      nccl(14.0, "us", f"{_TUNING} baseLatencies[RING][LL128]"),
-                      nccl(576000, "B", "src/device/primitives.h: LL128 step = 614400 B * 120/128"),
-                      8, 640),
-    "simple": Protocol("simple", nccl(1.0, "x", "Simple moves payload only"),
-                       nccl(3.4, "us", f"{_TUNING} hwLatencies[NVLINK][RING][Simple]"),
-                       nccl(14.0, "us", f"{_TUNING} hwLatencies[NET][RING][Simple]"),
-                       nccl(8.4, "us", f"{_TUNING} baseLatencies[RING][Simple]"),
-                       nccl(1048576, "B", "src/include/collectives.h: slice = stepSize 512 KiB * ALLREDUCE_SLICESTEPS 2"),
-                       64, 512),
+    "ll": _protocol("ll", nccl(0.5, "x", f"{_TUNING} ring LL busBw * .5"),
+                    nccl(6.6, "us", f"{_TUNING} baseLatencies[RING][LL]"),
+                    nccl(32768, "B", "src/device/primitives.h: LL step = buffSize/NCCL_STEPS/2 = 512 KiB/8/2"),
+                    8 * 8, 512),
+    "ll128": _protocol("ll128", nccl(0.92, "x", f"{_TUNING} ring LL128 busBw * 0.92 (120/128)"),
+                       nccl(14.0, "us", f"{_TUNING} baseLatencies[RING][LL128]"),
+                       nccl(576000, "B", "src/device/primitives.h: LL128 step = 614400 B * 120/128"),
+                       8, 640),
+    "simple": _protocol("simple", nccl(1.0, "x", "Simple moves payload only"),
+                        nccl(8.4, "us", f"{_TUNING} baseLatencies[RING][Simple]"),
+                        nccl(1048576, "B", "src/include/collectives.h: slice = stepSize 512 KiB * ALLREDUCE_SLICESTEPS 2"),
+                        64, 512),
 }
 
 #: NVLS: the per-call latency of an in-switch reduction and its pipelining unit (nvlsChunkSize
@@ -218,6 +237,7 @@ def all_numbers() -> list[tuple[str, Calibrated]]:
     for p in PROTOCOLS.values():
         out += [(f"{p.name}.payload", p.payload), (f"{p.name}.step_nvlink", p.step_nvlink_us),
                 (f"{p.name}.step_net", p.step_net_us), (f"{p.name}.base", p.base_us),
-                (f"{p.name}.chunk", p.chunk_bytes)]
+                (f"{p.name}.chunk", p.chunk_bytes), (f"{p.name}.tree_step_nvlink", p.tree_step_nvlink_us),
+                (f"{p.name}.tree_step_net", p.tree_step_net_us)]
     return out + [("net.efficiency", NET_EFFICIENCY), ("nvls.call", NVLS_CALL_US),
                   ("nvls.chunk", NVLS_CHUNK_BYTES), ("launch", LAUNCH_US)]

@@ -5,7 +5,8 @@ physical model's links rated by ``optcoll.machines.calibration`` for one protoco
 node (its NVLinks or Infinity Fabric, and its NVSwitch) get the generation's link efficiency and
 the protocol's NVLink step latency, split over the hops of one GPU-to-GPU step (two through a
 switch); the other links (NICs, leaves, spine) the network efficiency and step latency, split the
-same way. Schedules that reduce in a switch (NVLS) run its links at the generation's NVLS
+same way. The step latencies are a ring step's, or for NCCL's tree (``tree``) a tree level's:
+NCCL's tuning model rates the two differently (``calibration.Protocol.steps``). Schedules that reduce in a switch (NVLS) run its links at the generation's NVLS
 efficiency. Every link's bandwidth also carries the protocol's payload efficiency. The time model
 is ``serialization``: α is pipelined propagation (one step latency per hop), a link is busy only
 while it moves bytes. Without ``innetwork`` the switches only route (no multicast, no reduction:
@@ -38,6 +39,8 @@ class CalibratedMachine:
     innetwork: bool  # links of reducing switches at NVLS efficiency
     #: What a channel's per-slice synchronisation leaves of the rate (``slice_rate``), all links
     rate: float = 1.0
+    #: Step latencies of one level of NCCL's tree (``Protocol.steps``), not of a ring step
+    tree: bool = False
 
     @cached_property
     def topology(self) -> NcclTopology:
@@ -65,7 +68,8 @@ class CalibratedMachine:
         up = self.scale_up
         payload = g.ll128_payload if p.name == "ll128" and g.ll128_payload is not None else p.payload
         efficiency = np.where(up, g.link_efficiency.value, NET_EFFICIENCY.value) * payload.value * self.rate
-        step = np.where(up, p.step_nvlink_us.value, p.step_net_us.value) * 1e-6
+        nvlink, net = p.steps(self.tree)
+        step = np.where(up, nvlink.value, net.value) * 1e-6
         latency = np.where(both_switch, 0.0, np.where(switch_end, step / 2, step))
         bandwidth = m.link_bandwidth * efficiency
         if self.innetwork and g.nvls_efficiency.value > 0:
@@ -76,6 +80,7 @@ class CalibratedMachine:
             bandwidth = self._capped(bandwidth, g.ll_max_busbw.value * 1e9)
         return replace(m if self.innetwork else routing_view(m), link_latency=latency, link_bandwidth=bandwidth,
                        name=f"{m.name} [calibrated {g.name}/{p.name}{'/nvls' if self.innetwork else ''}"
+                       f"{'/tree' if self.tree else ''}"
                        f"{f' x{self.rate:.3g}' if self.rate != 1.0 else ''}]")
 
     def _capped(self, bandwidth: np.ndarray, per_npu: float) -> np.ndarray:

@@ -89,11 +89,11 @@ class Context:
     #: (collective, size, producer, protocol) -> its Choice, or the NotApplicable it raised
     runs: dict = field(default_factory=dict, compare=False)
 
-    def rated(self, protocol: str, innetwork: bool, rate: float = 1.0) -> CalibratedMachine:
-        key = (protocol, innetwork, rate)
+    def rated(self, protocol: str, innetwork: bool, rate: float = 1.0, tree: bool = False) -> CalibratedMachine:
+        key = (protocol, innetwork, rate, tree)
         if key not in self.calibrated:
             self.calibrated[key] = CalibratedMachine(self.physical, self.generation, PROTOCOLS[protocol], innetwork,
-                                                     rate)
+                                                     rate, tree)
         return self.calibrated[key]
 
     def routing(self, innetwork: bool) -> Machine:
@@ -179,7 +179,8 @@ def _run(ctx: Context, kind: str, size: int, producer: str, algorithm: str, prot
     want = max(1, math.ceil(size / (n * unit)))
     cap = max(1, MAX_CHUNK_COPIES // (n * n))
     chunks = min(want, cap)
-    rated = ctx.rated(protocol, producer in _INNETWORK, slice_rate(ctx, protocol, producer, nc, unit))
+    rated = ctx.rated(protocol, producer in _INNETWORK, slice_rate(ctx, protocol, producer, nc, unit),
+                      tree=producer == PRODUCERS["tree"])
     collective = make_collective(kind, list(range(n)), float(size), chunks)
     instance = Instance(f"expect-{kind}-{size}", rated.machine, collective, TIME_MODEL)
     schedule = get_synthesizer(producer).run(instance, 0)

@@ -1,6 +1,7 @@
 """The runtime model under ``optcoll expect``: NCCL's ring chunks (one channel's share, cut in
 slices), the per-slice synchronisation against the ring's own time, NCCL's tree on two nodes, and
-the nccl-tests host floor that ``--measured`` applies exactly when the output says nGpus > 1."""
+the tree's per-level network latency, and the nccl-tests host floor that ``--measured`` applies
+exactly when the output says nGpus > 1."""
 from __future__ import annotations
 
 import json
@@ -11,10 +12,16 @@ import pytest
 from click.testing import CliRunner
 
 from optcoll.analysis.expect import predict as P
+from optcoll.analysis.expect.calibrated import TIME_MODEL
 from optcoll.analysis.expect.nccl import estimates
 from optcoll.cli.main import cli
-from optcoll.machines.calibration import generation_of
+from optcoll.collectives.builtins import make_collective
+from optcoll.instances.instance import Instance
+from optcoll.machines.calibration import PROTOCOLS, generation_of
 from optcoll.machines.catalog import load_machine
+from optcoll.machines.nccl_latency import HW_LATENCY_US
+from optcoll.producers.registry import get_synthesizer
+from optcoll.verify import verify
 
 RAW = Path(__file__).parents[3] / "measurements" / "raw"
 MIB = 1 << 20
@@ -58,6 +65,43 @@ def test_nccl_runs_tree_on_two_a100_nodes_at_large_sizes():
     ctx = _context("cluster2x8")
     assert estimates("allreduce", 10 << 30, ctx.nccl)[0].algorithm == "tree"
     assert estimates("allreduce", 10 << 30, _context("dgxa100").nccl)[0].algorithm == "ring"  # one node
+
+
+def _tree_seconds(ctx: P.Context, protocol: str, tree: bool) -> float:
+    """nccl-tree at 1 KiB, one chunk, verified on the machine rated with a tree level's step
+    latencies (``tree``) or a ring step's."""
+    rated = ctx.rated(protocol, False, tree=tree).machine
+    collective = make_collective("allreduce", list(range(ctx.physical.num_npus)), 1024.0, 1)
+    schedule = get_synthesizer("nccl-tree").run(Instance("t", rated, collective, TIME_MODEL), 0)
+    result = verify(rated, collective, schedule, TIME_MODEL)
+    assert result.valid
+    return float(result.time)
+
+
+@pytest.mark.parametrize("protocol", ["ll", "ll128", "simple"])
+def test_a_tree_at_one_kib_costs_nccls_tree_latency_model(protocol):
+    """NCCL's tuning.cc charges a tree AllReduce 2 ((ppn − 1) · intra + log2(nNodes) · inter) with the
+    tree's own hwLatencies; on two rail-connected H100 nodes the verified tree at 1 KiB (latency
+    bound) on the tree-rated machine is that sum."""
+    i = ("ll", "ll128", "simple").index(protocol)
+    intra, inter = HW_LATENCY_US["nvlink"]["tree"][i], HW_LATENCY_US["net"]["tree"][i]
+    seconds = _tree_seconds(_context("dgxh100-rail-2x8"), protocol, True)
+    assert seconds == pytest.approx(2 * (7 * intra + 1 * inter) * 1e-6, abs=0.05e-6)
+
+
+def test_the_trees_network_latency_grows_with_log2_nodes():
+    """LL (same NVLink latency for ring and tree): rating the network hops at a tree level's 5.0 us
+    instead of a ring step's 2.7 us adds 2 · log2(nodes) · 2.3 us, one hop up and one down per
+    level; and NCCL's tree run by ``predict.run`` is the tree-rated one."""
+    column = PROTOCOLS["ll"]
+    extra = (column.tree_step_net_us.value - column.step_net_us.value) * 1e-6
+    for name, levels in (("dgxh100-rail-2x8", 1), ("dgxh100-rail-4x8", 2)):
+        ctx = _context(name)
+        grown = _tree_seconds(ctx, "ll", True) - _tree_seconds(ctx, "ll", False)
+        assert grown == pytest.approx(2 * levels * extra, abs=1e-9)
+    ctx = _context("dgxh100-rail-4x8")
+    run = P.run(ctx, "allreduce", 1024, "nccl-tree", "tree", "ll")
+    assert run.seconds == pytest.approx(_tree_seconds(ctx, "ll", True) + P.call_latency("nccl-tree", "ll"))
 
 
 def _expect(*args: str) -> str:
