@@ -26,6 +26,22 @@ def test_at_least_five_real_outputs_parse_with_every_row():
     assert counts["a100-sendrecv-li-plus.txt"] == 4
 
 
+def test_every_collection_entry_parses_and_names_its_source():
+    """measurements/README.md: each entry keeps its source (URL and commit or copy) and its data."""
+    from optcoll.inputfiles import read_toml
+    from optcoll.interop.measurements import measurements_dir
+
+    entries = {e.name: e for e in collection()}
+    for path in sorted(measurements_dir().glob("*.toml")):
+        source = read_toml(path)["source"]
+        assert source["url"].startswith("https://github.com/") and source.get("commit"), path.name
+        entry = entries[path.stem]
+        assert entry.points and all(s > 0 and t > 0 for s, t in entry.points), path.name
+    oke = entries["cluster2x8-allreduce-oke"]  # 2 x 8 A100, mpirun -np 16: 8 B - 8 GiB, no -g
+    assert (len(oke.points), oke.gpus_per_thread, oke.ranks) == (31, 1, 16)
+    assert oke.time_at(1 << 30) == pytest.approx(9073.4e-6)
+
+
 def test_header_facts_are_read():
     sweep = read_sweep(DATA / "h100-2node-a3mega-allreduce.txt")
     assert (sweep.collective, sweep.ranks, sweep.avg_busbw) == ("allreduce", 16, 70.742)
