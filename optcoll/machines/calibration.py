@@ -71,6 +71,14 @@ class Generation:
     #: LL128's payload rate over the links' effective rate where it was measured below NCCL's
     #: 120/128 (None: ``PROTOCOLS["ll128"].payload``).
     ll128_payload: Calibrated | None = None
+    #: LL's and LL128's step synchronisation, as a multiple of NCCL's per-step latency of the
+    #: protocol (``Protocol.step_nvlink_us``): each step of a channel waits for its flags and
+    #: posts its own before the next, time the channel does not overlap with its own copy, as
+    #: NCCL's tuning model (latency + size / bandwidth, both added) charges it. 1: NCCL's kernels.
+    step_sync: Calibrated = Calibrated(1.0, "x", f"{NCCL} src/graph/tuning.cc: a ring's latency adds nsteps x "
+                                       "hwLatencies[NVLINK][RING][p] to its size / bandwidth; checked on "
+                                       "dgxa100-allreduce-azure and -modal (1-16 MiB, ring/LL and LL128: from "
+                                       "-9..-35 % to -18..+2 %)")
 
 
 _TOPO = "src/graph/topo.h"
@@ -117,6 +125,9 @@ GENERATIONS: dict[str, Generation] = {
                         nccl(141.0, "GB/s", f"{_TUNING} llMaxBws[Hopper][N1], taken for MI300X"), 16, 0,
                         "rccl", RCCL_MSCCL,
                         fitted(0.6, "x", "mi300x-allreduce-rccl-aac8 (4-16 MiB, RCCL's all-pairs Simple files)"),
+                        step_sync=fitted(0.0, "x", "mi300x-allreduce-rccl-aac8 (ring/LL128 at 32 MiB within 0.4 % "
+                                         "without it, 14 % over with NCCL's 1.9 us per step: RCCL's LL128 kernels "
+                                         "on Infinity Fabric lose no step time, as its Simple slices lose none)"),
                         slice_sync=fitted(0.0, "us", "mi300x-allreduce-rccl-aac8 (ring/Simple 32 MiB-8 GiB within "
                                           "3.5-6 % at one link efficiency: no loss at RCCL's shorter slices)")),
 }
@@ -172,7 +183,7 @@ PROTOCOLS: dict[str, Protocol] = {
     "ll": _protocol("ll", nccl(0.5, "x", f"{_TUNING} ring LL busBw * .5"),
                     nccl(6.6, "us", f"{_TUNING} baseLatencies[RING][LL]"),
                     nccl(32768, "B", "src/device/primitives.h: LL step = buffSize/NCCL_STEPS/2 = 512 KiB/8/2"),
-                    8 * 8, 512),
+                    8, 512),
     "ll128": _protocol("ll128", nccl(0.92, "x", f"{_TUNING} ring LL128 busBw * 0.92 (120/128)"),
                        nccl(14.0, "us", f"{_TUNING} baseLatencies[RING][LL128]"),
                        nccl(576000, "B", "src/device/primitives.h: LL128 step = 614400 B * 120/128"),
@@ -231,7 +242,7 @@ def all_numbers() -> list[tuple[str, Calibrated]]:
             out.append((f"{g.name}.msccl_efficiency", g.msccl_efficiency))
         if g.host_issue.value:
             out.append((f"{g.name}.host_issue", g.host_issue))
-        out.append((f"{g.name}.slice_sync", g.slice_sync))
+        out += [(f"{g.name}.slice_sync", g.slice_sync), (f"{g.name}.step_sync", g.step_sync)]
         if g.ll128_payload is not None:
             out.append((f"{g.name}.ll128_payload", g.ll128_payload))
     for p in PROTOCOLS.values():

@@ -37,7 +37,8 @@ class CalibratedMachine:
     generation: Generation
     protocol: Protocol
     innetwork: bool  # links of reducing switches at NVLS efficiency
-    #: What a channel's per-slice synchronisation leaves of the rate (``slice_rate``), all links
+    #: What a channel's per-step synchronisation leaves of the rate (``slice_rate``), on the links
+    #: a GPU sends on
     rate: float = 1.0
     #: Step latencies of one level of NCCL's tree (``Protocol.steps``), not of a ring step
     tree: bool = False
@@ -67,7 +68,7 @@ class CalibratedMachine:
                                 for u, v in zip(m.link_src, m.link_dst)], dtype=bool)
         up = self.scale_up
         payload = g.ll128_payload if p.name == "ll128" and g.ll128_payload is not None else p.payload
-        efficiency = np.where(up, g.link_efficiency.value, NET_EFFICIENCY.value) * payload.value * self.rate
+        efficiency = np.where(up, g.link_efficiency.value, NET_EFFICIENCY.value) * payload.value
         nvlink, net = p.steps(self.tree)
         step = np.where(up, nvlink.value, net.value) * 1e-6
         latency = np.where(both_switch, 0.0, np.where(switch_end, step / 2, step))
@@ -78,6 +79,10 @@ class CalibratedMachine:
             bandwidth = np.where(reducing, bandwidth * g.nvls_efficiency.value, bandwidth)
         if p.name == "ll":  # NCCL caps LL's bus bandwidth per GPU (llMaxBws): spread over its links
             bandwidth = self._capped(bandwidth, g.ll_max_busbw.value * 1e9)
+        # A channel's per-step synchronisation holds the sending GPU (of what its protocol moves),
+        # not a switch forwarding the step: on links a GPU sends on only.
+        sends = np.array([not m.is_switch(int(u)) for u in m.link_src], dtype=bool)
+        bandwidth = np.where(sends, bandwidth * self.rate, bandwidth)
         return replace(m if self.innetwork else routing_view(m), link_latency=latency, link_bandwidth=bandwidth,
                        name=f"{m.name} [calibrated {g.name}/{p.name}{'/nvls' if self.innetwork else ''}"
                        f"{'/tree' if self.tree else ''}"

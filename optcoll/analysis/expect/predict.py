@@ -15,8 +15,9 @@ its channels and ranks, cut in two slices with Simple); for NVLS one step of all
 (N²·C); a capped C is reported. The GPU→switch→GPU hop is one NVLink transfer for NCCL (the
 switch cuts through); with chunks of one channel's share the simulated switch's store-and-forward
 costs one chunk of a step's nc, not a whole step. Each Simple slice also holds its channel for the
-generation's slice synchronisation (``slice_rate``), which the channel does not overlap with
-its copy: what bounds NCCL's ring at mid sizes, where slices are short.
+generation's slice synchronisation, and each LL or LL128 step for NCCL's per-step latency
+(``slice_rate``), which the channel does not overlap with its copy: what bounds NCCL's ring at
+mid sizes, where slices are short.
 
 Time of a schedule = verified time on the calibrated machine + the per-call latency of its
 protocol (NCCL's base latency of the algorithm; NVLS's call latency for schedules that reduce in
@@ -135,12 +136,25 @@ def channel_slice(algorithm: str, protocol: str, size: int, ctx: Context) -> tup
 
 
 def slice_rate(ctx: Context, protocol: str, producer: str, nc: int, unit: float) -> float:
-    """What a channel's per-slice synchronisation (``Generation.slice_sync``, Simple only) leaves of
-    the links' rate: s / (s + σ · B_ch), B_ch the channel's share of a GPU's scale-up rate."""
-    if protocol != "simple" or producer in _INNETWORK:
+    """What a channel's per-step synchronisation leaves of the rate its protocol moves:
+    s / (s + σ · B_ch), B_ch the channel's share of a GPU's scale-up rate at that protocol. σ is the
+    generation's Simple slice synchronisation, or for LL and LL128 NCCL's per-step latency of the
+    protocol times the generation's ``step_sync``. Not for in-switch reductions, nor for LL and
+    LL128 on NCCL's tree, whose steps are NCCL's tree chunks, not the ring slices ``channel_slice``
+    gives (their latency per level is on the tree-rated links, ``CalibratedMachine.tree``)."""
+    g = ctx.generation
+    if producer in _INNETWORK or (protocol != "simple" and producer == PRODUCERS["tree"]):
         return 1.0
-    per_channel = ctx.nccl.intra_gbs * 1e9 / nc
-    return round(unit / (unit + ctx.generation.slice_sync.value * 1e-6 * per_channel), 6)
+    rate = ctx.nccl.intra_gbs
+    if protocol == "simple":
+        sigma = g.slice_sync.value
+    else:
+        sigma = g.step_sync.value * PROTOCOLS[protocol].step_nvlink_us.value
+        payload = g.ll128_payload if protocol == "ll128" and g.ll128_payload is not None else PROTOCOLS[protocol].payload
+        rate *= payload.value
+        if protocol == "ll":
+            rate = min(rate, g.ll_max_busbw.value)
+    return round(unit / (unit + sigma * 1e-6 * rate * 1e9 / nc), 6)
 
 
 def host_floor(generation: Generation, gpus_per_thread: int) -> float:
