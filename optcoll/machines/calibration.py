@@ -125,6 +125,9 @@ GENERATIONS: dict[str, Generation] = {
                         nccl(141.0, "GB/s", f"{_TUNING} llMaxBws[Hopper][N1], taken for MI300X"), 16, 0,
                         "rccl", RCCL_MSCCL,
                         fitted(0.6, "x", "mi300x-allreduce-rccl-aac8 (4-16 MiB, RCCL's all-pairs Simple files)"),
+                        host_issue=fitted(7.0, "us", "mi300x-allreduce-rccl-azure-g8 (-g 8: 50-69 us flat from 1 KiB "
+                                          "to 4 MiB, 6.3-8.7 us per GPU; Xeon 8480C host: HIP's issue path, where "
+                                          "CUDA's on the same host costs Hopper 3.2)"),
                         step_sync=fitted(0.0, "x", "mi300x-allreduce-rccl-aac8 (ring/LL128 at 32 MiB within 0.4 % "
                                          "without it, 14 % over with NCCL's 1.9 us per step: RCCL's LL128 kernels "
                                          "on Infinity Fabric lose no step time, as its Simple slices lose none)"),
