@@ -53,6 +53,7 @@ class NcclView:
     rails: int
     nvls: bool
     generation: Generation
+    intra_links: int = 1  # a GPU's scale-up links (one to an NVSwitch; six NVLinks on a DGX-1)
 
     @property
     def ppn(self) -> float:
@@ -76,7 +77,7 @@ def view(physical: Machine, generation: Generation) -> NcclView:
     fabric = topo.fabrics[0]
     nvls = (fabric is not None and m.switch(fabric).multicast and m.switch(fabric).reduce
             and generation.nvls_efficiency.value > 0)
-    return NcclView(m.num_npus, topo.num_nodes, intra, inter, rails, nvls, generation)
+    return NcclView(m.num_npus, topo.num_nodes, intra, inter, rails, nvls, generation, int(up[out].sum()))
 
 
 @dataclass(frozen=True)

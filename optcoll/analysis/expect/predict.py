@@ -137,9 +137,11 @@ def channel_slice(algorithm: str, protocol: str, size: int, ctx: Context) -> tup
 
 def slice_rate(ctx: Context, protocol: str, producer: str, nc: int, unit: float) -> float:
     """What a channel's per-step synchronisation leaves of the rate its protocol moves:
-    s / (s + σ · B_ch), B_ch the channel's share of a GPU's scale-up rate at that protocol. σ is the
+    s / (s + σ · B_ch), B_ch the channel's share of a GPU's scale-up rate at that protocol (a
+    channel runs on one of the GPU's links: with fewer channels than links, one link's rate). σ is the
     generation's Simple slice synchronisation, or for LL and LL128 NCCL's per-step latency of the
-    protocol times the generation's ``step_sync``. Not for in-switch reductions, nor for LL and
+    protocol times the generation's ``step_sync``, less the 1/nc of it the simulated propagation
+    already charges. Not for in-switch reductions, nor for LL and
     LL128 on NCCL's tree, whose steps are NCCL's tree chunks, not the ring slices ``channel_slice``
     gives (their latency per level is on the tree-rated links, ``CalibratedMachine.tree``)."""
     g = ctx.generation
@@ -149,12 +151,14 @@ def slice_rate(ctx: Context, protocol: str, producer: str, nc: int, unit: float)
     if protocol == "simple":
         sigma = g.slice_sync.value
     else:
-        sigma = g.step_sync.value * PROTOCOLS[protocol].step_nvlink_us.value
+        # NCCL's α once per step: the simulation charges it as propagation, which the chunks of
+        # the other nc − 1 channels hide on a shared link; the step holds back that hidden part.
+        sigma = g.step_sync.value * PROTOCOLS[protocol].step_nvlink_us.value * (1 - 1 / nc)
         payload = g.ll128_payload if protocol == "ll128" and g.ll128_payload is not None else PROTOCOLS[protocol].payload
         rate *= payload.value
         if protocol == "ll":
             rate = min(rate, g.ll_max_busbw.value)
-    return round(unit / (unit + sigma * 1e-6 * rate * 1e9 / nc), 6)
+    return round(unit / (unit + sigma * 1e-6 * rate * 1e9 / max(nc, ctx.nccl.intra_links)), 6)
 
 
 def host_floor(generation: Generation, gpus_per_thread: int) -> float:

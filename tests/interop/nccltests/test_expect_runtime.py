@@ -60,18 +60,30 @@ def test_slice_synchronisation_costs_what_each_slice_adds():
 def test_ll_and_ll128_steps_hold_their_channel_for_nccls_step_latency():
     """A100, 4 MiB ring/LL128: each of a channel's 2 (n−1) steps moves 4 MiB / (8 · 24) bytes at the
     channel's share of the LL128 rate and holds it 1.9 us more (hwLatencies[NVLINK][RING][LL128]),
-    as NCCL's model adds its latency to size / bandwidth; the predicted call is then within 2 % of
-    Azure's measured 102.8 us, where the overlapped model said 77.7 us. RCCL on MI300X loses no
-    step time (``step_sync`` 0), nor does an in-switch reduction."""
+    as NCCL's model adds its latency to size / bandwidth, less the 1/24 the simulated propagation
+    charges; the predicted call is then within 2 % of Azure's measured 102.8 us, where the
+    overlapped model said 77.7 us. One channel pays NCCL's α once, as propagation; RCCL on MI300X
+    loses no step time (``step_sync`` 0), nor does an in-switch reduction."""
     ctx = _context("dgxa100")
     nc, unit = P.channel_slice("ring", "ll128", 4 * MIB, ctx)
     assert (nc, unit) == (24, math.ceil(4 * MIB / (8 * 24)))
     per_channel = ctx.nccl.intra_gbs * 1e9 * ctx.generation.ll128_payload.value / nc
     rate = P.slice_rate(ctx, "ll128", "nccl-ring", nc, unit)
-    assert rate == pytest.approx(unit / (unit + 1.9e-6 * per_channel), abs=1e-6)
+    assert rate == pytest.approx(unit / (unit + 1.9e-6 * (1 - 1 / 24) * per_channel), abs=1e-6)
     assert P.run(ctx, "allreduce", 4 * MIB, "nccl-ring", "ring", "ll128").seconds == pytest.approx(102.76e-6, rel=0.02)
+    assert P.slice_rate(ctx, "ll", "nccl-ring", 1, 128) == 1.0
     mi300x = _context("mi300x")
     assert P.slice_rate(mi300x, "ll128", "nccl-ring", *P.channel_slice("ring", "ll128", 32 * MIB, mi300x)) == 1.0
+
+
+def test_a_ring_step_on_one_of_several_links_pays_the_sync_at_that_links_rate():
+    """DGX-1: a GPU's six NVLinks; two channels run on two of them, each at one link's rate, not
+    at a sixth of the GPU's (``intra_links``)."""
+    ctx = _context("dgx1")
+    assert ctx.nccl.intra_links == 6
+    ll = min(ctx.nccl.intra_gbs * 0.5, ctx.generation.ll_max_busbw.value)  # LL: half, capped (llMaxBws)
+    link = ll / 6 * 1e9
+    assert P.slice_rate(ctx, "ll", "nccl-ring", 2, 4096) == pytest.approx(4096 / (4096 + 0.3e-6 * link), abs=1e-6)
 
 
 def test_ring_ll_trims_channels_at_nccls_thread_threshold():
