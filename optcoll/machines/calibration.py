@@ -219,6 +219,25 @@ _CATALOG = {"dgx1": "volta", "dgx1_nvlink_down": "volta", "dgx2": "volta", "dgxa
             "mi300x": "cdna3"}
 
 
+#: The host CPU of the catalog's multi-node machines' nodes (a hardware fact, not a fit): DGX H100,
+#: 2 x Intel Xeon Platinum 8480C (DGX H100 user guide); DGX A100 and OCI BM.GPU4.8 (cluster2x8's
+#: nodes), AMD EPYC 7742 / 7542; Perlmutter's GPU nodes, AMD EPYC 7763 (NERSC). A mix is NCCL's
+#: MIXED (its default overhead).
+_HOST_CPU = {"cluster2x8": "amd", "perlmutter": "amd", "dgxh100-rail-2x8": "intel", "dgxh100-rail-4x8": "intel",
+             "dgxh100-rail-16x8": "intel", "dgxh100-rail-64x8": "intel"}
+#: NCCL's network post overhead per ring step by host CPU (getNetOverhead; x3 for Simple): every
+#: step of a ring that spans nodes costs at least this ("inter-node rings still have to launch
+#: nsteps * net overhead"), as each step waits for the proxy thread to post its network transfer.
+NET_OVERHEAD = {"intel": nccl(1.0, "us", f"{_TUNING} getNetOverhead, x86 Intel"),
+                "amd": nccl(2.0, "us", f"{_TUNING} getNetOverhead, x86 AMD"),
+                "other": nccl(1.0, "us", f"{_TUNING} getNetOverhead, any other (or mixed) host")}
+
+
+def net_overhead(machine_name: str) -> Calibrated:
+    """NCCL's network post overhead of a machine's host CPU (``NET_OVERHEAD``)."""
+    return NET_OVERHEAD[_HOST_CPU.get(machine_name, "other")]
+
+
 def generation_of(machine_name: str, override: str | None = None) -> Generation:
     """The GPU generation of a catalog machine, or ``override`` (``--gpu``) for any machine."""
     name = override or _CATALOG.get(machine_name)
@@ -253,5 +272,6 @@ def all_numbers() -> list[tuple[str, Calibrated]]:
                 (f"{p.name}.step_net", p.step_net_us), (f"{p.name}.base", p.base_us),
                 (f"{p.name}.chunk", p.chunk_bytes), (f"{p.name}.tree_step_nvlink", p.tree_step_nvlink_us),
                 (f"{p.name}.tree_step_net", p.tree_step_net_us)]
+    out += [(f"net_overhead.{cpu}", value) for cpu, value in NET_OVERHEAD.items()]
     return out + [("net.efficiency", NET_EFFICIENCY), ("nvls.call", NVLS_CALL_US),
                   ("nvls.chunk", NVLS_CHUNK_BYTES), ("launch", LAUNCH_US)]

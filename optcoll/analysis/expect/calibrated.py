@@ -6,7 +6,9 @@ node (its NVLinks or Infinity Fabric, and its NVSwitch) get the generation's lin
 the protocol's NVLink step latency, split over the hops of one GPU-to-GPU step (two through a
 switch); the other links (NICs, leaves, spine) the network efficiency and step latency, split the
 same way. The step latencies are a ring step's, or for NCCL's tree (``tree``) a tree level's:
-NCCL's tuning model rates the two differently (``calibration.Protocol.steps``). Schedules that reduce in a switch (NVLS) run its links at the generation's NVLS
+NCCL's tuning model rates the two differently (``calibration.Protocol.steps``); on more than one
+node a ring's in-node step costs at least the host's network post overhead
+(``calibration.net_overhead``, NCCL's getNetOverhead). Schedules that reduce in a switch (NVLS) run its links at the generation's NVLS
 efficiency. Every link's bandwidth also carries the protocol's payload efficiency. The time model
 is ``serialization``: α is pipelined propagation (one step latency per hop), a link is busy only
 while it moves bytes. Without ``innetwork`` the switches only route (no multicast, no reduction:
@@ -22,7 +24,7 @@ import numpy as np
 
 from optcoll.instances.instance import TimeModel
 from optcoll.interop.msccl.routes import routing_view
-from optcoll.machines.calibration import NET_EFFICIENCY, Generation, Protocol
+from optcoll.machines.calibration import NET_EFFICIENCY, Generation, Protocol, net_overhead
 from optcoll.machines.machine import Machine
 from optcoll.producers.baselines.nccl.topology import NcclTopology, nccl_topology
 
@@ -70,7 +72,10 @@ class CalibratedMachine:
         payload = g.ll128_payload if p.name == "ll128" and g.ll128_payload is not None else p.payload
         efficiency = np.where(up, g.link_efficiency.value, NET_EFFICIENCY.value) * payload.value
         nvlink, net = p.steps(self.tree)
-        step = np.where(up, nvlink.value, net.value) * 1e-6
+        intra = nvlink.value
+        if not self.tree and self.topology.num_nodes > 1:  # a ring step across nodes: the host's post
+            intra = max(intra, net_overhead(m.name).value * (3 if p.name == "simple" else 1))
+        step = np.where(up, intra, net.value) * 1e-6
         latency = np.where(both_switch, 0.0, np.where(switch_end, step / 2, step))
         bandwidth = m.link_bandwidth * efficiency
         if self.innetwork and g.nvls_efficiency.value > 0:

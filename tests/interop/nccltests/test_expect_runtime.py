@@ -127,18 +127,36 @@ def test_a_tree_at_one_kib_costs_nccls_tree_latency_model(protocol):
 
 
 def test_the_trees_network_latency_grows_with_log2_nodes():
-    """LL (same NVLink latency for ring and tree): rating the network hops at a tree level's 5.0 us
-    instead of a ring step's 2.7 us adds 2 · log2(nodes) · 2.3 us, one hop up and one down per
-    level; and NCCL's tree run by ``predict.run`` is the tree-rated one."""
+    """LL: from 2 to 4 rail-connected nodes the tree gains a level across nodes (log2 1 -> 2): up and
+    down, one network hop at a tree level's 5.0 us (not a ring step's 2.7) and the hop into the
+    parent node's chain; and NCCL's tree run by ``predict.run`` is the tree-rated one."""
     column = PROTOCOLS["ll"]
-    extra = (column.tree_step_net_us.value - column.step_net_us.value) * 1e-6
-    for name, levels in (("dgxh100-rail-2x8", 1), ("dgxh100-rail-4x8", 2)):
-        ctx = _context(name)
-        grown = _tree_seconds(ctx, "ll", True) - _tree_seconds(ctx, "ll", False)
-        assert grown == pytest.approx(2 * levels * extra, abs=1e-9)
-    ctx = _context("dgxh100-rail-4x8")
-    run = P.run(ctx, "allreduce", 1024, "nccl-tree", "tree", "ll")
-    assert run.seconds == pytest.approx(_tree_seconds(ctx, "ll", True) + P.call_latency("nccl-tree", "ll"))
+    level = column.tree_step_net_us.value + column.tree_step_nvlink_us.value
+    two, four = _context("dgxh100-rail-2x8"), _context("dgxh100-rail-4x8")
+    grown = _tree_seconds(four, "ll", True) - _tree_seconds(two, "ll", True)
+    assert grown == pytest.approx(2 * level * 1e-6, abs=1e-9)
+    assert column.tree_step_net_us.value == 5.0 > column.step_net_us.value == 2.7
+    run = P.run(four, "allreduce", 1024, "nccl-tree", "tree", "ll")
+    assert run.seconds == pytest.approx(_tree_seconds(four, "ll", True) + P.call_latency("nccl-tree", "ll"))
+
+
+def _scale_up_step(ctx: P.Context, protocol: str, tree: bool = False) -> float:
+    """The latency of one GPU-to-GPU step through the node's NVSwitch on the rated machine (us)."""
+    rated = ctx.rated(protocol, False, tree=tree)
+    m = rated.machine
+    link = next(e for e in m.out_links[0].tolist() if rated.scale_up[e])
+    return float(m.link_latency[link]) * 2 * 1e6
+
+
+def test_a_ring_across_nodes_steps_no_faster_than_the_hosts_network_post():
+    """tuning.cc: on more than one node every ring step costs at least getNetOverhead (Intel 1 us,
+    AMD 2 us, x3 for Simple); a tree level keeps its own latency, one node has no network post."""
+    h100, a100 = _context("dgxh100-rail-2x8"), _context("cluster2x8")  # Intel and AMD hosts
+    assert _scale_up_step(h100, "ll") == pytest.approx(1.0)  # NVLink LL step 0.6 < 1.0
+    assert _scale_up_step(h100, "ll128") == pytest.approx(1.9)  # above the overhead already
+    assert _scale_up_step(a100, "simple") == pytest.approx(6.0)  # 3 x 2 us over NVLink Simple 3.4
+    assert _scale_up_step(a100, "ll", tree=True) == pytest.approx(0.6)
+    assert _scale_up_step(_context("dgxh100"), "ll") == pytest.approx(0.6)
 
 
 def _expect(*args: str) -> str:
