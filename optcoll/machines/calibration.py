@@ -78,7 +78,7 @@ class Generation:
     step_sync: Calibrated = Calibrated(1.0, "x", f"{NCCL} src/graph/tuning.cc: a ring's latency adds nsteps x "
                                        "hwLatencies[NVLINK][RING][p] to its size / bandwidth; checked on "
                                        "dgxa100-allreduce-azure and -modal (1-16 MiB, ring/LL and LL128: from "
-                                       "-9..-35 % to -18..+2 %)")
+                                       "-9..-35 % to -19..+1 %)")
 
 
 _TOPO = "src/graph/topo.h"
