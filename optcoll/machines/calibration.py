@@ -222,20 +222,36 @@ _CATALOG = {"dgx1": "volta", "dgx1_nvlink_down": "volta", "dgx2": "volta", "dgxa
 #: The host CPU of the catalog's multi-node machines' nodes (a hardware fact, not a fit): DGX H100,
 #: 2 x Intel Xeon Platinum 8480C (DGX H100 user guide); DGX A100 and OCI BM.GPU4.8 (cluster2x8's
 #: nodes), AMD EPYC 7742 / 7542; Perlmutter's GPU nodes, AMD EPYC 7763 (NERSC). A mix is NCCL's
-#: MIXED (its default overhead).
+#: MIXED.
 _HOST_CPU = {"cluster2x8": "amd", "perlmutter": "amd", "dgxh100-rail-2x8": "intel", "dgxh100-rail-4x8": "intel",
-             "dgxh100-rail-16x8": "intel", "dgxh100-rail-64x8": "intel"}
+             "dgxh100-rail-16x8": "intel", "dgxh100-rail-64x8": "intel", "hetero-dgxa100-dgxh100-rail-2x8": "mixed"}
 #: NCCL's network post overhead per ring step by host CPU (getNetOverhead; x3 for Simple): every
 #: step of a ring that spans nodes costs at least this ("inter-node rings still have to launch
 #: nsteps * net overhead"), as each step waits for the proxy thread to post its network transfer.
 NET_OVERHEAD = {"intel": nccl(1.0, "us", f"{_TUNING} getNetOverhead, x86 Intel"),
                 "amd": nccl(2.0, "us", f"{_TUNING} getNetOverhead, x86 AMD"),
-                "other": nccl(1.0, "us", f"{_TUNING} getNetOverhead, any other (or mixed) host")}
+                "mixed": nccl(1.0, "us", f"{_TUNING} getNetOverhead, mixed hosts (its default)"),
+                "other": nccl(1.0, "us", f"{_TUNING} getNetOverhead, any other host (its default)")}
+#: NCCL's cap on LL bus bandwidth across nodes (llMaxBws[1 or 2][N2, N4]): LL's lines then cross
+#: the network, and what they reach depends on the host (NCCL's Intel row; AMD or mixed hosts
+#: its second row), not on the GPU generation, for two nodes and for more.
+LL_MAX_MULTI = {"intel": (nccl(39.0, "GB/s", f"{_TUNING} llMaxBws[0][1] (Intel, 2 nodes)"),
+                          nccl(20.4, "GB/s", f"{_TUNING} llMaxBws[0][2] (Intel, > 2 nodes)")),
+                "amd": (nccl(22.5, "GB/s", f"{_TUNING} llMaxBws[1][1] (AMD or mixed, 2 nodes)"),
+                        nccl(19.0, "GB/s", f"{_TUNING} llMaxBws[1][2] (AMD or mixed, > 2 nodes)"))}
 
 
 def net_overhead(machine_name: str) -> Calibrated:
     """NCCL's network post overhead of a machine's host CPU (``NET_OVERHEAD``)."""
     return NET_OVERHEAD[_HOST_CPU.get(machine_name, "other")]
+
+
+def ll_max_busbw(generation: Generation, machine_name: str, nodes: int) -> Calibrated:
+    """NCCL's cap on LL bus bandwidth per GPU: the generation's in one node, the host's across nodes."""
+    if nodes <= 1:
+        return generation.ll_max_busbw
+    row = LL_MAX_MULTI["amd" if _HOST_CPU.get(machine_name) in ("amd", "mixed") else "intel"]
+    return row[0 if nodes <= 2 else 1]
 
 
 def generation_of(machine_name: str, override: str | None = None) -> Generation:
@@ -273,5 +289,6 @@ def all_numbers() -> list[tuple[str, Calibrated]]:
                 (f"{p.name}.chunk", p.chunk_bytes), (f"{p.name}.tree_step_nvlink", p.tree_step_nvlink_us),
                 (f"{p.name}.tree_step_net", p.tree_step_net_us)]
     out += [(f"net_overhead.{cpu}", value) for cpu, value in NET_OVERHEAD.items()]
+    out += [(f"ll_max_busbw.{cpu}.{n}", value) for cpu, row in LL_MAX_MULTI.items() for n, value in zip(("n2", "n4"), row)]
     return out + [("net.efficiency", NET_EFFICIENCY), ("nvls.call", NVLS_CALL_US),
                   ("nvls.chunk", NVLS_CHUNK_BYTES), ("launch", LAUNCH_US)]

@@ -24,7 +24,7 @@ import numpy as np
 
 from optcoll.instances.instance import TimeModel
 from optcoll.interop.msccl.routes import routing_view
-from optcoll.machines.calibration import NET_EFFICIENCY, Generation, Protocol, net_overhead
+from optcoll.machines.calibration import NET_EFFICIENCY, Generation, Protocol, ll_max_busbw, net_overhead
 from optcoll.machines.machine import Machine
 from optcoll.producers.baselines.nccl.topology import NcclTopology, nccl_topology
 
@@ -83,7 +83,7 @@ class CalibratedMachine:
                                  for u, v in zip(m.link_src, m.link_dst)], dtype=bool)
             bandwidth = np.where(reducing, bandwidth * g.nvls_efficiency.value, bandwidth)
         if p.name == "ll":  # NCCL caps LL's bus bandwidth per GPU (llMaxBws): spread over its links
-            bandwidth = self._capped(bandwidth, g.ll_max_busbw.value * 1e9)
+            bandwidth = self._capped(bandwidth, ll_max_busbw(g, m.name, self.topology.num_nodes).value * 1e9)
         # A channel's per-step synchronisation holds the sending GPU (of what its protocol moves),
         # not a switch forwarding the step: on links a GPU sends on only.
         sends = np.array([not m.is_switch(int(u)) for u in m.link_src], dtype=bool)

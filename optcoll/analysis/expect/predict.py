@@ -45,7 +45,7 @@ from optcoll.collectives.builtins import make_collective
 from optcoll.errors import InputError
 from optcoll.instances.instance import Instance
 from optcoll.interop.msccl.routes import routing_view
-from optcoll.machines.calibration import LAUNCH_US, NVLS_CALL_US, NVLS_CHUNK_BYTES, PROTOCOLS, Generation
+from optcoll.machines.calibration import LAUNCH_US, NVLS_CALL_US, NVLS_CHUNK_BYTES, PROTOCOLS, Generation, ll_max_busbw
 from optcoll.machines.machine import Machine
 from optcoll.producers.base import NotApplicable
 from optcoll.producers.registry import get_synthesizer
@@ -157,7 +157,7 @@ def slice_rate(ctx: Context, protocol: str, producer: str, nc: int, unit: float)
         payload = g.ll128_payload if protocol == "ll128" and g.ll128_payload is not None else PROTOCOLS[protocol].payload
         rate *= payload.value
         if protocol == "ll":
-            rate = min(rate, g.ll_max_busbw.value)
+            rate = min(rate, ll_max_busbw(g, ctx.physical.name, ctx.nccl.nodes).value)
     return round(unit / (unit + sigma * 1e-6 * rate * 1e9 / max(nc, ctx.nccl.intra_links)), 6)
 
 
