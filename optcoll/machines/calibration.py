@@ -193,7 +193,8 @@ PROTOCOLS: dict[str, Protocol] = {
                        8, 640),
     "simple": _protocol("simple", nccl(1.0, "x", "Simple moves payload only"),
                         nccl(8.4, "us", f"{_TUNING} baseLatencies[RING][Simple]"),
-                        nccl(1048576, "B", "src/include/collectives.h: slice = stepSize 512 KiB * ALLREDUCE_SLICESTEPS 2"),
+                        nccl(1048576, "B",
+                             "src/include/collectives.h: slice = stepSize 512 KiB * ALLREDUCE_SLICESTEPS 2"),
                         64, 512),
 }
 
@@ -289,6 +290,7 @@ def all_numbers() -> list[tuple[str, Calibrated]]:
                 (f"{p.name}.chunk", p.chunk_bytes), (f"{p.name}.tree_step_nvlink", p.tree_step_nvlink_us),
                 (f"{p.name}.tree_step_net", p.tree_step_net_us)]
     out += [(f"net_overhead.{cpu}", value) for cpu, value in NET_OVERHEAD.items()]
-    out += [(f"ll_max_busbw.{cpu}.{n}", value) for cpu, row in LL_MAX_MULTI.items() for n, value in zip(("n2", "n4"), row)]
+    out += [(f"ll_max_busbw.{cpu}.{n}", value)
+            for cpu, row in LL_MAX_MULTI.items() for n, value in zip(("n2", "n4"), row)]
     return out + [("net.efficiency", NET_EFFICIENCY), ("nvls.call", NVLS_CALL_US),
                   ("nvls.chunk", NVLS_CHUNK_BYTES), ("launch", LAUNCH_US)]

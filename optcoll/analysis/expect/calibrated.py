@@ -8,8 +8,9 @@ switch); the other links (NICs, leaves, spine) the network efficiency and step l
 same way. The step latencies are a ring step's, or for NCCL's tree (``tree``) a tree level's:
 NCCL's tuning model rates the two differently (``calibration.Protocol.steps``); on more than one
 node a ring's in-node step costs at least the host's network post overhead
-(``calibration.net_overhead``, NCCL's getNetOverhead). Schedules that reduce in a switch (NVLS) run its links at the generation's NVLS
-efficiency. Every link's bandwidth also carries the protocol's payload efficiency. The time model
+(``calibration.net_overhead``, NCCL's getNetOverhead). Schedules that reduce in a switch (NVLS)
+run its links at the generation's NVLS efficiency. Every link's bandwidth also carries the
+protocol's payload efficiency. The time model
 is ``serialization``: α is pipelined propagation (one step latency per hop), a link is busy only
 while it moves bytes. Without ``innetwork`` the switches only route (no multicast, no reduction:
 ``routing_view``): a runtime that does not use NVLS gets neither its function nor its cost, and

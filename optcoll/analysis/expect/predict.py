@@ -45,7 +45,8 @@ from optcoll.collectives.builtins import make_collective
 from optcoll.errors import InputError
 from optcoll.instances.instance import Instance
 from optcoll.interop.msccl.routes import routing_view
-from optcoll.machines.calibration import LAUNCH_US, NVLS_CALL_US, NVLS_CHUNK_BYTES, PROTOCOLS, Generation, ll_max_busbw
+from optcoll.machines.calibration import (LAUNCH_US, NVLS_CALL_US, NVLS_CHUNK_BYTES, PROTOCOLS, Generation,
+                                         ll_max_busbw)
 from optcoll.machines.machine import Machine
 from optcoll.producers.base import NotApplicable
 from optcoll.producers.registry import get_synthesizer
@@ -141,9 +142,9 @@ def slice_rate(ctx: Context, protocol: str, producer: str, nc: int, unit: float)
     channel runs on one of the GPU's links: with fewer channels than links, one link's rate). σ is the
     generation's Simple slice synchronisation, or for LL and LL128 NCCL's per-step latency of the
     protocol times the generation's ``step_sync``, less the 1/nc of it the simulated propagation
-    already charges. Not for in-switch reductions, nor for LL and
-    LL128 on NCCL's tree, whose steps are NCCL's tree chunks, not the ring slices ``channel_slice``
-    gives (their latency per level is on the tree-rated links, ``CalibratedMachine.tree``)."""
+    already charges. Not for in-switch reductions, nor for LL and LL128 on NCCL's tree, whose
+    steps are NCCL's tree chunks, not the ring slices ``channel_slice`` gives (their latency per
+    level is on the tree-rated links, ``CalibratedMachine.tree``)."""
     g = ctx.generation
     if producer in _INNETWORK or (protocol != "simple" and producer == PRODUCERS["tree"]):
         return 1.0
@@ -154,8 +155,8 @@ def slice_rate(ctx: Context, protocol: str, producer: str, nc: int, unit: float)
         # NCCL's α once per step: the simulation charges it as propagation, which the chunks of
         # the other nc − 1 channels hide on a shared link; the step holds back that hidden part.
         sigma = g.step_sync.value * PROTOCOLS[protocol].step_nvlink_us.value * (1 - 1 / nc)
-        payload = g.ll128_payload if protocol == "ll128" and g.ll128_payload is not None else PROTOCOLS[protocol].payload
-        rate *= payload.value
+        own = g.ll128_payload if protocol == "ll128" else None
+        rate *= (own or PROTOCOLS[protocol].payload).value
         if protocol == "ll":
             rate = min(rate, ll_max_busbw(g, ctx.physical.name, ctx.nccl.nodes).value)
     return round(unit / (unit + sigma * 1e-6 * rate * 1e9 / max(nc, ctx.nccl.intra_links)), 6)
