@@ -41,10 +41,12 @@ class CalibratedMachine:
     protocol: Protocol
     innetwork: bool  # links of reducing switches at NVLS efficiency
     #: What a channel's per-step synchronisation leaves of the rate (``slice_rate``), on the links
-    #: a GPU sends on
+    #: a GPU sends on inside its node
     rate: float = 1.0
     #: Step latencies of one level of NCCL's tree (``Protocol.steps``), not of a ring step
     tree: bool = False
+    #: The same on the links a GPU sends on into the network (its slices take longer there)
+    net_rate: float = 1.0
 
     @cached_property
     def topology(self) -> NcclTopology:
@@ -88,11 +90,12 @@ class CalibratedMachine:
         # A channel's per-step synchronisation holds the sending GPU (of what its protocol moves),
         # not a switch forwarding the step: on links a GPU sends on only.
         sends = np.array([not m.is_switch(int(u)) for u in m.link_src], dtype=bool)
-        bandwidth = np.where(sends, bandwidth * self.rate, bandwidth)
+        bandwidth = np.where(sends, bandwidth * np.where(up, self.rate, self.net_rate), bandwidth)
         return replace(m if self.innetwork else routing_view(m), link_latency=latency, link_bandwidth=bandwidth,
                        name=f"{m.name} [calibrated {g.name}/{p.name}{'/nvls' if self.innetwork else ''}"
                        f"{'/tree' if self.tree else ''}"
-                       f"{f' x{self.rate:.3g}' if self.rate != 1.0 else ''}]")
+                       f"{f' x{self.rate:.3g}' if self.rate != 1.0 else ''}"
+                       f"{f' net x{self.net_rate:.3g}' if self.net_rate != 1.0 else ''}]")
 
     def _capped(self, bandwidth: np.ndarray, per_npu: float) -> np.ndarray:
         m = self.physical

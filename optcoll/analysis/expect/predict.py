@@ -91,11 +91,12 @@ class Context:
     #: (collective, size, producer, protocol) -> its Choice, or the NotApplicable it raised
     runs: dict = field(default_factory=dict, compare=False)
 
-    def rated(self, protocol: str, innetwork: bool, rate: float = 1.0, tree: bool = False) -> CalibratedMachine:
-        key = (protocol, innetwork, rate, tree)
+    def rated(self, protocol: str, innetwork: bool, rate: float = 1.0, tree: bool = False,
+              net_rate: float = 1.0) -> CalibratedMachine:
+        key = (protocol, innetwork, rate, tree, net_rate)
         if key not in self.calibrated:
             self.calibrated[key] = CalibratedMachine(self.physical, self.generation, PROTOCOLS[protocol], innetwork,
-                                                     rate, tree)
+                                                     rate, tree, net_rate)
         return self.calibrated[key]
 
     def routing(self, innetwork: bool) -> Machine:
@@ -136,7 +137,7 @@ def channel_slice(algorithm: str, protocol: str, size: int, ctx: Context) -> tup
     return nc, float(min(unit, max(1, math.ceil(size / (ctx.physical.num_npus * nc * slices)))))
 
 
-def slice_rate(ctx: Context, protocol: str, producer: str, nc: int, unit: float) -> float:
+def slice_rate(ctx: Context, protocol: str, producer: str, nc: int, unit: float, network: bool = False) -> float:
     """What a channel's per-step synchronisation leaves of the rate its protocol moves:
     s / (s + σ · B_ch), B_ch the channel's share of a GPU's scale-up rate at that protocol (a
     channel runs on one of the GPU's links: with fewer channels than links, one link's rate). σ is the
@@ -144,11 +145,14 @@ def slice_rate(ctx: Context, protocol: str, producer: str, nc: int, unit: float)
     protocol times the generation's ``step_sync``, less the 1/nc of it the simulated propagation
     already charges. Not for in-switch reductions, nor for LL and LL128 on NCCL's tree, whose
     steps are NCCL's tree chunks, not the ring slices ``channel_slice`` gives (their latency per
-    level is on the tree-rated links, ``CalibratedMachine.tree``)."""
+    level is on the tree-rated links, ``CalibratedMachine.tree``). With ``network``: the same on a
+    GPU's link into the network, B_ch the channel's share of the GPU's NIC rate."""
     g = ctx.generation
     if producer in _INNETWORK or (protocol != "simple" and producer == PRODUCERS["tree"]):
         return 1.0
-    rate = ctx.nccl.intra_gbs
+    if network and ctx.nccl.nodes == 1:
+        return 1.0
+    rate = ctx.nccl.inter_gbs if network else ctx.nccl.intra_gbs
     if protocol == "simple":
         sigma = g.slice_sync.value
     else:
@@ -159,7 +163,7 @@ def slice_rate(ctx: Context, protocol: str, producer: str, nc: int, unit: float)
         rate *= (own or PROTOCOLS[protocol].payload).value
         if protocol == "ll":
             rate = min(rate, ll_max_busbw(g, ctx.physical.name, ctx.nccl.nodes).value)
-    return round(unit / (unit + sigma * 1e-6 * rate * 1e9 / max(nc, ctx.nccl.intra_links)), 6)
+    return round(unit / (unit + sigma * 1e-6 * rate * 1e9 / max(nc, 1 if network else ctx.nccl.intra_links)), 6)
 
 
 def host_floor(generation: Generation, gpus_per_thread: int) -> float:
@@ -199,7 +203,8 @@ def _run(ctx: Context, kind: str, size: int, producer: str, algorithm: str, prot
     cap = max(1, MAX_CHUNK_COPIES // (n * n))
     chunks = min(want, cap)
     rated = ctx.rated(protocol, producer in _INNETWORK, slice_rate(ctx, protocol, producer, nc, unit),
-                      tree=producer == PRODUCERS["tree"])
+                      tree=producer == PRODUCERS["tree"],
+                      net_rate=slice_rate(ctx, protocol, producer, nc, unit, network=True))
     collective = make_collective(kind, list(range(n)), float(size), chunks)
     instance = Instance(f"expect-{kind}-{size}", rated.machine, collective, TIME_MODEL)
     schedule = get_synthesizer(producer).run(instance, 0)

@@ -86,6 +86,19 @@ def test_a_ring_step_on_one_of_several_links_pays_the_sync_at_that_links_rate():
     assert P.slice_rate(ctx, "ll", "nccl-ring", 2, 4096) == pytest.approx(4096 / (4096 + 0.3e-6 * link), abs=1e-6)
 
 
+def test_a_slice_into_the_network_pays_its_sync_at_the_nics_rate():
+    """2 x DGX H100, 16 MiB ring/Simple: a channel's slice takes longer on its share of the GPU's
+    400 Gbit/s NIC than of its NVLinks, so the same 6 us sync leaves more of the NIC's rate; one
+    node has no network link to rate."""
+    ctx = _context("dgxh100-rail-2x8")
+    nc, unit = P.channel_slice("ring", "simple", 16 * MIB, ctx)
+    sigma = ctx.generation.slice_sync.value * 1e-6
+    net = P.slice_rate(ctx, "simple", "nccl-ring", nc, unit, network=True)
+    assert net == pytest.approx(unit / (unit + sigma * ctx.nccl.inter_gbs * 1e9 / nc), abs=1e-6)
+    assert net > P.slice_rate(ctx, "simple", "nccl-ring", nc, unit)
+    assert P.slice_rate(_context("dgxh100"), "simple", "nccl-ring", nc, unit, network=True) == 1.0
+
+
 def test_ring_ll_trims_channels_at_nccls_thread_threshold():
     """enqueue.cc: a ring/LL call keeps nc channels while nBytes >= nc · 512 threads · 8 B · nRanks
     (NCCL_LL_THREAD_THRESHOLD 8, times nRanks for the ring): 8 ranks keep all 24 A100 channels from
