@@ -260,8 +260,17 @@ def _floor(ctx: Context, kind: str, size: int, producer: str, protocol: str) -> 
 
 def best_choice(ctx: Context, kind: str, size: int) -> Choice:
     """The fastest verified schedule over NCCL's algorithms and ``OTHERS`` and every protocol,
-    simulating only candidates whose floor is below the best found so far (module docstring)."""
-    return _search(ctx, kind, size, _candidates(ctx, size))
+    simulating only candidates whose floor is below the best found so far (module docstring),
+    starting from NCCL's own pick: the floors' smaller-size term is a search assumption, and a
+    best slower than NCCL's choice would be a reporting error."""
+    return _search(ctx, kind, size, _candidates(ctx, size), _own_pick(ctx, kind, size))
+
+
+def _own_pick(ctx: Context, kind: str, size: int) -> Choice | None:
+    try:
+        return nccl_choice(ctx, kind, size)
+    except (NotApplicable, InputError):
+        return None
 
 
 def _nccl_runnable(ctx: Context, kind: str, size: int) -> list[tuple[str, str, str]]:
@@ -272,7 +281,7 @@ def _nccl_runnable(ctx: Context, kind: str, size: int) -> list[tuple[str, str, s
 def nccl_best(ctx: Context, kind: str, size: int) -> Choice:
     """The fastest in the calibrated model of what NCCL itself runs here (its algorithms and
     protocols on this machine, each at NCCL's channels): what a tuner plugin should pick."""
-    return _search(ctx, kind, size, _nccl_runnable(ctx, kind, size))
+    return _search(ctx, kind, size, _nccl_runnable(ctx, kind, size), _own_pick(ctx, kind, size))
 
 
 def nccl_candidates(ctx: Context, kind: str, size: int) -> list[Choice]:
@@ -286,8 +295,8 @@ def nccl_candidates(ctx: Context, kind: str, size: int) -> list[Choice]:
     return sorted(out, key=lambda c: (c.seconds, c.algorithm, c.protocol))
 
 
-def _search(ctx: Context, kind: str, size: int, candidates: list[tuple[str, str, str]]) -> Choice:
-    best: Choice | None = None
+def _search(ctx: Context, kind: str, size: int, candidates: list[tuple[str, str, str]],
+            best: Choice | None = None) -> Choice:
     skip: set[str] = set()  # producers that do not apply (at any protocol)
     floors = sorted((_floor(ctx, kind, size, producer, protocol), i, producer, algorithm, protocol)
                     for i, (producer, algorithm, protocol) in enumerate(candidates))
