@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from optcoll.errors import InputError
+from optcoll.machines.nccl_latency import HW_LATENCY_US, PROTOCOLS as _PROTOCOL_ORDER
 
 NCCL = "NCCL 2.30.7 (github.com/NVIDIA/nccl 5067397c)"
 
@@ -70,6 +71,14 @@ class Generation:
     #: LL128's payload rate over the links' effective rate where it was measured below NCCL's
     #: 120/128 (None: ``PROTOCOLS["ll128"].payload``).
     ll128_payload: Calibrated | None = None
+    #: LL's and LL128's step synchronisation, as a multiple of NCCL's per-step latency of the
+    #: protocol (``Protocol.step_nvlink_us``): each step of a channel waits for its flags and
+    #: posts its own before the next, time the channel does not overlap with its own copy, as
+    #: NCCL's tuning model (latency + size / bandwidth, both added) charges it. 1: NCCL's kernels.
+    step_sync: Calibrated = Calibrated(1.0, "x", f"{NCCL} src/graph/tuning.cc: a ring's latency adds nsteps x "
+                                       "hwLatencies[NVLINK][RING][p] to its size / bandwidth; checked on "
+                                       "dgxa100-allreduce-azure and -modal (1-16 MiB, ring/LL and LL128: from "
+                                       "-9..-35 % to -19..+1 %)")
 
 
 _TOPO = "src/graph/topo.h"
@@ -116,12 +125,24 @@ GENERATIONS: dict[str, Generation] = {
                         nccl(141.0, "GB/s", f"{_TUNING} llMaxBws[Hopper][N1], taken for MI300X"), 16, 0,
                         "rccl", RCCL_MSCCL,
                         fitted(0.6, "x", "mi300x-allreduce-rccl-aac8 (4-16 MiB, RCCL's all-pairs Simple files)"),
+                        host_issue=fitted(7.0, "us", "mi300x-allreduce-rccl-azure-g8 (-g 8: 50-69 us flat from 1 KiB "
+                                          "to 4 MiB, 6.3-8.7 us per GPU; Xeon 8480C host: HIP's issue path, where "
+                                          "CUDA's on the same host costs Hopper 3.2)"),
+                        step_sync=fitted(0.0, "x", "mi300x-allreduce-rccl-aac8 (ring/LL128 at 32 MiB within 0.4 % "
+                                         "without it, 14 % over with NCCL's 1.9 us per step: RCCL's LL128 kernels "
+                                         "on Infinity Fabric lose no step time, as its Simple slices lose none)"),
                         slice_sync=fitted(0.0, "us", "mi300x-allreduce-rccl-aac8 (ring/Simple 32 MiB-8 GiB within "
                                           "3.5-6 % at one link efficiency: no loss at RCCL's shorter slices)")),
 }
 
 #: Effective / nominal rate of a network link (NCCL's NET_BW 12 GB/s per 100 Gbit/s, 12.5 GB/s).
 NET_EFFICIENCY = nccl(12.0 / 12.5, "x", f"{_TOPO} NET_BW 12 GB/s for a 100 Gbit/s NIC")
+
+
+def _hw(hardware: str, algorithm: str, protocol: str) -> Calibrated:
+    """NCCL's per-step latency of ``algorithm`` on ``hardware`` for ``protocol`` (hwLatencies)."""
+    value = HW_LATENCY_US[hardware][algorithm][_PROTOCOL_ORDER.index(protocol)]
+    return nccl(value, "us", f"{_TUNING} hwLatencies[{hardware.upper()}][{algorithm.upper()}][{protocol.upper()}]")
 
 
 @dataclass(frozen=True)
@@ -141,27 +162,40 @@ class Protocol:
     #: NCCL's per-thread work threshold that trims channels for small sizes (comm.h).
     thread_threshold: int
     max_threads: int
+    #: Per level of NCCL's tree, NVLink and network, µs: hwLatencies[.][TREE][p]. NCCL's model
+    #: charges a tree level 2 × (intra + inter) per call, up and down, with a network hop dearer
+    #: than a ring step for LL and LL128 (5.0 and 8.5 against 2.7 and 4.0 µs): a tree rank's
+    #: network send waits for the reduction of its children's data (down: its parent's), so the
+    #: proxy's post and completion poll are exposed at every level instead of overlapping the
+    #: next ring step. The tree's NVLink hop is cheaper for LL128 (1.25 against 1.9 µs).
+    tree_step_nvlink_us: Calibrated
+    tree_step_net_us: Calibrated
+
+    def steps(self, tree: bool) -> tuple[Calibrated, Calibrated]:
+        """(NVLink, network) latency of one step of a ring, or of one level of NCCL's tree."""
+        return (self.tree_step_nvlink_us, self.tree_step_net_us) if tree else (self.step_nvlink_us, self.step_net_us)
+
+
+def _protocol(name: str, payload: Calibrated, base: Calibrated, chunk: Calibrated, threshold: int,
+              threads: int) -> Protocol:
+    return Protocol(name, payload, _hw("nvlink", "ring", name), _hw("net", "ring", name), base, chunk, threshold,
+                    threads, _hw("nvlink", "tree", name), _hw("net", "tree", name))
 
 
 PROTOCOLS: dict[str, Protocol] = {
-    "ll": Protocol("ll", nccl(0.5, "x", f"{_TUNING} ring LL busBw * .5"),
-                   nccl(0.6, "us", f"{_TUNING} hwLatencies[NVLINK][RING][LL]"),
-                   nccl(2.7, "us", f"{_TUNING} hwLatencies[NET][RING][LL]"),
-                   nccl(6.6, "us", f"{_TUNING} baseLatencies[RING][LL]"),
-                   nccl(32768, "B", "src/device/primitives.h: LL step = buffSize/NCCL_STEPS/2 = 512 KiB/8/2"),
-                   8 * 8, 512),
-    "ll128": Protocol("ll128", nccl(0.92, "x", f"{_TUNING} ring LL128 busBw * 0.92 (120/128)"),
-                      nccl(1.9, "us", f"{_TUNING} hwLatencies[NVLINK][RING][LL128]"),
-                      nccl(4.0, "us", f"{_TUNING} hwLatencies[NET][RING][LL128]"),
-                      nccl(14.0, "us", f"{_TUNING} baseLatencies[RING][LL128]"),
-                      nccl(576000, "B", "src/device/primitives.h: LL128 step = 614400 B * 120/128"),
-                      8, 640),
-    "simple": Protocol("simple", nccl(1.0, "x", "Simple moves payload only"),
-                       nccl(3.4, "us", f"{_TUNING} hwLatencies[NVLINK][RING][Simple]"),
-                       nccl(14.0, "us", f"{_TUNING} hwLatencies[NET][RING][Simple]"),
-                       nccl(8.4, "us", f"{_TUNING} baseLatencies[RING][Simple]"),
-                       nccl(1048576, "B", "src/include/collectives.h: slice = stepSize 512 KiB * ALLREDUCE_SLICESTEPS 2"),
-                       64, 512),
+    "ll": _protocol("ll", nccl(0.5, "x", f"{_TUNING} ring LL busBw * .5"),
+                    nccl(6.6, "us", f"{_TUNING} baseLatencies[RING][LL]"),
+                    nccl(32768, "B", "src/device/primitives.h: LL step = buffSize/NCCL_STEPS/2 = 512 KiB/8/2"),
+                    8, 512),
+    "ll128": _protocol("ll128", nccl(0.92, "x", f"{_TUNING} ring LL128 busBw * 0.92 (120/128)"),
+                       nccl(14.0, "us", f"{_TUNING} baseLatencies[RING][LL128]"),
+                       nccl(576000, "B", "src/device/primitives.h: LL128 step = 614400 B * 120/128"),
+                       8, 640),
+    "simple": _protocol("simple", nccl(1.0, "x", "Simple moves payload only"),
+                        nccl(8.4, "us", f"{_TUNING} baseLatencies[RING][Simple]"),
+                        nccl(1048576, "B",
+                             "src/include/collectives.h: slice = stepSize 512 KiB * ALLREDUCE_SLICESTEPS 2"),
+                        64, 512),
 }
 
 #: NVLS: the per-call latency of an in-switch reduction and its pipelining unit (nvlsChunkSize
@@ -184,6 +218,41 @@ _CATALOG = {"dgx1": "volta", "dgx1_nvlink_down": "volta", "dgx2": "volta", "dgxa
             "dgxh100-rail-2x8": "hopper", "dgxh100-rail-4x8": "hopper", "dgxh100-rail-16x8": "hopper",
             "dgxh100-rail-64x8": "hopper", "dgxb200": "blackwell", "gb200-nvl72": "blackwell",
             "mi300x": "cdna3"}
+
+
+#: The host CPU of the catalog's multi-node machines' nodes (a hardware fact, not a fit): DGX H100,
+#: 2 x Intel Xeon Platinum 8480C (DGX H100 user guide); DGX A100 and OCI BM.GPU4.8 (cluster2x8's
+#: nodes), AMD EPYC 7742 / 7542; Perlmutter's GPU nodes, AMD EPYC 7763 (NERSC). A mix is NCCL's
+#: MIXED.
+_HOST_CPU = {"cluster2x8": "amd", "perlmutter": "amd", "dgxh100-rail-2x8": "intel", "dgxh100-rail-4x8": "intel",
+             "dgxh100-rail-16x8": "intel", "dgxh100-rail-64x8": "intel", "hetero-dgxa100-dgxh100-rail-2x8": "mixed"}
+#: NCCL's network post overhead per ring step by host CPU (getNetOverhead; x3 for Simple): every
+#: step of a ring that spans nodes costs at least this ("inter-node rings still have to launch
+#: nsteps * net overhead"), as each step waits for the proxy thread to post its network transfer.
+NET_OVERHEAD = {"intel": nccl(1.0, "us", f"{_TUNING} getNetOverhead, x86 Intel"),
+                "amd": nccl(2.0, "us", f"{_TUNING} getNetOverhead, x86 AMD"),
+                "mixed": nccl(1.0, "us", f"{_TUNING} getNetOverhead, mixed hosts (its default)"),
+                "other": nccl(1.0, "us", f"{_TUNING} getNetOverhead, any other host (its default)")}
+#: NCCL's cap on LL bus bandwidth across nodes (llMaxBws[1 or 2][N2, N4]): LL's lines then cross
+#: the network, and what they reach depends on the host (NCCL's Intel row; AMD or mixed hosts
+#: its second row), not on the GPU generation, for two nodes and for more.
+LL_MAX_MULTI = {"intel": (nccl(39.0, "GB/s", f"{_TUNING} llMaxBws[0][1] (Intel, 2 nodes)"),
+                          nccl(20.4, "GB/s", f"{_TUNING} llMaxBws[0][2] (Intel, > 2 nodes)")),
+                "amd": (nccl(22.5, "GB/s", f"{_TUNING} llMaxBws[1][1] (AMD or mixed, 2 nodes)"),
+                        nccl(19.0, "GB/s", f"{_TUNING} llMaxBws[1][2] (AMD or mixed, > 2 nodes)"))}
+
+
+def net_overhead(machine_name: str) -> Calibrated:
+    """NCCL's network post overhead of a machine's host CPU (``NET_OVERHEAD``)."""
+    return NET_OVERHEAD[_HOST_CPU.get(machine_name, "other")]
+
+
+def ll_max_busbw(generation: Generation, machine_name: str, nodes: int) -> Calibrated:
+    """NCCL's cap on LL bus bandwidth per GPU: the generation's in one node, the host's across nodes."""
+    if nodes <= 1:
+        return generation.ll_max_busbw
+    row = LL_MAX_MULTI["amd" if _HOST_CPU.get(machine_name) in ("amd", "mixed") else "intel"]
+    return row[0 if nodes <= 2 else 1]
 
 
 def generation_of(machine_name: str, override: str | None = None) -> Generation:
@@ -212,12 +281,16 @@ def all_numbers() -> list[tuple[str, Calibrated]]:
             out.append((f"{g.name}.msccl_efficiency", g.msccl_efficiency))
         if g.host_issue.value:
             out.append((f"{g.name}.host_issue", g.host_issue))
-        out.append((f"{g.name}.slice_sync", g.slice_sync))
+        out += [(f"{g.name}.slice_sync", g.slice_sync), (f"{g.name}.step_sync", g.step_sync)]
         if g.ll128_payload is not None:
             out.append((f"{g.name}.ll128_payload", g.ll128_payload))
     for p in PROTOCOLS.values():
         out += [(f"{p.name}.payload", p.payload), (f"{p.name}.step_nvlink", p.step_nvlink_us),
                 (f"{p.name}.step_net", p.step_net_us), (f"{p.name}.base", p.base_us),
-                (f"{p.name}.chunk", p.chunk_bytes)]
+                (f"{p.name}.chunk", p.chunk_bytes), (f"{p.name}.tree_step_nvlink", p.tree_step_nvlink_us),
+                (f"{p.name}.tree_step_net", p.tree_step_net_us)]
+    out += [(f"net_overhead.{cpu}", value) for cpu, value in NET_OVERHEAD.items()]
+    out += [(f"ll_max_busbw.{cpu}.{n}", value)
+            for cpu, row in LL_MAX_MULTI.items() for n, value in zip(("n2", "n4"), row)]
     return out + [("net.efficiency", NET_EFFICIENCY), ("nvls.call", NVLS_CALL_US),
                   ("nvls.chunk", NVLS_CHUNK_BYTES), ("launch", LAUNCH_US)]

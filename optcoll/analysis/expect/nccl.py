@@ -16,7 +16,7 @@ import math
 from dataclasses import dataclass
 
 from optcoll.analysis.expect.calibrated import CalibratedMachine
-from optcoll.machines.calibration import PROTOCOLS, Generation
+from optcoll.machines.calibration import PROTOCOLS, Generation, ll_max_busbw
 from optcoll.machines.machine import Machine
 from optcoll.machines.nccl_latency import BASE_LATENCY_US, HW_LATENCY_US
 
@@ -38,8 +38,6 @@ TREE_CORRECTION = {
     "ll128": (1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7, .6, .6, .6, .6, .6, .6, .8, .9, .9, .9, .9, 1.0, 1.0),
     "simple": (.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7, .8, .9, .9),
 }
-#: llMaxBws for multi-node communicators (Intel CPU row, N2 and N4), tuning.cc.
-_LL_MAX_MULTI = (39.0, 20.4)
 
 
 @dataclass(frozen=True)
@@ -53,6 +51,8 @@ class NcclView:
     rails: int
     nvls: bool
     generation: Generation
+    intra_links: int = 1  # a GPU's scale-up links (one to an NVSwitch; six NVLinks on a DGX-1)
+    ll_max_gbs: float = 0.0  # NCCL's LL cap (llMaxBws): the generation's on one node, the host's across
 
     @property
     def ppn(self) -> float:
@@ -76,7 +76,8 @@ def view(physical: Machine, generation: Generation) -> NcclView:
     fabric = topo.fabrics[0]
     nvls = (fabric is not None and m.switch(fabric).multicast and m.switch(fabric).reduce
             and generation.nvls_efficiency.value > 0)
-    return NcclView(m.num_npus, topo.num_nodes, intra, inter, rails, nvls, generation)
+    return NcclView(m.num_npus, topo.num_nodes, intra, inter, rails, nvls, generation, int(up[out].sum()),
+                    ll_max_busbw(generation, m.name, topo.num_nodes).value)
 
 
 @dataclass(frozen=True)
@@ -107,7 +108,7 @@ def _busbw(kind: str, a: str, p: str, v: NcclView) -> float:
     nsteps = 2 * (v.ranks - 1) if kind == "allreduce" else v.ranks - 1
     single = v.nodes == 1
     ring_bw = v.intra_gbs if single else min(v.intra_gbs, v.inter_gbs)
-    ll_max = v.generation.ll_max_busbw.value if single else _LL_MAX_MULTI[0 if v.nodes <= 2 else 1]
+    ll_max = v.ll_max_gbs
     bw = ring_bw
     if a in ("nvls", "nvls_tree"):
         ch = max(v.generation.nvls_channels, 2)

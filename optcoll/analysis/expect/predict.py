@@ -15,8 +15,9 @@ its channels and ranks, cut in two slices with Simple); for NVLS one step of all
 (N²·C); a capped C is reported. The GPU→switch→GPU hop is one NVLink transfer for NCCL (the
 switch cuts through); with chunks of one channel's share the simulated switch's store-and-forward
 costs one chunk of a step's nc, not a whole step. Each Simple slice also holds its channel for the
-generation's slice synchronisation (``slice_rate``), which the channel does not overlap with
-its copy: what bounds NCCL's ring at mid sizes, where slices are short.
+generation's slice synchronisation, and each LL or LL128 step for NCCL's per-step latency
+(``slice_rate``), which the channel does not overlap with its copy: what bounds NCCL's ring at
+mid sizes, where slices are short.
 
 Time of a schedule = verified time on the calibrated machine + the per-call latency of its
 protocol (NCCL's base latency of the algorithm; NVLS's call latency for schedules that reduce in
@@ -44,7 +45,8 @@ from optcoll.collectives.builtins import make_collective
 from optcoll.errors import InputError
 from optcoll.instances.instance import Instance
 from optcoll.interop.msccl.routes import routing_view
-from optcoll.machines.calibration import LAUNCH_US, NVLS_CALL_US, NVLS_CHUNK_BYTES, PROTOCOLS, Generation
+from optcoll.machines.calibration import (LAUNCH_US, NVLS_CALL_US, NVLS_CHUNK_BYTES, PROTOCOLS, Generation,
+                                         ll_max_busbw)
 from optcoll.machines.machine import Machine
 from optcoll.producers.base import NotApplicable
 from optcoll.producers.registry import get_synthesizer
@@ -89,11 +91,12 @@ class Context:
     #: (collective, size, producer, protocol) -> its Choice, or the NotApplicable it raised
     runs: dict = field(default_factory=dict, compare=False)
 
-    def rated(self, protocol: str, innetwork: bool, rate: float = 1.0) -> CalibratedMachine:
-        key = (protocol, innetwork, rate)
+    def rated(self, protocol: str, innetwork: bool, rate: float = 1.0, tree: bool = False,
+              net_rate: float = 1.0) -> CalibratedMachine:
+        key = (protocol, innetwork, rate, tree, net_rate)
         if key not in self.calibrated:
             self.calibrated[key] = CalibratedMachine(self.physical, self.generation, PROTOCOLS[protocol], innetwork,
-                                                     rate)
+                                                     rate, tree, net_rate)
         return self.calibrated[key]
 
     def routing(self, innetwork: bool) -> Machine:
@@ -134,13 +137,33 @@ def channel_slice(algorithm: str, protocol: str, size: int, ctx: Context) -> tup
     return nc, float(min(unit, max(1, math.ceil(size / (ctx.physical.num_npus * nc * slices)))))
 
 
-def slice_rate(ctx: Context, protocol: str, producer: str, nc: int, unit: float) -> float:
-    """What a channel's per-slice synchronisation (``Generation.slice_sync``, Simple only) leaves of
-    the links' rate: s / (s + σ · B_ch), B_ch the channel's share of a GPU's scale-up rate."""
-    if protocol != "simple" or producer in _INNETWORK:
+def slice_rate(ctx: Context, protocol: str, producer: str, nc: int, unit: float, network: bool = False) -> float:
+    """What a channel's per-step synchronisation leaves of the rate its protocol moves:
+    s / (s + σ · B_ch), B_ch the channel's share of a GPU's scale-up rate at that protocol (a
+    channel runs on one of the GPU's links: with fewer channels than links, one link's rate). σ is the
+    generation's Simple slice synchronisation, or for LL and LL128 NCCL's per-step latency of the
+    protocol times the generation's ``step_sync``, less the 1/nc of it the simulated propagation
+    already charges. Not for in-switch reductions, nor for LL and LL128 on NCCL's tree, whose
+    steps are NCCL's tree chunks, not the ring slices ``channel_slice`` gives (their latency per
+    level is on the tree-rated links, ``CalibratedMachine.tree``). With ``network``: the same on a
+    GPU's link into the network, B_ch the channel's share of the GPU's NIC rate."""
+    g = ctx.generation
+    if producer in _INNETWORK or (protocol != "simple" and producer == PRODUCERS["tree"]):
         return 1.0
-    per_channel = ctx.nccl.intra_gbs * 1e9 / nc
-    return round(unit / (unit + ctx.generation.slice_sync.value * 1e-6 * per_channel), 6)
+    if network and ctx.nccl.nodes == 1:
+        return 1.0
+    rate = ctx.nccl.inter_gbs if network else ctx.nccl.intra_gbs
+    if protocol == "simple":
+        sigma = g.slice_sync.value
+    else:
+        # NCCL's α once per step: the simulation charges it as propagation, which the chunks of
+        # the other nc − 1 channels hide on a shared link; the step holds back that hidden part.
+        sigma = g.step_sync.value * PROTOCOLS[protocol].step_nvlink_us.value * (1 - 1 / nc)
+        own = g.ll128_payload if protocol == "ll128" else None
+        rate *= (own or PROTOCOLS[protocol].payload).value
+        if protocol == "ll":
+            rate = min(rate, ll_max_busbw(g, ctx.physical.name, ctx.nccl.nodes).value)
+    return round(unit / (unit + sigma * 1e-6 * rate * 1e9 / max(nc, 1 if network else ctx.nccl.intra_links)), 6)
 
 
 def host_floor(generation: Generation, gpus_per_thread: int) -> float:
@@ -179,7 +202,9 @@ def _run(ctx: Context, kind: str, size: int, producer: str, algorithm: str, prot
     want = max(1, math.ceil(size / (n * unit)))
     cap = max(1, MAX_CHUNK_COPIES // (n * n))
     chunks = min(want, cap)
-    rated = ctx.rated(protocol, producer in _INNETWORK, slice_rate(ctx, protocol, producer, nc, unit))
+    rated = ctx.rated(protocol, producer in _INNETWORK, slice_rate(ctx, protocol, producer, nc, unit),
+                      tree=producer == PRODUCERS["tree"],
+                      net_rate=slice_rate(ctx, protocol, producer, nc, unit, network=True))
     collective = make_collective(kind, list(range(n)), float(size), chunks)
     instance = Instance(f"expect-{kind}-{size}", rated.machine, collective, TIME_MODEL)
     schedule = get_synthesizer(producer).run(instance, 0)
@@ -235,8 +260,17 @@ def _floor(ctx: Context, kind: str, size: int, producer: str, protocol: str) -> 
 
 def best_choice(ctx: Context, kind: str, size: int) -> Choice:
     """The fastest verified schedule over NCCL's algorithms and ``OTHERS`` and every protocol,
-    simulating only candidates whose floor is below the best found so far (module docstring)."""
-    return _search(ctx, kind, size, _candidates(ctx, size))
+    simulating only candidates whose floor is below the best found so far (module docstring),
+    starting from NCCL's own pick: the floors' smaller-size term is a search assumption, and a
+    best slower than NCCL's choice would be a reporting error."""
+    return _search(ctx, kind, size, _candidates(ctx, size), _own_pick(ctx, kind, size))
+
+
+def _own_pick(ctx: Context, kind: str, size: int) -> Choice | None:
+    try:
+        return nccl_choice(ctx, kind, size)
+    except (NotApplicable, InputError):
+        return None
 
 
 def _nccl_runnable(ctx: Context, kind: str, size: int) -> list[tuple[str, str, str]]:
@@ -247,7 +281,7 @@ def _nccl_runnable(ctx: Context, kind: str, size: int) -> list[tuple[str, str, s
 def nccl_best(ctx: Context, kind: str, size: int) -> Choice:
     """The fastest in the calibrated model of what NCCL itself runs here (its algorithms and
     protocols on this machine, each at NCCL's channels): what a tuner plugin should pick."""
-    return _search(ctx, kind, size, _nccl_runnable(ctx, kind, size))
+    return _search(ctx, kind, size, _nccl_runnable(ctx, kind, size), _own_pick(ctx, kind, size))
 
 
 def nccl_candidates(ctx: Context, kind: str, size: int) -> list[Choice]:
@@ -261,8 +295,8 @@ def nccl_candidates(ctx: Context, kind: str, size: int) -> list[Choice]:
     return sorted(out, key=lambda c: (c.seconds, c.algorithm, c.protocol))
 
 
-def _search(ctx: Context, kind: str, size: int, candidates: list[tuple[str, str, str]]) -> Choice:
-    best: Choice | None = None
+def _search(ctx: Context, kind: str, size: int, candidates: list[tuple[str, str, str]],
+            best: Choice | None = None) -> Choice:
     skip: set[str] = set()  # producers that do not apply (at any protocol)
     floors = sorted((_floor(ctx, kind, size, producer, protocol), i, producer, algorithm, protocol)
                     for i, (producer, algorithm, protocol) in enumerate(candidates))
