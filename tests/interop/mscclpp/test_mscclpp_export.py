@@ -251,7 +251,9 @@ def _multicast_allgathers():
 @pytest.mark.parametrize("spec", _multicast_allgathers(), ids=lambda s: s.name)
 def test_every_machines_suite_multicast_allgather_round_trips_at_the_schedules_time(spec):
     """Acceptance (issue 33) for MSCCL++: one put per branch, in rotation, at the schedule's time
-    after the handshake (before: 5-23 % late). The executor needs M to be a multiple of the GPU
+    after the handshake (before: 4-23 % late); the handshake takes the slowest channel's signal
+    latency at most (on the rail AllGather with C = 4 the last chunk's thread blocks talk through
+    the NVSwitch only: 1 us, not the rails' 4). The executor needs M to be a multiple of the GPU
     count, which 1 GiB on the 72 GPUs of a GB200 NVL72 is not."""
     truth, _ = load_truth(spec)
     inst = chosen(spec.instance, truth.best.details.get("params", {}))  # the record's chunk count
@@ -261,5 +263,5 @@ def test_every_machines_suite_multicast_allgather_round_trips_at_the_schedules_t
             export_mscclpp(inst.machine, inst.collective, schedule, model=inst.model)
         return
     exported = export_mscclpp(inst.machine, inst.collective, schedule, model=inst.model)
-    assert exported.reimported == pytest.approx(exported.expected, rel=1e-9)
+    assert exported.time < exported.reimported <= exported.expected * (1 + 1e-9)
     assert any("one put per branch of each multicast" in n for n in exported.notes)
