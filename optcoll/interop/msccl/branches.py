@@ -7,7 +7,7 @@ GPU first targets one receiver) and the export runs up to 23 % slower than its s
 one switch that is a matter of order, not of bandwidth: an AllGather's n - 1 copies leave each
 GPU in the time its receive port takes to bring in the n - 1 chunks of the others, so in a good
 order (a rotation: GPU g's k-th copy goes to g + k + 1, and every receive port has one sender at
-a time) the unicast sends arrive when the multicast ones did, up to the order of equal chunks.
+a time) the unicast sends end when the multicast ones did.
 
 ``spread`` rebuilds the traffic of every switch that multicasts in the schedule, a star whose
 every link leads to a GPU (an NVSwitch domain), hop by hop: each branch is a copy sent from the
@@ -36,10 +36,10 @@ from optcoll.schedules.schedule import COPY, REDUCE, Schedule
 
 @dataclass(frozen=True)
 class _Branch:
-    """One send through a multicasting switch: the hop into it (``up``, the schedule's row whose
-    value it carries, on link ``up_link``) and the hop out (``down``, row and link)."""
+    """One send through a multicasting switch: the hop into it (on link ``up_link``, from the
+    GPU the schedule's hop into the switch left) and the hop out (``down``: the schedule's row,
+    on ``down_link``)."""
 
-    up: int
     up_link: int
     down: int
     down_link: int
@@ -52,7 +52,7 @@ class _Branch:
     due: float  # and by this (its next send of the chunk, else the schedule's time)
 
 
-def multicasting(machine: Machine, schedule: Schedule, sources: tuple[int, ...]) -> list[int]:
+def _multicasting(machine: Machine, schedule: Schedule, sources: tuple[int, ...]) -> list[int]:
     """The switches that send one arrival on more than one link in the schedule."""
     src = machine.link_src[schedule.link].tolist()
     uses = Counter((src[k], j) for k, j in enumerate(sources) if machine.is_switch(src[k]))
@@ -68,7 +68,7 @@ def spread(machine: Machine, collective: Collective, schedule: Schedule, arrival
     if np.any((schedule.op == REDUCE) & (into >= machine.num_npus)):
         return None
     sources = follow(machine, collective, schedule, arrivals, eps, "MSCCL-IR XML").sources
-    hubs = multicasting(machine, schedule, sources)
+    hubs = _multicasting(machine, schedule, sources)
     src = machine.link_src[schedule.link].tolist()
     dst = machine.link_dst[schedule.link].tolist()
     touching = set(np.flatnonzero(np.isin(machine.link_src, hubs) | np.isin(machine.link_dst, hubs)).tolist())
@@ -78,8 +78,8 @@ def spread(machine: Machine, collective: Collective, schedule: Schedule, arrival
     branches = _branches(machine, schedule, arrivals, sources, set(hubs), src, dst, eps)
     rows = [j for j in range(len(schedule)) if int(schedule.link[j]) not in touching]
     kept = schedule.take(np.asarray(rows, dtype=np.int64))
-    chunk, link, start, op, via = ([*kept.chunk.tolist()], [*kept.link.tolist()], [*kept.start.tolist()],
-                                   [*kept.op.tolist()], [*kept.named().tolist()])
+    chunk, link, start = kept.chunk.tolist(), kept.link.tolist(), kept.start.tolist()
+    op, via = kept.op.tolist(), kept.named().tolist()
     for hub in hubs:
         placed = _fill([b for b in branches if src[b.down] == hub], delay, busy, eps)
         if placed is None:
@@ -89,7 +89,7 @@ def spread(machine: Machine, collective: Collective, schedule: Schedule, arrival
             link += [b.up_link, b.down_link]
             start += [s, t]
             op += [COPY, int(schedule.op[b.down])]
-            via += [-1, len(via)]
+            via += [-1, len(via)]  # the hop out names the hop in just added
     return Schedule(np.asarray(chunk, dtype=np.int64), np.asarray(link, dtype=np.int64),
                     np.asarray(start, dtype=float), np.asarray(op, dtype=np.uint8),
                     np.zeros(len(chunk), dtype=np.int64), None, schedule.meta, np.asarray(via, dtype=np.int64))
@@ -117,7 +117,7 @@ def _branches(machine: Machine, schedule: Schedule, arrivals: np.ndarray, source
         later = bisect.bisect_right(came, start[j] + eps)
         sends = sent.get((c, v), [])
         first = bisect.bisect_left(sends, float(arrivals[k]) - eps)
-        out.append(_Branch(j, link[j], k, link[k], c, u, v,
+        out.append(_Branch(link[j], k, link[k], c, u, v,
                            float(arrivals[sources[j]]) if sources[j] >= 0 else 0.0,
                            came[later] if later < len(came) else np.inf,
                            sends[first - 1] if first > 0 else -np.inf,
