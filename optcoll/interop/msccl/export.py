@@ -22,7 +22,8 @@ cannot multicast (each branch is a send of its own), so there the re-imported ti
 and stated next to the schedule's; when it comes back slower, the schedule's sends into switches
 are reissued (``issue.py``: in the order they leave the switch; a multicast as one copy per
 branch, in rotation, ``branches.py``) and the fastest verified XML is kept: every machines-suite
-schedule without in-switch reduction then re-imports at its own time.
+schedule without in-switch reduction that fits the runtime's limits then re-imports at its own
+time.
 """
 from __future__ import annotations
 
