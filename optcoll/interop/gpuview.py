@@ -5,14 +5,15 @@ switches alone (an NVSwitch; a NIC's rail leaf and the spine) is one send from u
 route, and a GPU that relays makes two sends. This module follows each chunk as the verifier
 does (``optcoll/verify/events.py``): starts in (start, id) order, every arrival at or before a
 start (within ``eps``) delivered first, in (arrival, id) order; a plain switch forwards each
-arrival once, first in first out; a GPU, a multicast switch and a reducing switch send the
-latest value they hold. So every transfer has a *source*: the arrival whose value it sends on
-(-1: the sender's own value from the precondition), and every transfer landing on a GPU is the
-last hop of one ``PeerSend``, found by walking the sources back through switches to the GPU it
-left. A walk stops early at a switch whose latest arrival was a reduction into it: that send
-carries the switch's sum (NVLS), which a runtime either has an op for (MSCCL++'s ``glres``) or
-refuses (MSCCL). The exporters (``msccl/routes.py``, ``mscclpp/gpuview.py``) add what their
-runtime makes of it: channels per route, or puts and versions of values.
+arrival once (the one a send names by ``via``, else first in first out); a GPU, a multicast
+switch and a reducing switch send the latest value they hold. So every transfer has a
+*source*: the arrival whose value it sends on (-1: the sender's own value from the
+precondition), and every transfer landing on a GPU is the last hop of one ``PeerSend``, found by
+walking the sources back through switches to the GPU it left. A walk stops early at a switch
+whose latest arrival was a reduction into it: that send carries the switch's sum (NVLS), which a
+runtime either has an op for (MSCCL++'s ``glres``) or refuses (MSCCL). The exporters
+(``msccl/routes.py``, ``mscclpp/gpuview.py``) add what their runtime makes of it: channels per
+route, or puts and versions of values.
 """
 from __future__ import annotations
 
@@ -120,6 +121,8 @@ def _sources(machine: Machine, schedule: Schedule, arrivals: np.ndarray, src: li
     def fifo(node: int) -> bool:
         return machine.is_switch(node) and not (machine.switch(node).multicast or machine.switch(node).reduce)
 
+    via = schedule.named().tolist()
+    named = {r for r in via if r >= 0}  # arrivals a send names: no unnamed send takes them
     queued: dict[tuple[int, int], deque[int]] = {}
     latest: dict[tuple[int, int], int] = {}
     out = [-1] * n
@@ -129,12 +132,15 @@ def _sources(machine: Machine, schedule: Schedule, arrivals: np.ndarray, src: li
         while k < n and arrive[by_arrival[k]] <= start[j] + eps:
             i = by_arrival[k]
             if fifo(dst[i]):
-                queued.setdefault((dst[i], chunk[i]), deque()).append(i)
+                if i not in named:
+                    queued.setdefault((dst[i], chunk[i]), deque()).append(i)
             else:
                 latest[(dst[i], chunk[i])] = i
             k += 1
         key = (src[j], chunk[j])
-        if fifo(src[j]):
+        if fifo(src[j]) and via[j] >= 0:
+            out[j] = via[j]
+        elif fifo(src[j]):
             held = queued.get(key)
             assert held, f"switch {machine.label(src[j])} sends chunk {chunk[j]} it never received"
             out[j] = held.popleft()

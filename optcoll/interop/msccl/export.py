@@ -18,9 +18,12 @@ nothing contiguous to batch.
 (routes re-expanded hop by hop, verified with switches that only route) under the runtime's rules,
 and must be clean, faithful and valid; on direct links it must also be no slower than the
 schedule. Through switches the runtime, not the schedule, orders each switch port, and MSCCL
-cannot multicast, so there the re-imported time is measured and stated next to the schedule's;
-when a schedule without multicast comes back slower, its sends into switches are reissued in the
-order they leave the switch (``issue.py``) and the fastest verified XML is kept.
+cannot multicast (each branch is a send of its own), so there the re-imported time is measured
+and stated next to the schedule's; when it comes back slower, the schedule's sends into switches
+are reissued (``issue.py``: in the order they leave the switch; a multicast as one copy per
+branch, in rotation, ``branches.py``) and the fastest verified XML is kept: every machines-suite
+schedule without in-switch reduction that fits the runtime's limits then re-imports at its own
+time.
 """
 from __future__ import annotations
 
@@ -72,27 +75,30 @@ def message_bytes(collective: Collective) -> int:
 class MscclExport:
     """An exported XML: its text, the schedule's verified time, the time the XML takes when
     imported back (None when not checked), how many sends it needs beyond the schedule's because
-    MSCCL cannot multicast (0: none), and whether a connection crosses a switch (then the
-    runtime, not the schedule, orders each switch port: a chunk takes the earliest free slot on
-    each hop, in the order the sends are issued, so the time may differ from the schedule's)."""
+    MSCCL cannot multicast (0: none), whether a connection crosses a switch (then the runtime,
+    not the schedule, orders each switch port: a chunk takes the earliest free slot on each hop,
+    in the order the sends are issued, so the time may differ from the schedule's), and how many
+    sends into switches the XML issues at times the schedule does not (``issue.fastest``)."""
 
     text: str
     time: float
     reimported: float | None
     multicast: int
     routed: bool = False
-    reissued: int = 0  # sends into switches issued at another of their port's times than in the schedule
+    reissued: int = 0
 
     def summary(self) -> str:
         words = f"schedule {format_time(self.time)}"
         if self.reimported is not None:
             words += f", re-imported {format_time(self.reimported)}"
-        if self.reissued:
-            words += (f"; {self.reissued} sends into switches issued in another order than the schedule's, "
-                      "so that the runtime's switches serve them in time")
         if self.multicast:
             words += (f"; MSCCL has no multicast: {self.multicast} more sends than the schedule, "
                       "each crossing its sender's port again")
+        if self.reissued:
+            how = ("at times of their own (one send per branch of each multicast, each GPU's copies in rotation "
+                   "over their receivers)" if self.multicast else "in another order than the schedule's")
+            words += (f"; {self.reissued} sends into switches issued {how}, so that the runtime's switches "
+                      "serve them in time")
         return words
 
 
@@ -202,7 +208,7 @@ def export_msccl(machine: Machine, collective: Collective, schedule: Schedule, *
     if check:
         again, _ = _check_round_trip(text, machine, collective, model, time, bool(algo.inplace), runtime,
                                      strict=not routed)
-        if routed and not seen.multicast and issue.late(again, time):
+        if routed and issue.late(again, time):
             text, again, reissued = _issue_in_time(machine, collective, schedule, model, time, runtime, options,
                                                    (text, again, 0))
     return MscclExport(text, time, again, seen.multicast, routed, reissued)
@@ -221,10 +227,10 @@ def _text(algo: Algo, machine: Machine, collective: Collective, model: TimeModel
 def _issue_in_time(machine: Machine, collective: Collective, schedule: Schedule, model: TimeModel, time: float,
                    runtime: str | Runtime, options: dict, best: tuple[str, float, int]) -> tuple[str, float, int]:
     """The fastest XML of ``best`` and the schedule's sends into switches reissued (``issue.fastest``)."""
-    def round_trip(target: Schedule) -> tuple[str, float, Schedule]:
-        algo, _, _ = _build(machine, collective, target, model=model, runtime=runtime, **options)
-        text = _text(algo, machine, collective, model, time, runtime)
-        again, back = _check_round_trip(text, machine, collective, model, time, bool(algo.inplace), runtime,
+    def round_trip(on: Machine, target: Schedule) -> tuple[str, float, Schedule]:
+        algo, _, _ = _build(on, collective, target, model=model, runtime=runtime, **options)
+        text = _text(algo, on, collective, model, time, runtime)
+        again, back = _check_round_trip(text, on, collective, model, time, bool(algo.inplace), runtime,
                                         strict=False)
         return text, again, back
 

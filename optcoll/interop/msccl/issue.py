@@ -16,6 +16,10 @@ port: an equally valid schedule of the same transfers, which this module builds 
   whose slot a chunk meant to go later took, and that chunk's first hop trades places with the
   next one on its port.
 
+* A schedule in which a switch multicasts starts instead from ``branches.spread``: one copy per
+  branch, each GPU's copies in rotation over their receivers, for the machine whose switches
+  only route; ``blame`` and ``swap`` then work on it as on any other.
+
 Every candidate is verified (valid, no slower) before it is used; ``fastest`` keeps the one
 whose re-import is fastest, for either exporter (MSCCL XML, MSCCL++ plans: each passes its own
 round trip).
@@ -24,6 +28,7 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+from collections import Counter
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -32,6 +37,8 @@ import numpy as np
 from optcoll.collectives.collective import Collective
 from optcoll.instances.instance import TimeModel
 from optcoll.interop.gpuview import follow
+from optcoll.interop.msccl.branches import spread
+from optcoll.interop.msccl.routes import routing_view
 from optcoll.machines.machine import Machine
 from optcoll.schedules.schedule import Schedule
 from optcoll.verify import verify
@@ -167,31 +174,46 @@ def swap(schedule: Schedule, a: int, b: int) -> Schedule:
 
 
 def fastest(machine: Machine, collective: Collective, schedule: Schedule, model: TimeModel, due: float,
-            round_trip: Callable[[Schedule], tuple[Artifact, float, Schedule]],
+            round_trip: Callable[[Machine, Schedule], tuple[Artifact, float, Schedule]],
             best: tuple[Artifact, float, int]) -> tuple[Artifact, float, int]:
-    """The exported artifact (and its re-imported time, and how many sends it issues at another
-    time than ``schedule``) of the fastest of ``best`` and the reissued schedules: sends into
-    switches by departure, then up to ``MAX_TRADES`` trades of the first hop ``blame`` names, while
-    each stays valid and no slower than the schedule and its re-import is later than ``due``.
-    ``round_trip``: a schedule's artifact, its re-imported time and schedule."""
+    """The exported artifact (and its re-imported time, and how many sends into switches it issues
+    at times the schedule does not) of the fastest of ``best`` and the reissued schedules: sends
+    into switches by departure (a schedule in which a switch multicasts: one copy per branch,
+    ``branches.spread``, on the machine whose switches only route), then up to ``MAX_TRADES``
+    trades of the first hop ``blame`` names, while each stays valid and no slower than the
+    schedule and its re-import is later than ``due``. ``round_trip``: a schedule's artifact, its
+    re-imported time and schedule, on the machine given."""
     timing = model.link_timing(machine, collective.chunk_bytes)
     result = verify(machine, collective, schedule, model)
     eps = RELATIVE_TOLERANCE * max(float(result.arrivals.max(initial=0.0)), 1e-30) + ABSOLUTE_TOLERANCE
-    target = by_departure(machine, collective, schedule, result.arrivals, timing.delay, eps)
+    on, target = machine, spread(machine, collective, schedule, result.arrivals, timing.delay, timing.busy, eps)
+    if target is None:
+        target = by_departure(machine, collective, schedule, result.arrivals, timing.delay, eps)
+    else:
+        on = routing_view(machine)
     for _ in range(MAX_TRADES + 1):
         if target is None:
             break
-        checked = verify(machine, collective, target, model)
+        checked = verify(on, collective, target, model)
         if not checked.valid or late(checked.time, result.time):
             break
-        artifact, again, back = round_trip(target)
+        artifact, again, back = round_trip(on, target)
         if again < best[1]:
-            best = (artifact, again, int(np.count_nonzero(target.start != schedule.start)))
+            best = (artifact, again, moved(on, schedule, target))
         if not late(again, due):
             break
-        move = blame(machine, target, back, timing.delay, timing.busy, eps)
+        move = blame(on, target, back, timing.delay, timing.busy, eps)
         target = None if move is None else swap(target, *move)
     return best
+
+
+def moved(machine: Machine, schedule: Schedule, target: Schedule) -> int:
+    """Sends from a GPU into a switch in ``target`` that ``schedule`` does not make at that time."""
+    def sends(s: Schedule) -> Counter[tuple[int, int, float]]:
+        into = (machine.link_src[s.link] < machine.num_npus) & (machine.link_dst[s.link] >= machine.num_npus)
+        return Counter(zip(s.chunk[into].tolist(), s.link[into].tolist(), s.start[into].tolist()))
+
+    return sum((sends(target) - sends(schedule)).values())
 
 
 def late(again: float, due: float) -> bool:

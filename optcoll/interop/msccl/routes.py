@@ -17,8 +17,9 @@ the view optcoll exports and imports in is:
 
 What the view cannot hold is refused or stated: MSCCL has no in-switch reduction (a schedule
 that reduces into a switch is refused), and no multicast — a switch forwarding one arrival on
-several links becomes one send per branch, each crossing the sender's port again, so such an
-export runs longer than its schedule (``Collapsed.multicast`` counts the extra sends). The
+several links becomes one send per branch, each crossing the sender's port again
+(``Collapsed.multicast`` counts the extra sends; issued as the schedule orders them they queue
+for the receivers' ports, and ``branches.py`` orders them so that they do not). The
 sends themselves, each transfer landing on a GPU followed back through switches to the GPU it
 left, are ``optcoll.interop.gpuview``'s, shared with the MSCCL++ exporter.
 """

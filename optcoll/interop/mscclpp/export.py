@@ -14,7 +14,9 @@ plus the handshake's (the slowest channel's signal latency); LL plans are packet
 ``export_mscclpp`` checks its own output: the plan is validated as the executor loads it
 (``validate.py``, ``geometry.sizes_for``), imported back on the same machine (``importer.py``) and
 verified; it must be faithful and valid, and its time is reported next to the schedule's with the
-reasons they may differ (``MscclppExport.reasons``).
+reasons they may differ (``_reasons``). A plan that comes back slower is rebuilt from
+the schedule with its sends into switches reissued as for MSCCL (``msccl.issue.fastest``; a
+multicast as one put per branch, in rotation), and the fastest verified plan is kept.
 """
 from __future__ import annotations
 
@@ -109,18 +111,21 @@ def export_mscclpp(machine: Machine, collective: Collective, schedule: Schedule,
     again, reissued = None, 0
     if check:
         again, _ = _round_trip(planned.plan, machine, collective, model, message)
-        if not view.multicast and issue.late(again, result.time + wait):
-            def round_trip(target: Schedule) -> tuple[_Planned, float, Schedule]:
-                arrivals = verify(machine, collective, target, model).arrivals
-                made = _planned(machine, collective, target, arrivals, name, lo, hi, handshake, planned.protocol)
-                return (made, *_round_trip(made.plan, machine, collective, model, message))
+        if issue.late(again, result.time + wait):
+            def round_trip(on: Machine, target: Schedule) -> tuple[_Planned, float, Schedule]:
+                arrivals = verify(on, collective, target, model).arrivals
+                made = _planned(on, collective, target, arrivals, name, lo, hi, handshake, planned.protocol)
+                return (made, *_round_trip(made.plan, on, collective, model, message))
 
             planned, again, reissued = issue.fastest(machine, collective, schedule, model, result.time + wait,
                                                      round_trip, (planned, again, 0))
             data, wait = planned.data, planned.wait
         if reissued:
-            notes.append(f"{reissued} sends into switches issued in another order than the schedule's, at the "
-                         "same times on their ports: the executor books each hop when a put is issued")
+            how = ("at times of their own: one put per branch of each multicast, each GPU's puts in rotation over "
+                   "their receivers" if view.multicast else
+                   "in another order than the schedule's, at the same times on their ports")
+            notes.append(f"{reissued} sends into switches issued {how}, as the executor books each hop when a put "
+                         "is issued")
         notes += _reasons(planned.view, machine, model, again, result.time, wait, planned.protocol)
     return MscclppExport(data, result.time, again, tuple(notes), wait)
 

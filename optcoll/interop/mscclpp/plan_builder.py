@@ -89,6 +89,15 @@ class Built:
     scratch: dict[int, int]
     semaphores: dict[int, list[tuple]]  # gpu -> (producer, consumer) pairs in id order
 
+    def channels_of(self) -> dict[int, list[PlannedChannel]]:
+        """Each block's channels (by ``id`` of the block), in channel order."""
+        out: dict[int, list[PlannedChannel]] = {}
+        for c in self.channels:
+            out.setdefault(id(c.a), []).append(c)
+            if c.b is not c.a:
+                out.setdefault(id(c.b), []).append(c)
+        return out
+
 
 def build(view: View, n: int, pre: dict[tuple[int, int], Slot], post: dict[tuple[int, int], Slot],
           combining: bool, packets: bool = False) -> Built:
@@ -123,7 +132,7 @@ class _Blocks:
         self.channels: list[PlannedChannel] = []
         self.made_by: dict[int, Action] = {}  # id(version) -> the action after which it is usable
         self.senders: dict[tuple[int, int], Block] = {}
-        self.receivers: dict[tuple[int, int], Block] = {}  # (gpu, id(sender block))
+        self.receivers: dict[tuple[int, int], tuple[Block, PlannedChannel]] = {}  # (gpu, id(sender block))
         self.pending: list[tuple[Action, Version, str]] = []  # (consumer, version it reads, what)
 
     def block(self, g: int, name: str) -> Block:
@@ -134,10 +143,10 @@ class _Blocks:
     def receiver(self, g: int, sender: Block, kind: str) -> tuple[Block, PlannedChannel]:
         key = (g, id(sender))
         if key not in self.receivers:
-            self.receivers[key] = self.block(g, f"receive from GPU {sender.gpu} ({sender.name})")
-            self.channels.append(PlannedChannel(sender, self.receivers[key], kind, len(self.channels)))
-        ch = next(c for c in self.channels if c.a is sender and c.b is self.receivers[key])
-        return self.receivers[key], ch
+            block = self.block(g, f"receive from GPU {sender.gpu} ({sender.name})")
+            self.channels.append(PlannedChannel(sender, block, kind, len(self.channels)))
+            self.receivers[key] = block, self.channels[-1]
+        return self.receivers[key]
 
     def sender(self, p) -> tuple[Block, Action | None]:
         """The block that sends ``p`` on its first link, and the action it must follow: a full
@@ -288,9 +297,10 @@ def add_handshake(built: Built) -> None:
     a relaxed signal on each of its channels, then a relaxed wait on each, so no GPU writes into a
     peer before the peer's kernel runs (``MAX_CHANNEL_PER_OPERATION`` channels per op). On each
     channel the first signal and the first wait are then the handshake's."""
+    channels = built.channels_of()
     for tbs in built.blocks.values():
         for tb in tbs:
-            mine = [c for c in built.channels if tb in (c.a, c.b)]
+            mine = channels.get(id(tb), [])
             ops = []
             for name in ("rlxsignal", "rlxwait"):
                 for kind in ("memory", "port"):
@@ -442,13 +452,14 @@ def _semaphores(blocks: dict[int, list[Block]]) -> dict[int, list[tuple]]:
 
 def check_limits(built: Built) -> None:
     """The executor's per-block limits (``execution_common.hpp``), named when exceeded."""
+    channels = built.channels_of()
     for g, tbs in built.blocks.items():
         for tb in tbs:
             count = sum(len(a.ops) + bool(a.acquire) + bool(a.release) for a in tb.actions)
             if count > MAX_OPERATION:
                 raise InputError(f"GPU {g}'s thread block '{tb.name}' needs {count} operations; the MSCCL++ "
                                  f"executor holds {MAX_OPERATION} per thread block", field="schedule")
-            chans = {id(c) for c in built.channels if c.a is tb or c.b is tb}
+            chans = channels.get(id(tb), [])
             if len(chans) > MAX_CHANNEL:
                 raise InputError(f"GPU {g}'s thread block '{tb.name}' uses {len(chans)} channels; the MSCCL++ "
                                  f"executor holds {MAX_CHANNEL} per thread block", field="schedule")

@@ -41,7 +41,7 @@ from optcoll.instances.instance import TimeModel
 from optcoll.interop.mscclpp.geometry import Piece, UnrolledOp
 from optcoll.interop.mscclpp.routes import PeerPaths
 from optcoll.interop.mscclpp.schema import PlanGpu, ExecutionPlan, Threadblock
-from optcoll.interop.mscclpp.validate import op_channel, remote_of, switch_of
+from optcoll.interop.mscclpp.validate import ChannelEnd, op_channel, remote_of, switch_of
 from optcoll.interop.msccl.layout import BufferLayout, SlotValue
 from optcoll.machines.machine import Machine
 from optcoll.schedules.schedule import COPY, REDUCE
@@ -72,6 +72,7 @@ class Simulator:
         self.delay, self.busy = timing.delay, timing.busy
         self.reduce_extra = float(model.reduce_cost * self.unit)
         self.routes = PeerPaths(machine)
+        self.ends: dict[tuple[int, str], list[ChannelEnd]] = {}  # numbered once (validate.op_channel)
         self.plain = plain_switches(machine).tolist()
         self.out = Run()
         self.buf: dict[Slot, SlotValue] = {}
@@ -231,7 +232,7 @@ class Simulator:
         if op.name in ("wait", "rlxwait"):
             latest = t
             for i in range(len(op.channel_ids)):
-                e = op_channel(self.plan, g, tb, op, i)
+                e = op_channel(self.plan, g, tb, op, i, self.ends)
                 key = (e.peer, e.gpu, e.kind, e.k)
                 got = self.signals[key]
                 n = self.waited[key]
@@ -262,13 +263,13 @@ class Simulator:
         where = op.where + (f" (iteration {step.iteration})" if step.iteration is not None else "")
         if name in ("wait", "rlxwait"):
             for i in range(len(op.channel_ids)):
-                e = op_channel(self.plan, g, tb, op, i)
+                e = op_channel(self.plan, g, tb, op, i, self.ends)
                 self.waited[(e.peer, e.gpu, e.kind, e.k)] += 1
             return t
         if name in ("signal", "rlxsignal", "pws", "pwsf"):
             end = self.move(k, g, tb, step, t, where) if name in ("pws", "pwsf") else t
             for i in range(len(op.channel_ids)):
-                e = op_channel(self.plan, g, tb, op, i)
+                e = op_channel(self.plan, g, tb, op, i, self.ends)
                 lat = self.routes.latency(self.node(g.id), self.node(e.peer))
                 when = t + lat if name == "rlxsignal" else max(t + lat, self.written[k])
                 self.signals[(e.gpu, e.peer, e.kind, e.k)].append(when)

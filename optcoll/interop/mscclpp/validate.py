@@ -54,9 +54,17 @@ def channel_ends(gpu: PlanGpu, kind: str) -> list[ChannelEnd]:
     return out
 
 
-def op_channel(plan: ExecutionPlan, gpu: PlanGpu, tb: Threadblock, op: Op, i: int) -> ChannelEnd:
-    """The channel end an op's ``channel_ids[i]`` names (after ``check_plan``)."""
-    return channel_ends(gpu, op.channel_type)[tb.channels[op.channel_type][op.channel_ids[i]]]
+def op_channel(plan: ExecutionPlan, gpu: PlanGpu, tb: Threadblock, op: Op, i: int,
+               known: dict[tuple[int, str], list[ChannelEnd]] | None = None) -> ChannelEnd:
+    """The channel end an op's ``channel_ids[i]`` names (after ``check_plan``). ``known``: the
+    GPUs' ``channel_ends`` by (GPU, type) as far as numbered, filled in here, for callers that
+    ask for every op of a large plan (numbering them each time is quadratic in its channels)."""
+    kind = op.channel_type
+    if known is None:
+        ends = channel_ends(gpu, kind)
+    else:
+        ends = known.get((gpu.id, kind)) or known.setdefault((gpu.id, kind), channel_ends(gpu, kind))
+    return ends[tb.channels[kind][op.channel_ids[i]]]
 
 
 def remote_of(gpu: PlanGpu, tb: Threadblock, op: Op, ref: BufRef):
@@ -178,15 +186,15 @@ class _Checker:
                                                       f"range: buffer {buf} of GPU {owner.id} has {have} chunk(s)")
 
     def pairs(self) -> None:
-        ends = {(e.gpu, e.peer, e.kind, e.k): e for g in self.plan.gpus for kind in ("memory", "port")
-                for e in channel_ends(g, kind)}
+        known = {(g.id, kind): channel_ends(g, kind) for g in self.plan.gpus for kind in ("memory", "port")}
+        ends = {(e.gpu, e.peer, e.kind, e.k): e for numbered in known.values() for e in numbered}
         for gpu in self.plan.gpus:
             for tb in gpu.threadblocks:
                 for op in (o for top in tb.ops for o in (top, *top.inner)):
                     if op.name not in SIGNALLING:
                         continue
                     for i in range(len(op.channel_ids)):
-                        e = op_channel(self.plan, gpu, tb, op, i)
+                        e = op_channel(self.plan, gpu, tb, op, i, known)
                         if (e.peer, e.gpu, e.kind, e.k) not in ends:
                             have = sum(1 for k in ends if k[:3] == (e.peer, e.gpu, e.kind))
                             raise self.fail(e.where, f"{e.kind} channel to GPU {e.peer} has no partner (GPU {e.peer} "
