@@ -96,7 +96,9 @@ SLICE_SYNC = fitted(6.0, "us", "dgxa100-allreduce-azure, -oci and -modal (32 MiB
                     "slices of 171 KiB to 1 MiB; 128 MiB stays 13-16 % under Azure and Modal, 64 MiB 15 % over OCI)")
 _SLICE_SYNC_TAKEN = Calibrated(SLICE_SYNC.value, "us", f"taken from Ampere: {SLICE_SYNC.source}")
 GENERATIONS: dict[str, Generation] = {
-    "volta": Generation("volta", nccl(20.0 / 25.0, "x", f"{_TOPO} SM70_NVLINK_BW 20 GB/s per NVLink2 (25 GB/s)"),
+    "volta": Generation("volta", fitted(0.9, "x", "dgx1-allreduce-oci (1 GiB, ring/Simple: 135.5 GB/s busbw over a "
+                                        "V100's 6 NVLink2, 22.6 GB/s per 25 GB/s link; NCCL's own SM70_NVLINK_BW, "
+                                        f"20 GB/s in {_TOPO}, is a tuning weight 11 % under it)"),
                         nccl(0.0, "x", f"{_TUNING} nvlsEfficiency[Volta]"),
                         nccl(39.0, "GB/s", f"{_TUNING} llMaxBws[Volta][N1]"), 12, 0, slice_sync=_SLICE_SYNC_TAKEN),
     "ampere": Generation("ampere", nccl(20.0 / 25.0, "x", f"{_TOPO} SM80_NVLINK_BW 20 GB/s per NVLink3 (25 GB/s)"),
